@@ -1,0 +1,173 @@
+"""Named model configs (ml_collections ConfigDicts): pi05, pi05_libero, tiny, small, oft, oft_tiny.
+
+Every size is a field. ``pi05`` has openpi's exact dims (Gemma 2B + Gemma 300M action expert +
+SigLIP So400m/14); ``tiny`` has the dims of the openpi parity fixture; ``small`` is the
+CPU-trainable state-only model the rest of CoDA uses.
+"""
+
+from __future__ import annotations
+
+from ml_collections import ConfigDict
+
+OPENPI_CAMERAS = ("base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb")
+
+
+def _expert(width, depth, mlp_dim, num_heads, num_kv_heads, head_dim) -> dict:
+    return dict(
+        width=width,
+        depth=depth,
+        mlp_dim=mlp_dim,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+    )
+
+
+def _siglip(patch_size, width, depth, mlp_dim, num_heads, image_size) -> dict:
+    return dict(
+        patch_size=patch_size,
+        width=width,
+        depth=depth,
+        mlp_dim=mlp_dim,
+        num_heads=num_heads,
+        image_size=image_size,
+    )
+
+
+def pi05() -> ConfigDict:
+    """openpi ``Pi0Config(pi05=True)``."""
+    return ConfigDict(
+        dict(
+            name="pi05",
+            backbone="pi05",
+            dtype="bfloat16",
+            param_dtype="float32",
+            vocab_size=257152,
+            vlm=_expert(2048, 18, 16384, 8, 1, 256),
+            expert=_expert(1024, 18, 4096, 8, 1, 256),
+            siglip=_siglip(14, 1152, 27, 4304, 16, 224),
+            camera_names=OPENPI_CAMERAS,
+            action_dim=32,
+            env_action_dim=32,
+            action_horizon=50,
+            max_token_len=200,
+            discrete_state_input=True,
+            max_state_dim=32,
+            num_state_tokens=0,  # 0: no state encoder (state goes into the prompt text)
+            state_hidden=0,
+            num_sample_steps=10,
+            tokenizer_path="",  # "" -> the offline SentencePiece model shipped in assets/
+        )
+    )
+
+
+def pi05_libero() -> ConfigDict:
+    """openpi ``pi05_libero``: horizon 10, no discrete state (same parameters as pi05)."""
+    c = pi05()
+    c.name = "pi05_libero"
+    c.action_horizon = 10
+    c.discrete_state_input = False
+    return c
+
+
+def tiny() -> ConfigDict:
+    """The openpi parity fixture's tiny pi0.5 (161,544 params), float32."""
+    c = pi05()
+    c.name = "tiny"
+    c.dtype = "float32"
+    c.vocab_size = 512
+    c.vlm = _expert(64, 2, 128, 2, 1, 16)
+    c.expert = _expert(32, 2, 64, 2, 1, 16)
+    c.siglip = _siglip(14, 32, 1, 64, 2, 56)
+    c.action_dim = 8
+    c.env_action_dim = 8
+    c.action_horizon = 4
+    c.max_token_len = 16
+    c.max_state_dim = 8
+    c.num_sample_steps = 3
+    return c
+
+
+def small() -> ConfigDict:
+    """CPU-trainable pi0.5 (a few million params), state-only by default, 7-dim actions."""
+    c = pi05()
+    c.name = "small"
+    c.dtype = "float32"
+    c.vocab_size = 512  # >= the shipped SentencePiece vocabulary
+    c.vlm = _expert(192, 4, 768, 4, 1, 48)
+    c.expert = _expert(96, 4, 384, 4, 1, 48)
+    # Used only when camera_names is non-empty (rendered mode).
+    c.siglip = _siglip(8, 64, 2, 128, 2, 64)
+    c.camera_names = ()
+    c.action_dim = 8
+    c.env_action_dim = 7  # Δxyz, Δrpy, gripper
+    c.action_horizon = 10
+    c.max_token_len = 32
+    c.discrete_state_input = False
+    c.max_state_dim = 64
+    c.num_state_tokens = 4
+    c.state_hidden = 256
+    c.num_sample_steps = 10
+    return c
+
+
+def oft() -> ConfigDict:
+    """OpenVLA-OFT-style backbone at ``small`` scale (parallel decoding + L1 head)."""
+    c = small()
+    c.name = "oft"
+    c.backbone = "oft"
+    c.head_hidden = 256
+    c.candidate_dropout = 0.1  # MC-dropout rate of the action head (candidate mechanism)
+    return c
+
+
+def oft_tiny() -> ConfigDict:
+    """A very small OFT for fast tests (state-only)."""
+    c = oft()
+    c.name = "oft_tiny"
+    c.vlm = _expert(32, 1, 64, 2, 1, 16)
+    c.action_horizon = 4
+    c.max_token_len = 16
+    c.max_state_dim = 16
+    c.num_state_tokens = 2
+    c.state_hidden = 32
+    c.head_hidden = 32
+    return c
+
+
+def small_tiny() -> ConfigDict:
+    """``small``'s structure (state-only, 7-dim actions) at test size."""
+    c = small()
+    c.name = "small_tiny"
+    c.vlm = _expert(32, 1, 64, 2, 1, 16)
+    c.expert = _expert(16, 1, 32, 2, 1, 16)
+    c.action_horizon = 4
+    c.max_token_len = 16
+    c.max_state_dim = 16
+    c.num_state_tokens = 2
+    c.state_hidden = 32
+    c.num_sample_steps = 3
+    return c
+
+
+CONFIGS = {
+    "pi05": pi05,
+    "pi05_libero": pi05_libero,
+    "tiny": tiny,
+    "small": small,
+    "small_tiny": small_tiny,
+    "oft": oft,
+    "oft_tiny": oft_tiny,
+}
+
+
+def get_config(name: str, **overrides) -> ConfigDict:
+    """A named config with optional top-level overrides; unknown names list the valid ones."""
+    if name not in CONFIGS:
+        raise ValueError(f"unknown policy config {name!r}; valid names: {sorted(CONFIGS)}")
+    c = CONFIGS[name]()
+    for k, v in overrides.items():
+        if k not in c:
+            raise ValueError(f"unknown config field {k!r} for {name!r}; fields: {sorted(c.keys())}")
+        c[k] = v
+    return c
