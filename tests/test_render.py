@@ -121,6 +121,24 @@ def test_shadow_and_reflection_flags_change_the_image(gl):
     np.testing.assert_array_equal(plain, render.render_states(model, qpos, width=64, height=64))
 
 
+def test_context_options_are_cached_separately_and_leave_the_model_untouched(gl):
+    model, qpos = _falling_box(frames=1)
+    before = (
+        model.vis.global_.offwidth,
+        model.vis.quality.offsamples,
+        model.vis.quality.shadowsize,
+    )
+    aa = render.render_states(model, qpos, width=40, height=40)
+    no_aa = render.render_states(model, qpos, width=40, height=40, antialias=False)
+    assert no_aa.shape == aa.shape and not np.array_equal(aa, no_aa)  # edges differ
+    render.render_states(model, qpos, width=40, height=40, shadows=True, shadow_size=256)
+    assert len(render._renderers[model]) == 3
+    after = (model.vis.global_.offwidth, model.vis.quality.offsamples, model.vis.quality.shadowsize)
+    assert after == before
+    with pytest.raises(ValueError, match="shadow_size"):
+        render.render_states(model, qpos, shadow_size=10)
+
+
 def test_render_batch_matches_per_trajectory(gl):
     model, qpos = _falling_box(frames=3)
     model2 = mujoco.MjModel.from_xml_string(FALLING_BOX)
@@ -296,3 +314,28 @@ def test_probe_when_mujoco_gl_unset():
         assert shape == "(2, 30, 40, 3) 255"
     else:
         assert "egl:" in info and "osmesa:" in info and "libosmesa6" in info
+
+
+def test_probe_order_and_failure_message(monkeypatch):
+    # Selection logic alone (no GL touched): egl fails, osmesa works -> osmesa is chosen.
+    tried = []
+
+    def fake_probe(backend):
+        tried.append(backend)
+        return (backend == "osmesa", "llvmpipe" if backend == "osmesa" else "libEGL not found")
+
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.setattr(render, "_selected", {})
+    monkeypatch.setattr(render, "_probe", fake_probe)
+    monkeypatch.setattr(render, "_activate", lambda backend: object)
+    assert render.gl_available() == (True, "osmesa") and tried == ["egl", "osmesa"]
+
+    monkeypatch.setattr(render, "_selected", {})
+    monkeypatch.setattr(render, "_probe", lambda backend: (False, f"{backend} is broken"))
+    ok, why = render.gl_available()
+    assert not ok and "egl: egl is broken; osmesa: osmesa is broken" in why
+    with pytest.raises(render.RenderUnavailable, match="libosmesa6"):
+        render.require_gl()
+    monkeypatch.setenv("MUJOCO_GL", "off")
+    monkeypatch.setattr(render, "_selected", {})
+    assert render.gl_available() == (False, "rendering is disabled by MUJOCO_GL='off'. Unset it.")
