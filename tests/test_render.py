@@ -128,8 +128,8 @@ def test_context_options_are_cached_separately_and_leave_the_model_untouched(gl)
         model.vis.quality.offsamples,
         model.vis.quality.shadowsize,
     )
-    aa = render.render_states(model, qpos, width=40, height=40)
-    no_aa = render.render_states(model, qpos, width=40, height=40, antialias=False)
+    no_aa = render.render_states(model, qpos, width=40, height=40)
+    aa = render.render_states(model, qpos, width=40, height=40, antialias=True)
     assert no_aa.shape == aa.shape and not np.array_equal(aa, no_aa)  # edges differ
     render.render_states(model, qpos, width=40, height=40, shadows=True, shadow_size=256)
     assert len(render._renderers[model]) == 3
@@ -137,6 +137,33 @@ def test_context_options_are_cached_separately_and_leave_the_model_untouched(gl)
     assert after == before
     with pytest.raises(ValueError, match="shadow_size"):
         render.render_states(model, qpos, shadow_size=10)
+
+
+def test_renderers_are_freed_with_their_model(gl, monkeypatch):
+    import gc
+    import weakref
+
+    closed = []
+    original_close = render._Renderer.close
+
+    def recording_close(self):
+        closed.append(self.gl is not None)
+        original_close(self)
+
+    monkeypatch.setattr(render._Renderer, "close", recording_close)
+    model, qpos = _falling_box(frames=1)
+    render.render_states(model, qpos, width=16, height=16)
+    (r,) = render._renderers[model].values()
+    ref = weakref.ref(r)
+    del r, model
+    gc.collect()
+    assert ref() is None and closed[:1] == [True]  # closed while it still held a GL context
+
+    model2, _ = _falling_box(frames=1)
+    render.render_states(model2, qpos, width=16, height=16)
+    render.close_renderers()
+    assert len(render._renderers) == 0
+    assert render.render_states(model2, qpos, width=16, height=16).shape == (1, 16, 16, 3)
 
 
 def test_render_batch_matches_per_trajectory(gl):

@@ -152,7 +152,6 @@ def _pyopengl_platform() -> str | None:
 
 def _activate(backend: str) -> type:
     """Point MUJOCO_GL / PyOpenGL at `backend` in this process and return its GLContext class."""
-    os.environ.setdefault("MUJOCO_GL", backend)
     if backend in ("egl", "osmesa"):
         committed = _pyopengl_platform()
         if committed is not None and committed != backend:
@@ -163,12 +162,13 @@ def _activate(backend: str) -> type:
             )
         os.environ.setdefault("PYOPENGL_PLATFORM", backend)
     try:
-        return importlib.import_module(_BACKEND_MODULES[backend]).GLContext
+        ctx_cls = importlib.import_module(_BACKEND_MODULES[backend]).GLContext
     except Exception as err:  # ImportError, OSError from ctypes, PyOpenGL platform errors
         raise RenderUnavailable(
-            f"GL backend {backend!r} worked in a probe but failed to load here: {err}. "
-            + _install_hint()
+            f"GL backend {backend!r} worked in a probe but failed to load here: {err}"
         ) from err
+    os.environ.setdefault("MUJOCO_GL", backend)  # later `import mujoco` in children agree
+    return ctx_cls
 
 
 def _select() -> dict[str, Any]:
@@ -199,7 +199,7 @@ def _select() -> dict[str, Any]:
                     ctx_cls = _activate(backend)
                 except RenderUnavailable as err:
                     failures.append(f"{backend}: {err}")
-                    break
+                    continue
                 _selected.update(ok=True, backend=backend, renderer=info, ctx_cls=ctx_cls)
                 return _selected
             failures.append(f"{backend}: {info}")
@@ -280,21 +280,27 @@ class _Renderer:
         self.scene = mujoco.MjvScene(model, maxgeom=max(1000, 2 * model.ngeom + 100))
         self.option = mujoco.MjvOption()
         self.camera = mujoco.MjvCamera()
-        self.data = mujoco.MjData(model)
         self.rect = mujoco.MjrRect(0, 0, width, height)
         self.buffer = np.empty((height, width, 3), np.uint8)
 
-    def render_into(self, out: np.ndarray) -> None:  # out: [H, W, 3] uint8
+    def render_into(self, data: mujoco.MjData, out: np.ndarray) -> None:  # out: [H, W, 3] uint8
         import mujoco
 
         model = self.model()
         self.gl.make_current()
         mujoco.mjv_updateScene(
-            model, self.data, self.option, None, self.camera, mujoco.mjtCatBit.mjCAT_ALL, self.scene
+            model, data, self.option, None, self.camera, mujoco.mjtCatBit.mjCAT_ALL, self.scene
         )
         mujoco.mjr_render(self.rect, self.scene, self.con)
         mujoco.mjr_readPixels(self.buffer, None, self.rect, self.con)
         out[...] = self.buffer[::-1]  # GL rows start at the bottom
+
+    def __del__(self) -> None:
+        # Free the MjrContext while its GL context is current, before the GL context goes.
+        try:
+            self.close()
+        except Exception:
+            pass
 
     def close(self) -> None:
         gl, self.gl = getattr(self, "gl", None), None
@@ -309,7 +315,8 @@ class _Renderer:
             gl.free()
 
 
-# model -> {(width, height): _Renderer}; entries vanish with their model.
+# model -> {(width, height, samples, shadow_size): _Renderer}; entries (and their GL contexts)
+# vanish with their model, so nothing cached may hold a strong reference to the model.
 _renderers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -406,7 +413,7 @@ def render_states(
     height: int = 224,
     shadows: bool = False,
     reflections: bool = False,
-    antialias: bool = True,
+    antialias: bool = False,
     shadow_size: int = 1024,
     lookat: Sequence[float] = DEFAULT_LOOKAT,
     distance: float = DEFAULT_DISTANCE,
@@ -416,7 +423,7 @@ def render_states(
     """Replay joint positions through mj_forward and render one RGB frame per state.
 
     Shadows and reflections are off by default: on software GL shadows cost 5-15x in speed and
-    add little for the critic. `antialias` is 4x MSAA (~1.8x slower on software GL);
+    add little for the critic. `antialias=True` is 4x MSAA (2-4x slower on software GL);
     `shadow_size` is the shadow-map side in pixels (MuJoCo's default 4096 is 5x slower than 1024
     on software GL and no sharper at 224 px). `camera=None` uses a free camera set by lookat/
     distance/elevation/azimuth (degrees, MuJoCo convention); otherwise a named or indexed model
@@ -446,11 +453,11 @@ def render_states(
         r.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = bool(shadows)
         r.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = bool(reflections)
         frames = np.empty((qpos.shape[0], height, width, 3), np.uint8)
-        data = r.data
+        data = mujoco.MjData(model)  # not cached: MjData keeps its model alive
         for t in range(qpos.shape[0]):
             data.qpos[:] = qpos[t]
             mujoco.mj_forward(model, data)
-            r.render_into(frames[t])
+            r.render_into(data, frames[t])
     return frames
 
 
