@@ -1,0 +1,222 @@
+"""Geometry and contact helpers over `SimState`, shared by ν and Text2potential potentials.
+
+All helpers are pure jnp, work on any leading batch dims, and take body/joint indices that are
+static Python ints (resolve roles with a `SymbolTable` first). Boolean helpers return bool
+arrays; `*_progress` helpers return smooth values in [0, 1] for potentials.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from coda.sim.state import FLOOR, LEFT, N_FIXED_ENTITIES, RIGHT, SimState
+
+TABLE_Z = 0.0
+
+
+# ----------------------------------------------------------------------------- frames
+
+
+def quat_to_mat(q: jnp.ndarray) -> jnp.ndarray:
+    """[..., 4] (w, x, y, z) -> [..., 3, 3]."""
+    q = q / (jnp.linalg.norm(q, axis=-1, keepdims=True) + 1e-9)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return jnp.stack(
+        [
+            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+
+
+def yaw_of(q: jnp.ndarray) -> jnp.ndarray:
+    """Heading angle (rad) of the body x axis projected on the table plane. [..., 4] -> [...]."""
+    m = quat_to_mat(q)
+    return jnp.arctan2(m[..., 1, 0], m[..., 0, 0])
+
+
+def to_local(state: SimState, i: int, p: jnp.ndarray) -> jnp.ndarray:
+    """World point(s) p [..., 3] expressed in body i's frame."""
+    m = quat_to_mat(state.body_quat[..., i, :])
+    return jnp.einsum("...ji,...j->...i", m, p - state.body_pos[..., i, :])
+
+
+def pos(state: SimState, i: int) -> jnp.ndarray:
+    return state.body_pos[..., i, :]
+
+
+def half(state: SimState, i: int) -> jnp.ndarray:
+    return state.body_half[..., i, :]
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def distance(a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
+    return jnp.linalg.norm(a - b, axis=-1)
+
+
+def xy_distance(a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
+    return jnp.linalg.norm(a[..., :2] - b[..., :2], axis=-1)
+
+
+def body_distance(state: SimState, a: int, b: int) -> jnp.ndarray:
+    return distance(pos(state, a), pos(state, b))
+
+
+def ee_distance(state: SimState, i: int) -> jnp.ndarray:
+    """Distance from the tool centre point to body i's centre."""
+    return distance(state.ee_pos, pos(state, i))
+
+
+def bottom(state: SimState, i: int) -> jnp.ndarray:
+    """Lowest point of body i's bounding box (accounts for tilt)."""
+    m = quat_to_mat(state.body_quat[..., i, :])
+    return pos(state, i)[..., 2] - jnp.sum(jnp.abs(m[..., 2, :]) * half(state, i), -1)
+
+
+def top(state: SimState, i: int) -> jnp.ndarray:
+    m = quat_to_mat(state.body_quat[..., i, :])
+    return pos(state, i)[..., 2] + jnp.sum(jnp.abs(m[..., 2, :]) * half(state, i), -1)
+
+
+def height(state: SimState, i: int) -> jnp.ndarray:
+    """Height of body i's bottom above the table."""
+    return bottom(state, i) - TABLE_Z
+
+
+def lifted(state: SimState, i: int, min_height: float = 0.03) -> jnp.ndarray:
+    return height(state, i) > min_height
+
+
+def upright(state: SimState, i: int, tol: float = 0.35) -> jnp.ndarray:
+    """Body z axis within `tol` rad of world z."""
+    m = quat_to_mat(state.body_quat[..., i, :])
+    return m[..., 2, 2] > jnp.cos(tol)
+
+
+def aligned(
+    qa: jnp.ndarray, qb: jnp.ndarray, tol: float = 0.2, symmetry: float = jnp.pi / 2
+) -> jnp.ndarray:
+    """Headings of two frames agree up to a rotational symmetry (π/2 for square sections)."""
+    d = yaw_of(qa) - yaw_of(qb)
+    d = jnp.abs((d + symmetry / 2) % symmetry - symmetry / 2)
+    return d < tol
+
+
+def within_footprint(
+    state: SimState, p: jnp.ndarray, i: int, margin: float = 0.0, use_inner: bool = False
+) -> jnp.ndarray:
+    """Point p [..., 3] lies inside body i's xy footprint (or its interior), shrunk by margin."""
+    local = to_local(state, i, p)
+    h = state.inner[..., i, :2] if use_inner else half(state, i)[..., :2]
+    return jnp.all(jnp.abs(local[..., :2]) <= h - margin, axis=-1)
+
+
+# ----------------------------------------------------------------------------- relations
+
+
+def above(state: SimState, a: int, b: int, margin: float = 0.0) -> jnp.ndarray:
+    """a's centre is over b's footprint and a's bottom is not below b's top (minus 1 cm)."""
+    return within_footprint(state, pos(state, a), b, margin) & (
+        bottom(state, a) > top(state, b) - 0.01
+    )
+
+
+def on_top(state: SimState, a: int, b: int, tol: float = 0.015) -> jnp.ndarray:
+    """a rests on b: over b's footprint and a's bottom within `tol` of b's top surface."""
+    return within_footprint(state, pos(state, a), b) & (
+        jnp.abs(bottom(state, a) - top(state, b)) < tol
+    )
+
+
+def inside(state: SimState, a: int, container: int, margin: float = 0.0) -> jnp.ndarray:
+    """a's centre lies in the container's interior and a's bottom is below the rim."""
+    inner_floor = pos(state, container)[..., 2] + state.inner[..., container, 3]
+    rim = top(state, container)
+    ok_xy = within_footprint(state, pos(state, a), container, margin, use_inner=True)
+    return ok_xy & (bottom(state, a) < rim) & (bottom(state, a) > inner_floor - 0.02)
+
+
+def in_contact(state: SimState, ea: int, eb: int) -> jnp.ndarray:
+    """Contact between entities (0 floor, 1/2 fingers, 3+i body i)."""
+    return state.contact[..., ea, eb] > 0
+
+
+def touching(state: SimState, a: int, b: int) -> jnp.ndarray:
+    return in_contact(state, N_FIXED_ENTITIES + a, N_FIXED_ENTITIES + b)
+
+
+def on_table(state: SimState, a: int) -> jnp.ndarray:
+    return in_contact(state, N_FIXED_ENTITIES + a, FLOOR)
+
+
+def grasped(state: SimState, a: int) -> jnp.ndarray:
+    """Both finger pads touch body a."""
+    e = N_FIXED_ENTITIES + a
+    return in_contact(state, LEFT, e) & in_contact(state, RIGHT, e)
+
+
+def gripper_opening(state: SimState) -> jnp.ndarray:
+    """Total finger gap (m)."""
+    return state.finger[..., 0] + state.finger[..., 1]
+
+
+def gripper_open(state: SimState, min_gap: float = 0.06) -> jnp.ndarray:
+    return gripper_opening(state) > min_gap
+
+
+def joint_fraction(state: SimState, j: int) -> jnp.ndarray:
+    """Articulated joint j's position as a fraction of its range, in [0, 1]."""
+    lo, hi = state.joint_range[..., j, 0], state.joint_range[..., j, 1]
+    return jnp.clip((state.joint_pos[..., j] - lo) / (hi - lo + 1e-9), 0.0, 1.0)
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+def distance_progress(d: jnp.ndarray, scale: float = 0.1) -> jnp.ndarray:
+    """Smooth progress in (0, 1]: 1 at d=0, decaying with distance (for potentials)."""
+    return jnp.exp(-jnp.maximum(d, 0.0) / scale)
+
+
+def ramp(x: jnp.ndarray, lo: float, hi: float) -> jnp.ndarray:
+    """Linear ramp from 0 at lo to 1 at hi, clipped."""
+    return jnp.clip((x - lo) / (hi - lo), 0.0, 1.0)
+
+
+HELPERS = {
+    f.__name__: f
+    for f in (
+        quat_to_mat,
+        yaw_of,
+        to_local,
+        pos,
+        half,
+        distance,
+        xy_distance,
+        body_distance,
+        ee_distance,
+        bottom,
+        top,
+        height,
+        lifted,
+        upright,
+        aligned,
+        within_footprint,
+        above,
+        on_top,
+        inside,
+        in_contact,
+        touching,
+        on_table,
+        grasped,
+        gripper_opening,
+        gripper_open,
+        joint_fraction,
+        distance_progress,
+        ramp,
+    )
+}

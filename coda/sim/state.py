@@ -1,0 +1,161 @@
+"""One simulator-state layout for both physics backends.
+
+Both backends fill MuJoCo's `sensordata` with the same sensors (added at compile time): the tcp
+frame, finger joints, the frame of every tracked body (object bodies, articulated parts,
+handles), articulated joint positions, and geom-pair contact counts. `decode` turns a sensordata
+array into a `SimState` pytree, so ν, the geometry helpers and potentials are the same jnp
+functions whether `mujoco.rollout` (native) or MJX produced the numbers.
+
+Contacts are an entity matrix: entity 0 = floor, 1 = left finger, 2 = right finger,
+3 + i = tracked body i. Note MuJoCo computes sensors inside `mj_step` before integration, so a
+state decoded from step t's sensordata is the state at the start of step t (one physics step,
+5 ms, behind the integrated qpos); this lag is identical on both backends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+FLOOR, LEFT, RIGHT = 0, 1, 2
+N_FIXED_ENTITIES = 3
+
+
+@struct.dataclass
+class SimState:
+    """A batch of simulator states. Leading dims are free ([...] = e.g. [B] or [B, T])."""
+
+    ee_pos: jnp.ndarray  # [..., 3] tcp position (world)
+    ee_quat: jnp.ndarray  # [..., 4] tcp orientation (w, x, y, z)
+    finger: jnp.ndarray  # [..., 2] left/right opening half-widths (m)
+    body_pos: jnp.ndarray  # [..., NB, 3]
+    body_quat: jnp.ndarray  # [..., NB, 4]
+    joint_pos: jnp.ndarray  # [..., NJ] articulated joints
+    contact: jnp.ndarray  # [..., NE, NE] contact counts between entities (symmetric)
+    body_half: jnp.ndarray  # [..., NB, 3] bbox half extents (per variant, constant in time)
+    inner: jnp.ndarray  # [..., NB, 4] container interior half extents xyz + floor z offset
+    joint_range: jnp.ndarray  # [..., NJ, 2]
+
+
+@dataclasses.dataclass(frozen=True)
+class StateLayout:
+    """Static description of the sensordata vector of one bucket (hashable, jit-static)."""
+
+    body_names: tuple[str, ...]
+    joint_names: tuple[str, ...]
+    contact_pairs: tuple[tuple[int, int], ...]  # entity pair per contact sensor
+    nsensordata: int
+
+    @property
+    def n_bodies(self) -> int:
+        return len(self.body_names)
+
+    @property
+    def n_joints(self) -> int:
+        return len(self.joint_names)
+
+    @property
+    def n_entities(self) -> int:
+        return N_FIXED_ENTITIES + self.n_bodies
+
+    @property
+    def state_dim(self) -> int:
+        """Length of `flat_observation` (the policy's proprio + object state vector)."""
+        return 3 + 4 + 2 + 7 * self.n_bodies + self.n_joints
+
+
+def decode(sensordata: jnp.ndarray, layout: StateLayout, consts: dict) -> SimState:
+    """sensordata [..., S] + per-variant constants -> SimState (pure jnp, jittable)."""
+    s = sensordata
+    nb, nj = layout.n_bodies, layout.n_joints
+    lead = s.shape[:-1]
+    o = 0
+    ee_pos, ee_quat, finger = s[..., 0:3], s[..., 3:7], s[..., 7:9]
+    o = 9
+    frames = s[..., o : o + 7 * nb].reshape(lead + (nb, 7))
+    o += 7 * nb
+    joint_pos = s[..., o : o + nj]
+    o += nj
+    found = s[..., o : o + len(layout.contact_pairs)]
+    ne = layout.n_entities
+    if layout.contact_pairs:
+        pairs = np.asarray(layout.contact_pairs)
+        onehot = np.zeros((len(pairs), ne * ne), np.float32)
+        onehot[np.arange(len(pairs)), pairs[:, 0] * ne + pairs[:, 1]] = 1.0
+        onehot[np.arange(len(pairs)), pairs[:, 1] * ne + pairs[:, 0]] = 1.0
+        contact = (found @ jnp.asarray(onehot)).reshape(lead + (ne, ne))
+    else:
+        contact = jnp.zeros(lead + (ne, ne), s.dtype)
+
+    def bc(x):
+        return _broadcast_const(jnp.asarray(x, s.dtype), lead)
+
+    return SimState(
+        ee_pos=ee_pos,
+        ee_quat=ee_quat,
+        finger=finger,
+        body_pos=frames[..., 0:3],
+        body_quat=frames[..., 3:7],
+        joint_pos=joint_pos,
+        contact=contact,
+        body_half=bc(consts["body_half"]),
+        inner=bc(consts["inner"]),
+        joint_range=bc(consts["joint_range"]),
+    )
+
+
+def _broadcast_const(x: jnp.ndarray, lead: tuple[int, ...]) -> jnp.ndarray:
+    """Per-variant constants are [*batch, ...]: broadcast over the time dims after the batch."""
+    base = x.ndim - 2  # NB/NJ and feature dims are always the last two
+    batch = x.shape[:base]
+    extra = lead[len(batch) :]
+    x = x.reshape(batch + (1,) * len(extra) + x.shape[base:])
+    return jnp.broadcast_to(x, lead + x.shape[-2:])
+
+
+def flat_observation(state: SimState) -> jnp.ndarray:
+    """The state-only policy observation: [..., state_dim] (tcp, fingers, body frames, joints)."""
+    lead = state.ee_pos.shape[:-1]
+    frames = jnp.concatenate([state.body_pos, state.body_quat], -1).reshape(lead + (-1,))
+    return jnp.concatenate([state.ee_pos, state.ee_quat, state.finger, frames, state.joint_pos], -1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SymbolTable:
+    """Roles -> indices into `SimState` arrays (static: one table per bucket).
+
+    `bodies` maps a role (or "role.part", e.g. "cabinet.handle", "cabinet.drawer") to a tracked
+    body index; `joints` maps a role to its articulated joint index. Entities for the contact
+    matrix are body index + 3 (see module docstring).
+    """
+
+    bodies: tuple[tuple[str, int], ...]
+    joints: tuple[tuple[str, int], ...] = ()
+
+    def body(self, role: str) -> int:
+        for k, v in self.bodies:
+            if k == role:
+                return v
+        raise KeyError(f"unknown role {role!r}; roles: {[k for k, _ in self.bodies]}")
+
+    def joint(self, role: str) -> int:
+        for k, v in self.joints:
+            if k == role:
+                return v
+        raise KeyError(f"role {role!r} has no joint; joints: {[k for k, _ in self.joints]}")
+
+    def entity(self, role: str) -> int:
+        return N_FIXED_ENTITIES + self.body(role)
+
+    def has(self, role: str) -> bool:
+        return any(k == role for k, _ in self.bodies)
+
+    @property
+    def roles(self) -> list[str]:
+        return [k for k, _ in self.bodies]
+
+    def to_dict(self) -> dict:
+        return {"bodies": dict(self.bodies), "joints": dict(self.joints)}

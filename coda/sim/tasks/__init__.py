@@ -1,0 +1,37 @@
+"""Task families: generators of task proposals (instruction, roles, initial / terminal states, ν).
+
+A family proposes scene programs (source text against the SDK), builds the τ factor from a
+list of objects (`make_task`), resamples τ keeping σ and α fixed, and returns the success
+predicate ν for a task. A proposal whose family has no verifier (ν) is discarded by
+`propose` — the engine only ever sees verifiable proposals.
+"""
+
+from __future__ import annotations
+
+from coda.sim.tasks.base import TaskFamily, describe
+from coda.sim.tasks.families import (
+    ArticulatedFamily,
+    PickPlaceFamily,
+    PutInsideFamily,
+    StackOrInsertFamily,
+)
+
+FAMILIES: dict[str, TaskFamily] = {
+    f.name: f
+    for f in (PickPlaceFamily(), ArticulatedFamily(), PutInsideFamily(), StackOrInsertFamily())
+}
+
+
+def get_family(name: str) -> TaskFamily:
+    if name not in FAMILIES:
+        raise KeyError(f"unknown task family {name!r}; valid: {sorted(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def register_family(family: TaskFamily) -> None:
+    if family.success_fn is TaskFamily.success_fn:
+        raise ValueError(f"family {family.name!r} has no success predicate ν; not registered")
+    FAMILIES[family.name] = family
+
+
+__all__ = ["FAMILIES", "TaskFamily", "describe", "get_family", "register_family"]

@@ -1,0 +1,95 @@
+"""Base class for task families."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import numpy as np
+
+from coda.sim import assets
+from coda.sim.predicates import Predicate
+from coda.sim.scene import ObjectSpec, Scene
+
+
+def describe(obj: ObjectSpec) -> str:
+    """Natural-language name of an object: 'cube_red' -> 'red cube', 'apple' -> 'apple'."""
+    parts = obj.instance.split("_")
+    if len(parts) == 2 and parts[0] == obj.category.split("_")[0]:
+        return f"{parts[1]} {parts[0]}"
+    if len(parts) == 2:
+        return f"{parts[0]} {parts[1]}"
+    return obj.instance.replace("_", " ")
+
+
+class TaskFamily(abc.ABC):
+    """A task generator. Subclasses set `name`, `phases` and implement the hooks below."""
+
+    name: str = ""
+    phases: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+
+    # ---------------------------------------------------------------- proposals
+    @abc.abstractmethod
+    def program(self, rng: np.random.Generator, split: str = "train") -> str:
+        """Source of a scene program for a fresh proposal."""
+
+    def propose(
+        self, rng: np.random.Generator, split: str = "train", max_tries: int = 10
+    ) -> str | None:
+        """A scene program whose task has a verifier ν; None if none could be made."""
+        from coda.sim.sdk import exec_program
+
+        for _ in range(max_tries):
+            src = self.program(rng, split)
+            scene = exec_program(src, seed=int(rng.integers(2**31)), split=split)
+            if self.success_fn(scene.task) is not None:
+                return src
+        return None
+
+    # ---------------------------------------------------------------- τ
+    @abc.abstractmethod
+    def make_task(self, objects: list[ObjectSpec], params: dict[str, Any]) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def resample_task(self, scene: Scene, rng: np.random.Generator) -> dict[str, Any]: ...
+
+    def couple_attributes(self, scene: Scene) -> None:
+        """Adjusts attributes that a task ties together (e.g. hole fits peg). Default: none."""
+
+    @abc.abstractmethod
+    def success_fn(self, task: dict[str, Any]) -> Predicate | None: ...
+
+    # ---------------------------------------------------------------- helpers
+    @staticmethod
+    def _role_map(
+        objects: list[ObjectSpec], params: dict[str, Any], roles: tuple[str, ...]
+    ) -> dict[str, str]:
+        from coda.sim.sdk import SceneProgramError
+
+        names = {o.name for o in objects}
+        by_role = {o.role: o.name for o in objects if o.role}
+        out = {}
+        for r in roles:
+            v = params.get(r, r)
+            v = by_role.get(v, v)
+            if v not in names:
+                raise SceneProgramError(
+                    f"task role {r!r} refers to unknown object {v!r}; objects: {sorted(names)}"
+                )
+            out[r] = v
+        return out
+
+    @staticmethod
+    def _graspables(objects: list[ObjectSpec]) -> list[ObjectSpec]:
+        return [
+            o for o in objects if assets.get_category(o.category).graspable and o.category != "peg"
+        ]
+
+    @staticmethod
+    def _pick(rng: np.random.Generator, options: list):
+        return options[int(rng.integers(len(options)))]
+
+    @staticmethod
+    def _obj(objects: list[ObjectSpec], name: str) -> ObjectSpec:
+        return next(o for o in objects if o.name == name)
