@@ -30,6 +30,12 @@ the run:
 
 Never hand a module object in a namespace: modules expose file and process access
 (``numpy.load``, ``numpy.ctypeslib``). Use ``restricted_module`` to pass a chosen set of functions.
+
+Worker processes come from a ``forkserver`` (a clean single-threaded server, safe next to JAX's
+threads). Two consequences of Python's multiprocessing rules: namespace values and results travel
+by pickle (module-level functions, bound methods of picklable objects, ``RestrictedModule``), and
+a script that calls ``execute``/``compile_function(probe_args=...)`` at top level needs the usual
+``if __name__ == "__main__":`` guard, because workers re-import the main module.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ __all__ = [
     "ensure_finite",
     "execute",
     "restricted_module",
+    "RestrictedModule",
     "validate",
 ]
 
@@ -847,14 +854,33 @@ def compile_function(
     return _wrap_function(env[entry], time_limit_s)
 
 
-def restricted_module(module: types.ModuleType, names: Iterable[str]) -> types.SimpleNamespace:
-    """Expose chosen attributes of a module (e.g. ``jax.numpy``) without the rest of it."""
-    out = {}
-    for name in names:
-        if name.startswith("_"):
-            raise ValueError(f"cannot expose private attribute {name!r}")
-        value = getattr(module, name)
-        if isinstance(value, types.ModuleType):
-            raise ValueError(f"{module.__name__}.{name} is a module; expose its functions instead")
-        out[name] = value
-    return types.SimpleNamespace(**out)
+class RestrictedModule:
+    """Chosen attributes of a module; pickles by (module name, names) so it reaches workers."""
+
+    def __init__(self, module_name: str, names: Iterable[str]) -> None:
+        import importlib
+
+        module = importlib.import_module(module_name)
+        self._spec = (module_name, tuple(names))
+        for name in self._spec[1]:
+            if name.startswith("_"):
+                raise ValueError(f"cannot expose private attribute {name!r}")
+            value = getattr(module, name)
+            if isinstance(value, types.ModuleType):
+                raise ValueError(f"{module_name}.{name} is a module; expose its functions instead")
+            setattr(self, name, value)
+
+    def __reduce__(self):
+        return (RestrictedModule, self._spec)
+
+    def __repr__(self) -> str:
+        return f"RestrictedModule({self._spec[0]!r}, {list(self._spec[1])})"
+
+
+def restricted_module(module: types.ModuleType, names: Iterable[str]) -> RestrictedModule:
+    """Expose chosen attributes of a module (e.g. ``jax.numpy``) without the rest of it.
+
+    Program code cannot reach the module itself: the object holds only the listed attributes
+    (its private bookkeeping is behind an underscore, which the validator refuses).
+    """
+    return RestrictedModule(module.__name__, names)

@@ -131,6 +131,29 @@ def potential(state):
     assert "open" not in glb["__builtins__"] and "__import__" not in glb["__builtins__"]
 
 
+def test_compile_function_probe_with_jax_namespace():
+    import jax
+    import jax.numpy as jnp
+
+    ns = {"jnp": restricted_module(jnp, ["sqrt", "sum", "minimum"])}
+    src = """
+def potential(state):
+    d = jnp.sqrt(jnp.sum((state["gripper"] - state["object"]) ** 2) + EPS)
+    return -jnp.minimum(d, 1.0)
+"""
+    state = {"gripper": jnp.zeros(3), "object": jnp.array([0.3, 0.4, 0.0])}
+    fn = compile_function(
+        src.replace("EPS", "1e-9"), "potential", ns, probe_args=(state,), time_limit_s=30.0
+    )
+    np.testing.assert_allclose(float(jax.jit(fn)(state)), -0.5, atol=1e-5)
+    with pytest.raises(SandboxError, match="non-finite") as ei:
+        compile_function(
+            src.replace("EPS", "-1.0"), "potential", ns, probe_args=(state,), time_limit_s=30.0
+        )
+    assert ei.value.stage == "result"
+    assert "RestrictedModule('jax.numpy'" in repr(ns["jnp"])
+
+
 def test_compile_function_with_probe_accepts_good_potential():
     state = {"gripper": np.zeros(3), "object": np.array([0.0, 0.6, 0.8])}
     fn = compile_function(GOOD_POTENTIAL, "potential", POT_NS, probe_args=(state,))
