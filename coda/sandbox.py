@@ -46,6 +46,7 @@ import math
 import multiprocessing as mp
 import os
 import pickle
+import re
 import sys
 import time
 import traceback
@@ -425,8 +426,25 @@ class _Checker(ast.NodeVisitor):
         self._check_display(node, len(node.keys))
         self.generic_visit(node)
 
+    def _check_format_widths(self, node: ast.AST, spec: str) -> None:
+        # "{x:>1000000000}" or "%1000000000d" would build a gigantic string in one C call.
+        if any(len(run) > 3 for run in re.findall(r"[0-9]+", spec)):
+            self.fail(node, "format widths/precisions above 999 are not allowed")
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
+        spec = node.format_spec
+        if spec is not None:
+            parts = spec.values if isinstance(spec, ast.JoinedStr) else [spec]
+            if not all(isinstance(p, ast.Constant) and isinstance(p.value, str) for p in parts):
+                self.fail(node, "computed format specs are not allowed; use a literal spec")
+            self._check_format_widths(node, "".join(p.value for p in parts))
+        self.generic_visit(node)
+
     def visit_BinOp(self, node: ast.BinOp) -> None:
         lim = self.limits
+        if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
+            if isinstance(node.left.value, str):
+                self._check_format_widths(node, node.left.value)
         if isinstance(node.op, ast.Pow):
             exp = node.right
             if isinstance(exp, ast.UnaryOp) and isinstance(exp.operand, ast.Constant):

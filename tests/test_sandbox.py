@@ -237,6 +237,8 @@ HOSTILE: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("pow_bomb", "scene", "n = 2 ** 10 ** 10\n", ("validate",), "exponent"),
     ("list_alloc", "scene", "x = [0] * 10 ** 9\n", ("validate",), "repetition"),
     ("shift_bomb", "scene", "x = 1 << 100000000\n", ("validate",), "shift"),
+    ("fstring_width", "scene", "s = f'{{1:>1000000000}}'\n", ("validate",), "format widths"),
+    ("percent_width", "scene", "s = '%1000000000d' % 1\n", ("validate",), "format widths"),
     ("syntax_error", "scene", "def f(:\n    pass\n", ("syntax",), ""),
     ("indent_error", "scene", "x = 1\n    y = 2\n", ("syntax",), "indent"),
     ("unknown_sdk", "scene", "spawn_robot('ur5')\nresult = finish()\n", ("validate",), "spawn"),
