@@ -62,8 +62,11 @@ class CauseSimilarity(Protocol):
     def prepare(self, state: dict[str, Any]) -> Any:
         """Fast form of a state for repeated scoring (cached by the store)."""
 
-    def score(self, feature: dict[str, Any], prepared: Any) -> float:
-        """Cosine similarity in [-1, 1] of a feature to a prepared mode state."""
+    def prepare_query(self, feature: dict[str, Any]) -> Any:
+        """Fast form of a query feature, computed once per clustering decision."""
+
+    def score(self, query: Any, prepared: Any) -> float:
+        """Cosine similarity in [-1, 1] of a prepared query to a prepared mode state."""
 
 
 class HashedTfidfSimilarity:
@@ -134,19 +137,24 @@ class HashedTfidfSimilarity:
         order = np.argsort(keys)
         return keys[order], vals[order]
 
-    def score(self, feature: dict[str, Any], prepared: tuple[np.ndarray, np.ndarray]) -> float:
-        mk, mv = prepared
-        if mk.size == 0 or not feature["tf"]:
-            return 0.0
+    def prepare_query(self, feature: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, float]:
         qk, qv = self.prepare(feature)
         qw = qv * self._idf(qk)  # [Q]
+        return qk, qw, float(np.linalg.norm(qw))
+
+    def score(
+        self, query: tuple[np.ndarray, np.ndarray, float], prepared: tuple[np.ndarray, np.ndarray]
+    ) -> float:
+        qk, qw, nq = query
+        mk, mv = prepared
+        if mk.size == 0 or qk.size == 0 or nq == 0.0:
+            return 0.0
         mw = mv * self._idf(mk)  # [T]
-        pos = np.searchsorted(mk, qk)
-        pos = np.minimum(pos, mk.size - 1)
+        pos = np.minimum(np.searchsorted(mk, qk), mk.size - 1)
         hit = mk[pos] == qk
-        dot = float(np.sum(qw[hit] * mw[pos[hit]]))
-        denom = float(np.linalg.norm(qw) * np.linalg.norm(mw))
-        return dot / denom if denom > 0.0 else 0.0
+        dot = float(np.dot(qw[hit], mw[pos[hit]]))
+        nm = float(np.sqrt(np.dot(mw, mw)))
+        return dot / (nq * nm) if nm > 0.0 else 0.0
 
 
 def _pack(vec: np.ndarray) -> str:
@@ -191,10 +199,13 @@ class EmbeddingSimilarity:
     def prepare(self, state: dict[str, Any]) -> np.ndarray | None:
         return None if state["sum"] is None else _unpack(state["sum"])
 
-    def score(self, feature: dict[str, Any], prepared: np.ndarray | None) -> float:
+    def prepare_query(self, feature: dict[str, Any]) -> np.ndarray:
+        return _unpack(feature["v"])
+
+    def score(self, query: np.ndarray, prepared: np.ndarray | None) -> float:
         if prepared is None:
             return 0.0
-        q, m = _unpack(feature["v"]), prepared
+        q, m = query, prepared
         if q.shape != m.shape:
             raise ValueError(f"embedding size changed: {q.shape} vs stored {m.shape}")
         nq, nm = float(np.linalg.norm(q)), float(np.linalg.norm(m))

@@ -606,8 +606,10 @@ class MemoryStore:
         self, feature: dict[str, Any], factor: str, phase: str
     ) -> tuple[int | None, float]:
         best_id, best = None, -math.inf
-        for mode_id, prepared in self._candidates(factor, phase):
-            s = self.similarity.score(feature, prepared)
+        candidates = self._candidates(factor, phase)
+        query = self.similarity.prepare_query(feature) if candidates else None
+        for mode_id, prepared in candidates:
+            s = self.similarity.score(query, prepared)
             if s > best:
                 best_id, best = mode_id, s
         if best_id is None or best < self.threshold:
