@@ -414,7 +414,7 @@ def _build_cabinet(body, name, attrs, inst) -> Built:
     j = dr.add_joint(
         name=f"{name}/joint",
         type=mujoco.mjtJoint.mjJNT_HINGE,
-        axis=[0, 0, -1],
+        axis=[0, 0, 1],
         range=[0, 1.75],
         damping=[0.5, 0, 0],
     )

@@ -100,8 +100,9 @@ class ScriptedPlanner:
         return "top", "base"
 
     # ---------------------------------------------------------------- waypoints
-    def _waypoints(self, s: SimState, target: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
-        """All phases' (tcp xyz [B, P, 3], yaw [B, P]) from one state (un-batched leading B)."""
+    def _waypoints(self, s: SimState, target: jnp.ndarray):
+        """All phases' tcp xyz [B, P, 3], yaw [B, P] and the path still to go beyond the
+        waypoint [B, P] (non-zero only when a phase follows a path, e.g. a door's arc)."""
         if self.family == "articulated":
             return self._articulated(s, target)
         obj_role, dest_role = self._roles()
@@ -150,7 +151,7 @@ class ScriptedPlanner:
             ],
             -1,
         )
-        return xyz, yaw
+        return xyz, yaw, jnp.zeros_like(yaw)
 
     def _articulated(self, s: SimState, target: jnp.ndarray):
         c, h = self.sym.body("cabinet"), self.sym.body("cabinet.handle")
@@ -178,22 +179,24 @@ class ScriptedPlanner:
             )
             pull = jnp.concatenate([pull_xy, hp[..., 2:3]], -1)
             pull_yaw = part_yaw + _wrap(phi_next - phi_h)
-            back = jnp.stack([-jnp.sin(pull_yaw), jnp.cos(pull_yaw)], -1)  # unused direction
-            del back
+            togo = r * jnp.abs(_wrap(phi_goal - phi_next))
         else:
             axis = jnp.stack([-jnp.cos(cab_yaw), -jnp.sin(cab_yaw), jnp.zeros_like(q)], -1)
             pull = hp + axis * (q_goal - q)[..., None]
             part_yaw = cab_yaw
             pull_yaw = cab_yaw
+            togo = jnp.zeros_like(q)
         out_dir = jnp.stack([-jnp.cos(pull_yaw), -jnp.sin(pull_yaw), jnp.zeros_like(q)], -1)
-        above = hp + jnp.array([0.0, 0.0, 0.09])
+        # come in above the cabinet (an open door must not be swept), then straight down
+        above = jnp.concatenate([hp[..., :2], (G.top(s, c) + 0.05)[..., None]], -1)
         at = hp
-        retreat = hold + 0.06 * out_dir + jnp.array([0.0, 0.0, 0.08])
+        retreat = hp + 0.06 * out_dir + jnp.array([0.0, 0.0, 0.1])
         xyz = jnp.stack([above, at, hold, pull, hold, retreat], -2)
         yaw = jnp.stack(
             [part_yaw, part_yaw, target[..., 3], pull_yaw, target[..., 3], target[..., 3]], -1
         )
-        return xyz, yaw
+        zero = jnp.zeros_like(q)
+        return xyz, yaw, jnp.stack([zero, zero, zero, togo, zero, zero], -1)
 
     # ---------------------------------------------------------------- policy API
     def init(self, batch: int, rng: jax.Array) -> PlannerCarry:
@@ -216,7 +219,7 @@ class ScriptedPlanner:
         lo, hi = jnp.asarray(robot.TARGET_LOW), jnp.asarray(robot.TARGET_HIGH)
 
         def step(c: PlannerCarry, _):
-            xyz, yaw = self._waypoints(state, c.target)  # [B, P, 3], [B, P]
+            xyz, yaw, togo = self._waypoints(state, c.target)  # [B, P, 3], [B, P], [B, P]
             k = c.phase
             wp = jnp.take_along_axis(xyz, k[:, None, None], 1)[:, 0]
             wy = jnp.take_along_axis(yaw, k[:, None], 1)[:, 0]
@@ -236,6 +239,7 @@ class ScriptedPlanner:
             )
             target = jnp.clip(c.target + joint_delta, lo, hi)
             err = jnp.linalg.norm(wrist - target[:, :3], axis=-1)
+            err = err + jnp.take_along_axis(togo, k[:, None], 1)[:, 0]
             yaw_err = jnp.abs(_wrap(wy - target[:, 3]))
             reached = (err < tol[k]) & (yaw_err < 0.05)
             count = jnp.where(reached, c.count + 1, 0)

@@ -239,7 +239,7 @@ def require_gl() -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Offscreen renderer, cached per (model, width, height)
+# Offscreen renderer, cached per (model, width, height, MSAA samples, shadow-map size)
 # --------------------------------------------------------------------------------------------
 
 

@@ -111,6 +111,11 @@ def batch_mjx_models(models: Sequence[mujoco.MjModel]):
     from mujoco import mjx
 
     put = [mjx.put_model(m) for m in models]
+    if models[0].nhfield == 0 and hasattr(put[0]._impl, "geom_rbound_hfield"):
+        # A static (numpy) copy of geom_rbound used only by height-field collisions; with no
+        # height fields it is dead, so size changes must not split the bucket over it.
+        same = put[0]._impl.geom_rbound_hfield
+        put = [p.replace(_impl=p._impl.replace(geom_rbound_hfield=same)) for p in put]
     flat0, treedef = jax.tree_util.tree_flatten_with_path(put[0])
     others = []
     for p in put[1:]:
@@ -128,7 +133,7 @@ def batch_mjx_models(models: Sequence[mujoco.MjModel]):
             new_leaves.append(leaf0)
             axes.append(None)
             continue
-        name = jax.tree_util.keystr(path).split(".")[-1]
+        name = _field_name(path)
         if name not in PER_VARIANT_FIELDS:
             bad.append(name)
         new_leaves.append(jnp.stack([jnp.asarray(v) for v in vals]))
@@ -145,7 +150,13 @@ def varied_fields(bucket: Bucket) -> list[str]:
     """Names of the MJX model fields that vary inside this bucket (for docs and tests)."""
     _, axes = bucket.mjx_model()
     flat, _ = jax.tree_util.tree_flatten_with_path(axes, is_leaf=lambda x: x is None)
-    return sorted({jax.tree_util.keystr(p).split(".")[-1] for p, a in flat if a == 0})
+    return sorted({_field_name(p) for p, a in flat if a == 0})
+
+
+def _field_name(path) -> str:
+    """Model field of a pytree path: '._impl.geom_rbound' -> 'geom_rbound', '.stat.extent' -> 'stat'."""
+    parts = [p for p in jax.tree_util.keystr(path).split(".") if p and p != "_impl"]
+    return parts[0] if parts else ""
 
 
 # ----------------------------------------------------------------------------- shared pieces
