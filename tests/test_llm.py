@@ -378,7 +378,7 @@ def test_offline_backend_seam_and_registry(tmp_path):
     r1 = client.chat("critic", [message("user", "abc")], schema=DIAG_SCHEMA)
     r2 = client.chat("critic", [message("user", "abc")], schema=DIAG_SCHEMA)
     assert r1.ok and r1.parsed["cause"] == "offline:3" and r1.parsed == r2.parsed
-    assert r1.cost_usd is None or r1.cost_usd == 0.0
+    assert r1.cost_usd == 0.0 and client.usage_summary()["total"]["unpriced_calls"] == 0
     raw_backend = OfflineBackend(handlers={"engine": lambda req, role: RawCompletion(text="g")})
     client = LLMClient(LLMConfig(), backends={"engine": raw_backend})
     assert client.chat("engine", [message("user", "x")]).text == "g"

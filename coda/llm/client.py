@@ -355,8 +355,8 @@ class LLMClient:
                     "attempts": attempts,
                 },
             )
-        cost = None
-        if raw is not None:
+        cost: float | None = 0.0  # offline backends are free
+        if raw is not None and backend.networked:
             cost = estimate_cost(
                 req.model, raw.prompt_tokens, raw.completion_tokens, self.config.prices
             )
