@@ -130,8 +130,11 @@ def pad_actions(
     if a > action_dim:
         raise ValueError(f"action dim {a} exceeds the model action_dim {action_dim}")
     mask = jnp.ones((b, a), bool) if action_mask is None else jnp.broadcast_to(action_mask, (b, a))
-    actions = jnp.pad(actions.astype(jnp.float32), ((0, 0), (0, 0), (0, action_dim - a)))
-    mask = jnp.pad(mask.astype(bool), ((0, 0), (0, action_dim - a)))
+    mask = mask.astype(bool)
+    # Masked dims are zeroed so they cannot reach the model through its inputs either.
+    actions = jnp.where(mask[:, None, :], actions.astype(jnp.float32), 0.0)
+    actions = jnp.pad(actions, ((0, 0), (0, 0), (0, action_dim - a)))
+    mask = jnp.pad(mask, ((0, 0), (0, action_dim - a)))
     return actions, mask
 
 

@@ -93,7 +93,7 @@ def small() -> ConfigDict:
     c = pi05()
     c.name = "small"
     c.dtype = "float32"
-    c.vocab_size = 512  # >= the shipped SentencePiece vocabulary
+    c.vocab_size = 1024  # >= the shipped SentencePiece vocabulary (1000)
     c.vlm = _expert(192, 4, 768, 4, 1, 48)
     c.expert = _expert(96, 4, 384, 4, 1, 48)
     # Used only when camera_names is non-empty (rendered mode).

@@ -1,0 +1,118 @@
+"""Backbone-agnostic training: AdamW + global-norm clip + warmup-cosine, EMA, orbax checkpoints."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+import orbax.checkpoint as ocp
+from flax import struct
+from ml_collections import ConfigDict
+
+from coda.policy.base import Batch, Params, Policy
+
+
+def train_config(**overrides) -> ConfigDict:
+    """Optimiser defaults (openpi-like: AdamW, clip 1.0, warmup-cosine, EMA 0.99)."""
+    c = ConfigDict(
+        dict(
+            peak_lr=2.5e-5,
+            init_lr=0.0,
+            end_lr=2.5e-6,
+            warmup_steps=1000,
+            decay_steps=30000,
+            weight_decay=1e-10,
+            b1=0.9,
+            b2=0.95,
+            eps=1e-8,
+            clip_norm=1.0,
+            ema_decay=0.99,  # None / 0 disables EMA
+        )
+    )
+    for k, v in overrides.items():
+        if k not in c:
+            raise ValueError(f"unknown train config field {k!r}; fields: {sorted(c.keys())}")
+        c[k] = v
+    return c
+
+
+@struct.dataclass
+class TrainState:
+    step: jax.Array  # [] int32
+    params: Params
+    opt_state: Any
+    ema_params: Params | None
+
+
+def make_optimizer(cfg: ConfigDict) -> optax.GradientTransformation:
+    schedule = optax.warmup_cosine_decay_schedule(
+        init_value=cfg.init_lr,
+        peak_value=cfg.peak_lr,
+        warmup_steps=cfg.warmup_steps,
+        decay_steps=max(cfg.decay_steps, cfg.warmup_steps + 1),
+        end_value=cfg.end_lr,
+    )
+    return optax.chain(
+        optax.clip_by_global_norm(cfg.clip_norm),
+        optax.adamw(schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay),
+    )
+
+
+def init_train_state(params: Params, cfg: ConfigDict) -> TrainState:
+    # Own copies: the jitted step donates its state, which must not delete the caller's params.
+    params = jax.tree.map(lambda x: jnp.array(x, copy=True), params)
+    ema = jax.tree.map(jnp.copy, params) if cfg.ema_decay else None
+    return TrainState(jnp.zeros((), jnp.int32), params, make_optimizer(cfg).init(params), ema)
+
+
+def make_train_step(
+    policy: Policy, cfg: ConfigDict, *, jit: bool = True
+) -> Callable[[TrainState, Batch, jax.Array], tuple[TrainState, dict]]:
+    """(state, batch, rng) -> (state, metrics); metrics include loss, grad_norm, lr."""
+    tx = make_optimizer(cfg)
+    decay = cfg.ema_decay
+
+    def step(state: TrainState, batch: Batch, rng: jax.Array):
+        (loss, metrics), grads = jax.value_and_grad(policy.loss, has_aux=True)(
+            state.params, batch, rng
+        )
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        ema = state.ema_params
+        if decay:
+            ema = jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p, ema, params)
+        metrics = dict(metrics, grad_norm=optax.tree.norm(grads))
+        new = TrainState(state.step + 1, params, opt_state, ema)
+        return new, metrics
+
+    return jax.jit(step, donate_argnums=0) if jit else step
+
+
+# --- orbax save / restore ---------------------------------------------------------------------
+
+
+def save_train_state(path: str, state: TrainState) -> None:
+    """Write params, optimizer state and EMA to ``path`` (a new directory)."""
+    path = os.path.abspath(os.fspath(path))
+    with ocp.StandardCheckpointer() as ckptr:
+        ckptr.save(path, state)
+        ckptr.wait_until_finished()
+
+
+def restore_train_state(path: str, target: TrainState) -> TrainState:
+    """Restore into the structure (and dtypes/shapes) of ``target``; values are bit-exact."""
+    path = os.path.abspath(os.fspath(path))
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
+    with ocp.StandardCheckpointer() as ckptr:
+        return ckptr.restore(path, abstract)
+
+
+def save_params(path: str, params: Params) -> None:
+    """Params only, in openpi's pure-dict layout (``{'params': tree}``), loadable by load_openpi."""
+    path = os.path.abspath(os.fspath(path))
+    ckptr = ocp.PyTreeCheckpointer()
+    ckptr.save(path, {"params": params})
