@@ -3,7 +3,6 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import jax  # noqa: E402
 
@@ -13,3 +12,51 @@ _CACHE = os.environ.get(
 jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+CUBE_PLATE = """
+add_object("cube", role="target", instance="cube_red")
+add_object("plate", role="goal", instance="plate_white")
+set_task("pick_place", target="target", goal="goal")
+sample_layout()
+"""
+
+
+@pytest.fixture(scope="session")
+def native_backend():
+    from coda.sim.rollout import NativeBackend
+
+    return NativeBackend()
+
+
+@pytest.fixture(scope="session")
+def cube_plate_bucket():
+    """A 4-variant same-structure bucket (sizes, masses, frictions, colours, poses differ)."""
+    from coda.sim.compile import compile_scene
+    from coda.sim.rollout import make_buckets
+    from coda.sim.sdk import exec_program
+
+    compiled = [
+        compile_scene(exec_program(CUBE_PLATE, seed=k, isolation="inprocess")) for k in range(4)
+    ]
+    (bucket,) = make_buckets(compiled)
+    return bucket
+
+
+@pytest.fixture(scope="session")
+def family_variants():
+    """Default variants of every family: {family: [CompiledScene]} (6 each)."""
+    from coda.sim import tasks
+    from coda.sim.compile import compile_scene
+    from coda.sim.sdk import exec_program
+
+    out = {}
+    for name, fam in tasks.FAMILIES.items():
+        rng = np.random.default_rng(123)
+        out[name] = [
+            compile_scene(exec_program(fam.propose(rng), seed=k, isolation="inprocess"))
+            for k in range(6)
+        ]
+    return out

@@ -298,7 +298,7 @@ def _walls(
         ([inner_hx, t, wall_h / 2], (0, inner_hy + t, wz)),
         ([inner_hx, t, wall_h / 2], (0, -(inner_hy + t), wz)),
     ]
-    for k, (size, pos) in enumerate(specs):
+    for size, pos in specs:
         gname = f"{name}/g{len(geoms)}"
         _geom(body, gname, BOX, size, pos=pos, rgba=rgba, friction=friction, mass=mass)
         geoms.append(gname)

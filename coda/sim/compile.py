@@ -130,7 +130,8 @@ def build_spec(scene: Scene):
         pose = scene.layout[obj.name]
         body = wb.add_body(name=obj.name, quat=_yaw_quat(pose["yaw"]))
         built = cat.build(body, obj.name, scene.attributes[obj.name], inst)
-        body.pos = [pose["x"], pose["y"], float(built.half[2]) + 0.0005]
+        # resting on the table, 0.5 mm clear; an optional "z" lifts it (σ may say so)
+        body.pos = [pose["x"], pose["y"], float(built.half[2]) + 0.0005 + pose.get("z", 0.0)]
         if cat.kind == assets.MOVABLE:
             body.add_freejoint(name=f"{obj.name}/free")
             movable.add(obj.name)

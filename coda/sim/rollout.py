@@ -154,7 +154,7 @@ def varied_fields(bucket: Bucket) -> list[str]:
 
 
 def _field_name(path) -> str:
-    """Model field of a pytree path: '._impl.geom_rbound' -> 'geom_rbound', '.stat.extent' -> 'stat'."""
+    """Model field of a pytree path ('._impl.geom_rbound' -> 'geom_rbound', '.stat.x' -> 'stat')."""
     parts = [p for p in jax.tree_util.keystr(path).split(".") if p and p != "_impl"]
     return parts[0] if parts else ""
 
@@ -230,7 +230,7 @@ class NativeBackend:
         carry = policy.init(b, k0)
         failed = np.zeros(b, bool)
         ends, acts, infos = [sens], [], []
-        for c in range(num_chunks):
+        for _ in range(num_chunks):
             rng, key = jax.random.split(rng)
             actions, ctrl, target, carry, info = _policy_chunk(
                 policy,

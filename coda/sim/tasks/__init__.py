@@ -28,10 +28,23 @@ def get_family(name: str) -> TaskFamily:
     return FAMILIES[name]
 
 
-def register_family(family: TaskFamily) -> None:
-    if family.success_fn is TaskFamily.success_fn:
+def register_family(family: TaskFamily, probe_seed: int = 0) -> None:
+    """Adds a family after checking that its proposals come with a success predicate ν."""
+    import numpy as np
+
+    if family.propose(np.random.default_rng(probe_seed), max_tries=3) is None:
         raise ValueError(f"family {family.name!r} has no success predicate ν; not registered")
     FAMILIES[family.name] = family
 
 
-__all__ = ["FAMILIES", "TaskFamily", "describe", "get_family", "register_family"]
+__all__ = [
+    "FAMILIES",
+    "ArticulatedFamily",
+    "PickPlaceFamily",
+    "PutInsideFamily",
+    "StackOrInsertFamily",
+    "TaskFamily",
+    "describe",
+    "get_family",
+    "register_family",
+]

@@ -42,7 +42,9 @@ class TaskFamily(abc.ABC):
 
         for _ in range(max_tries):
             src = self.program(rng, split)
-            scene = exec_program(src, seed=int(rng.integers(2**31)), split=split)
+            scene = exec_program(
+                src, seed=int(rng.integers(2**31)), split=split, isolation="inprocess"
+            )
             if self.success_fn(scene.task) is not None:
                 return src
         return None
@@ -85,6 +87,14 @@ class TaskFamily(abc.ABC):
         return [
             o for o in objects if assets.get_category(o.category).graspable and o.category != "peg"
         ]
+
+    def _alternatives(self, scene: Scene, role: str) -> list[ObjectSpec]:
+        """Graspable objects other than the one now playing `role` (for resampling τ)."""
+        current = scene.task["roles"][role]
+        alts = [o for o in self._graspables(scene.objects) if o.name != current]
+        if not alts:
+            raise ValueError(f"no other object can play {role!r}; cannot resample the task")
+        return alts
 
     @staticmethod
     def _pick(rng: np.random.Generator, options: list):

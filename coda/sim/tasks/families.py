@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
-
-import numpy as np
 
 from coda.sim import assets, predicates
 from coda.sim.predicates import Predicate
-from coda.sim.scene import ObjectSpec, Scene
+from coda.sim.scene import Scene
 from coda.sim.tasks.base import TaskFamily, describe
 
 PICKABLE = ("block", "cube", "can", "ball", "fruit", "bottle")
@@ -62,8 +59,7 @@ class PickPlaceFamily(TaskFamily):
         }
 
     def resample_task(self, scene, rng):
-        graspable = [o for o in self._graspables(scene.objects)]
-        target = self._pick(rng, graspable)
+        target = self._pick(rng, self._alternatives(scene, "target"))
         goal = scene.task["roles"]["goal"]
         return self.make_task(scene.objects, {"target": target.name, "goal": goal})
 
@@ -83,7 +79,7 @@ class PutInsideFamily(TaskFamily):
         inst = [i.name for i in assets.instances_for(ccat, split) if i.variant != "lid"]
         inst = inst or [i.name for i in assets.get_category(ccat).instances if i.variant != "lid"]
         src += _line(ccat, "container", inst[int(rng.integers(len(inst)))])
-        src += _distractors(rng, split, int(rng.integers(0, 2)))
+        src += _distractors(rng, split, int(rng.integers(1, 3)))
         return src + (
             'set_task("put_inside", target="target", container="container")\nsample_layout()\n'
         )
@@ -107,7 +103,7 @@ class PutInsideFamily(TaskFamily):
         }
 
     def resample_task(self, scene, rng):
-        target = self._pick(rng, self._graspables(scene.objects))
+        target = self._pick(rng, self._alternatives(scene, "target"))
         return self.make_task(
             scene.objects, {"target": target.name, "container": scene.task["roles"]["container"]}
         )
@@ -176,6 +172,7 @@ class StackOrInsertFamily(TaskFamily):
     name = "stack_or_insert"
     phases = ("approach", "descend", "grasp", "lift", "transport", "lower", "release", "retreat")
     CLEARANCE = 0.006  # m between peg and hole on each side
+    DEPTHS = (0.01, 0.015, 0.02)  # m the peg must sink below the rim
 
     def program(self, rng, split="train"):
         mode = ("stack", "insert")[int(rng.integers(2))]
@@ -220,17 +217,16 @@ class StackOrInsertFamily(TaskFamily):
         p, h = self._obj(objects, roles["peg"]), self._obj(objects, roles["hole"])
         if p.category != "peg" or h.category != "hole":
             raise SceneProgramError("insert needs a peg and a hole fixture")
+        depth = float(params.get("depth", predicates.INSERT_DEPTH))
+        if not 0.005 <= depth <= 0.03:
+            raise SceneProgramError(f"insertion depth must be in [0.005, 0.03] m, got {depth}")
         return {
             "family": self.name,
             "instruction": f"insert the {describe(p)} into the {describe(h)}",
             "roles": roles,
-            "params": {"mode": "insert"},
+            "params": {"mode": "insert", "depth": depth},
             "initial": {"peg": "upright on table"},
-            "terminal": {
-                "relation": "inserted",
-                "args": ["peg", "hole"],
-                "depth": predicates.INSERT_DEPTH,
-            },
+            "terminal": {"relation": "inserted", "args": ["peg", "hole"], "depth": depth},
         }
 
     def couple_attributes(self, scene: Scene) -> None:
@@ -252,12 +248,14 @@ class StackOrInsertFamily(TaskFamily):
             if new == roles:
                 new = (roles[1], roles[0])
             return self.make_task(scene.objects, {"mode": "stack", "top": new[0], "base": new[1]})
-        pegs = [o for o in scene.objects if o.category == "peg"]
+        # one peg, one hole: vary how deep the peg must go (changes the terminal state and ν)
+        depths = [d for d in self.DEPTHS if d != params.get("depth", predicates.INSERT_DEPTH)]
         return self.make_task(
             scene.objects,
             {
                 "mode": "insert",
-                "peg": self._pick(rng, pegs).name,
+                "depth": self._pick(rng, depths),
+                "peg": scene.task["roles"]["peg"],
                 "hole": scene.task["roles"]["hole"],
             },
         )
@@ -265,7 +263,5 @@ class StackOrInsertFamily(TaskFamily):
     def success_fn(self, task) -> Predicate:
         if task["params"]["mode"] == "stack":
             return functools.partial(predicates.stacked, obj="top", base="base")
-        return functools.partial(predicates.inserted, obj="peg", hole="hole")
-
-
-_ = (np, Any, ObjectSpec)
+        depth = task["params"].get("depth", predicates.INSERT_DEPTH)
+        return functools.partial(predicates.inserted, obj="peg", hole="hole", depth=depth)

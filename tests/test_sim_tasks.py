@@ -1,0 +1,124 @@
+"""Task families: ν false at start, true after the scripted planner; geometry helpers."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from coda.sim import geometry as G
+from coda.sim import tasks
+from coda.sim.planner import RandomPolicy, planner_for
+from coda.sim.rollout import make_buckets
+from coda.sim.state import SimState
+
+NUM_CHUNKS = 14
+
+
+def _rollout_family(backend, compiled, policy_fn=planner_for):
+    results = []
+    for bucket in make_buckets(compiled):
+        r = backend.rollout(bucket, policy_fn(bucket), None, jax.random.PRNGKey(0), NUM_CHUNKS)
+        nu0 = np.asarray(
+            bucket.success(jax.tree_util.tree_map(lambda x: x[:, 0], r.states), bucket.sym)
+        )
+        for i in range(len(bucket.variants)):
+            results.append((bool(nu0[i]), bool(r.success[i]), bool(r.failed[i])))
+    return results
+
+
+@pytest.mark.parametrize("family", sorted(tasks.FAMILIES))
+def test_nu_false_at_start_and_true_after_planner(family, family_variants, native_backend):
+    results = _rollout_family(native_backend, family_variants[family])
+    assert not any(start for start, _, _ in results), "ν already true at t=0"
+    assert not any(failed for _, _, failed in results)
+    rate = np.mean([ok for _, ok, _ in results])
+    assert rate >= 0.9, f"{family}: planner success {rate:.2f} < 0.9 ({results})"
+
+
+def test_random_policy_rarely_succeeds(family_variants, native_backend):
+    compiled = [family_variants[f][0] for f in sorted(family_variants)]
+    results = _rollout_family(native_backend, compiled, lambda b: RandomPolicy())
+    assert np.mean([ok for _, ok, _ in results]) <= 0.25
+
+
+def test_planner_emits_phase_labels(family_variants, native_backend):
+    (bucket,) = make_buckets(family_variants["pick_place"][:1])
+    planner = planner_for(bucket)
+    r = native_backend.rollout(bucket, planner, None, jax.random.PRNGKey(0), NUM_CHUNKS)
+    phases = np.asarray(r.info["phase"][0]).reshape(-1)  # [C*H]
+    chex.assert_shape(r.actions, (1, NUM_CHUNKS, planner.horizon, 7))
+    assert np.all(np.diff(phases) >= 0), "phases must advance monotonically"
+    assert set(planner.phase_names[p] for p in phases) >= {"approach", "grasp", "lift", "release"}
+    assert np.all(np.abs(np.asarray(r.actions)) <= 1.0)
+
+
+def _state(
+    body_pos,
+    body_quat=None,
+    half=None,
+    contact=None,
+    joint_pos=(),
+    joint_range=(),
+    inner=None,
+    finger=(0.02, 0.02),
+):
+    nb = len(body_pos)
+    ne = 3 + nb
+    return SimState(
+        ee_pos=jnp.zeros(3),
+        ee_quat=jnp.array([1.0, 0, 0, 0]),
+        finger=jnp.array(finger),
+        body_pos=jnp.array(body_pos, jnp.float32),
+        body_quat=jnp.array(body_quat or [[1.0, 0, 0, 0]] * nb, jnp.float32),
+        joint_pos=jnp.array(joint_pos, jnp.float32),
+        contact=jnp.zeros((ne, ne)) if contact is None else jnp.array(contact, jnp.float32),
+        body_half=jnp.array(half or [[0.02, 0.02, 0.02]] * nb, jnp.float32),
+        inner=jnp.zeros((nb, 4)) if inner is None else jnp.array(inner, jnp.float32),
+        joint_range=jnp.array(joint_range, jnp.float32).reshape(-1, 2),
+    )
+
+
+def test_geometry_relations():
+    # body 0: cube resting on body 1 (a plate, top at z=0.012); body 2: far away
+    s = _state(
+        [[0.5, 0.0, 0.032], [0.5, 0.01, 0.006], [0.8, 0.3, 0.02]],
+        half=[[0.02] * 3, [0.08, 0.08, 0.006], [0.02] * 3],
+    )
+    assert bool(G.on_top(s, 0, 1)) and not bool(G.on_top(s, 2, 1))
+    assert bool(G.above(s, 0, 1)) and not bool(G.above(s, 1, 0))
+    np.testing.assert_allclose(G.height(s, 0), 0.012, atol=1e-6)
+    np.testing.assert_allclose(
+        G.body_distance(s, 0, 2), np.sqrt(0.3**2 + 0.3**2 + 0.012**2), atol=1e-6
+    )
+    # container interior: body 1 as a bin with inner half extents 0.06 and floor at -0.006
+    s2 = _state(
+        [[0.5, 0.0, 0.03], [0.5, 0.0, 0.04]],
+        half=[[0.02] * 3, [0.07, 0.07, 0.04]],
+        inner=[[0, 0, 0, 0], [0.06, 0.06, 0.03, -0.035]],
+    )
+    assert bool(G.inside(s2, 0, 1))
+    s3 = s2.replace(body_pos=s2.body_pos.at[0, 0].set(0.62))
+    assert not bool(G.inside(s3, 0, 1))
+
+
+def test_contacts_grasp_joint_fraction_and_alignment():
+    c = np.zeros((5, 5))
+    c[1, 3] = c[3, 1] = c[2, 3] = c[3, 2] = 1  # both fingers touch body 0
+    s = _state(
+        [[0.5, 0, 0.1], [0.6, 0, 0.02]], contact=c, joint_pos=[0.3], joint_range=[[0.0, 0.6]]
+    )
+    assert bool(G.grasped(s, 0)) and not bool(G.grasped(s, 1))
+    np.testing.assert_allclose(G.joint_fraction(s, 0), 0.5, atol=1e-6)
+    yaw = lambda a: jnp.array([np.cos(a / 2), 0, 0, np.sin(a / 2)])  # noqa: E731
+    assert bool(G.aligned(yaw(0.1), yaw(0.1 + np.pi / 2)))  # square symmetry
+    assert not bool(G.aligned(yaw(0.1), yaw(0.1 + np.pi / 4)))
+    np.testing.assert_allclose(G.yaw_of(yaw(0.7)), 0.7, atol=1e-5)
+
+
+def test_helpers_are_jittable_and_vmappable():
+    s = _state([[0.5, 0.0, 0.032], [0.5, 0.01, 0.006]], half=[[0.02] * 3, [0.08, 0.08, 0.006]])
+    batch = jax.tree_util.tree_map(lambda x: jnp.stack([x] * 5), s)
+    out = jax.jit(jax.vmap(lambda st: G.on_top(st, 0, 1)))(batch)
+    chex.assert_shape(out, (5,))
+    assert bool(out.all())
