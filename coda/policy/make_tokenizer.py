@@ -101,8 +101,9 @@ def build(model_prefix: str = MODEL_PREFIX, sample_path: str = SAMPLE) -> str:
     import sentencepiece as spm
 
     os.makedirs(os.path.dirname(model_prefix), exist_ok=True)
-    # sentencepiece reads one sentence per line; the frame's newline becomes a space here.
-    lines = [line.replace("\n", " ") for line in instructions()]
+    # sentencepiece reads one sentence per line: split the frame at its newline, so the text after
+    # it ("Action: ") is learnt as it appears after the newline piece (no leading space).
+    lines = [seg for line in instructions() for seg in line.split("\n")]
     with open(sample_path, "w") as f:
         f.write("\n".join(lines[::40]) + "\n")
     model_path = os.path.abspath(model_prefix + ".model")
@@ -132,6 +133,7 @@ def build(model_prefix: str = MODEL_PREFIX, sample_path: str = SAMPLE) -> str:
                 shuffle_input_sentence=False,
                 input_sentence_size=0,
                 remove_extra_whitespaces=False,
+                add_dummy_prefix=False,  # as Gemma: encode("\n") is the newline piece alone
                 minloglevel=2,
             )
             shutil.copyfile("spm.model", model_path)
