@@ -440,7 +440,10 @@ def main() -> None:
     }
 
     t0 = time.perf_counter()
-    compiled = [compile_scene(exec_program(SCENE_PROGRAM, seed=k)) for k in range(max(ns))]
+    compiled = [
+        compile_scene(exec_program(SCENE_PROGRAM, seed=k, isolation="inprocess"))
+        for k in range(max(ns))
+    ]
     m0 = compiled[0].model
     res["scene"] = {
         "objects": len(compiled[0].scene.objects),
