@@ -55,6 +55,7 @@ class RolloutResult:
     success_any: jnp.ndarray  # [B] bool: ν at any chunk endpoint
     failed: jnp.ndarray  # [B] bool: non-finite / exploded (frozen) variants
     states: SimState  # leaves [B, C+1, ...]: t=0 and every chunk endpoint
+    qpos: jnp.ndarray  # [B, C+1, nq] at the same instants (for replay / rendering)
     actions: jnp.ndarray  # [B, C, H, 7]
     info: dict  # {name: [B, C]} per-chunk policy traces (e.g. planner phase)
     valid: jnp.ndarray  # [B] bool: False for padding variants
@@ -163,7 +164,7 @@ def _field_name(path) -> str:
 
 
 def _finalize(
-    bucket: Bucket, states: SimState, actions, info, failed, num_chunks: int, horizon: int
+    bucket: Bucket, states: SimState, qpos, actions, info, failed, num_chunks: int, horizon: int
 ) -> RolloutResult:
     nu = jax.vmap(lambda s: bucket.success(s, bucket.sym), in_axes=1, out_axes=1)(states)
     nu = jnp.asarray(nu, bool)
@@ -175,6 +176,7 @@ def _finalize(
         success_any=jnp.any(nu, axis=1) & ~failed,
         failed=failed,
         states=states,
+        qpos=jnp.asarray(qpos),
         actions=actions,
         info=info,
         valid=valid,
@@ -229,7 +231,8 @@ class NativeBackend:
         rng, k0 = jax.random.split(rng)
         carry = policy.init(b, k0)
         failed = np.zeros(b, bool)
-        ends, acts, infos = [sens], [], []
+        nq = models[0].nq
+        ends, acts, infos, qs = [sens], [], [], [state[:, 1 : 1 + nq].copy()]
         for _ in range(num_chunks):
             rng, key = jax.random.split(rng)
             actions, ctrl, target, carry, info = _policy_chunk(
@@ -256,14 +259,15 @@ class NativeBackend:
             state = np.where(failed[:, None], state, new_state)
             sens = np.where(failed[:, None], sens, new_sens)
             ends.append(sens)
+            qs.append(state[:, 1 : 1 + nq].copy())
             acts.append(np.asarray(actions))
             infos.append(jax.tree_util.tree_map(np.asarray, info))
         sensordata = jnp.asarray(np.stack(ends, 1), jnp.float32)  # [B, C+1, S]
         states = decode(sensordata, bucket.layout, consts)
         info = {k: jnp.stack([i[k] for i in infos], 1) for k in (infos[0] if infos else {})}
-        return _finalize(
-            bucket, states, jnp.asarray(np.stack(acts, 1)), info, failed, num_chunks, policy.horizon
-        )
+        actions = jnp.asarray(np.stack(acts, 1))
+        qpos = np.stack(qs, 1)
+        return _finalize(bucket, states, qpos, actions, info, failed, num_chunks, policy.horizon)
 
 
 # ----------------------------------------------------------------------------- mjx
@@ -318,11 +322,11 @@ class MjxBackend:
         )
         failed = self._put(jnp.zeros(bucket.batch_size, bool), True)
         episode = _mjx_episode(axes, bucket.layout, policy, num_chunks)
-        sens, acts, info, failed = episode(
+        sens, qpos, acts, info, failed = episode(
             shard_model, data_b, consts, target, carry, failed, params, rng
         )
         states = decode(sens, bucket.layout, consts)
-        return _finalize(bucket, states, acts, info, failed, num_chunks, policy.horizon)
+        return _finalize(bucket, states, qpos, acts, info, failed, num_chunks, policy.horizon)
 
 
 _EPISODES: dict[Any, Any] = {}
@@ -375,16 +379,18 @@ def _mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int
                 return jnp.where(f, old, new)
 
             d = jax.tree_util.tree_map(keep, d_new, d)
-            return (d, target, carry, failed), (d.sensordata, actions, info)
+            return (d, target, carry, failed), (d.sensordata, d.qpos, actions, info)
 
         keys = jax.random.split(rng, num_chunks)
         s0 = data.sensordata
-        (d, target, carry, failed), (sens, acts, info) = jax.lax.scan(
+        (d, target, carry, failed), (sens, qpos, acts, info) = jax.lax.scan(
             chunk, (data, target, carry, failed), keys
         )
         sens = jnp.concatenate([s0[None], sens], 0)  # [C+1, B, S]
+        qpos = jnp.concatenate([data.qpos[None], qpos], 0)  # [C+1, B, nq]
         info = jax.tree_util.tree_map(lambda x: jnp.moveaxis(x, 0, 1), info)
-        return jnp.moveaxis(sens, 0, 1), jnp.moveaxis(acts, 0, 1), info, failed
+        t = lambda x: jnp.moveaxis(x, 0, 1)  # noqa: E731
+        return t(sens), t(qpos), t(acts), info, failed
 
     fn = jax.jit(episode)
     _EPISODES[key] = fn
