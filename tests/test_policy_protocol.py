@@ -130,6 +130,8 @@ def test_train_step_and_bit_exact_checkpoint(name, tmp_path):
     for i in range(3):
         state, metrics = step(state, batch, jax.random.key(i))
     assert int(state.step) == 3
+    # warmup-cosine: step 2 is the end of the 2-step warmup -> peak lr
+    np.testing.assert_allclose(float(metrics["lr"]), 1e-3, rtol=1e-6)
     assert np.isfinite(float(metrics["loss"])) and float(metrics["grad_norm"]) > 0
     # EMA moved towards params but is not equal to them
     d_ema = _flat(state.ema_params) - _flat(params)
@@ -170,9 +172,13 @@ def test_state_only_errors_and_registry():
         )
 
 
-@pytest.mark.parametrize("name", ["pi05", "small", "oft"])
+@pytest.mark.parametrize("name", ["pi05", "small", "oft", "small_cam"])
 def test_named_configs_shape_only(name):
-    policy = get_policy(name)
+    if name == "small_cam":  # rendered mode of the small model: one camera + state tokens
+        policy = get_policy("small", camera_names=("base_0_rgb",))
+        name = "small"
+    else:
+        policy = get_policy(name)
     shapes = policy.param_shapes()
     n = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(shapes))
     if name in ("small", "oft"):

@@ -69,3 +69,18 @@ def test_regeneration_reproduces_shipped_model(tmp_path):
         assert a.read() == b.read()
     with open(tmp_path / "sample.txt") as a, open(make_tokenizer.SAMPLE) as b:
         assert a.read() == b.read()
+
+
+def test_tokenize_for_config_discrete_state():
+    from coda.policy.tokenizer import tokenize_for_config
+
+    states = np.array([[0.5, -0.25]])
+    c = get_config("pi05", max_token_len=32)
+    tok = tokenizer_for(c)
+    ids, mask = tokenize_for_config(c, tok, ["pick up the cube"], states)
+    assert tok.decode(ids[0, 1 : mask[0].sum()]).startswith(
+        "Task: pick up the cube, State: 192 96;"
+    )
+    c2 = get_config("small")
+    ids2, mask2 = tokenize_for_config(c2, tokenizer_for(c2), ["pick up the cube"], states)
+    assert tok.decode(ids2[0, 1 : mask2[0].sum()]) == "pick up the cube\n"

@@ -101,3 +101,14 @@ def tokenizer_for(config) -> PromptTokenizer:
             f"{config.vocab_size}"
         )
     return tok
+
+
+def tokenize_for_config(
+    config, tokenizer: PromptTokenizer, prompts: list[str], states: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tokenise prompts as the config expects: the (normalised, [-1, 1]) state goes into the
+    prompt text only when ``config.discrete_state_input`` (openpi pi0.5); otherwise it is dropped
+    here (state-only configs feed it to the state encoder through ``Observation.state``).
+    """
+    use_state = bool(config.discrete_state_input) and states is not None
+    return tokenizer.tokenize_batch(prompts, np.asarray(states) if use_state else None)

@@ -48,14 +48,19 @@ class TrainState:
     ema_params: Params | None
 
 
-def make_optimizer(cfg: ConfigDict) -> optax.GradientTransformation:
-    schedule = optax.warmup_cosine_decay_schedule(
+def make_schedule(cfg: ConfigDict) -> optax.Schedule:
+    """Linear warmup from init_lr to peak_lr, then cosine decay to end_lr at decay_steps."""
+    return optax.warmup_cosine_decay_schedule(
         init_value=cfg.init_lr,
         peak_value=cfg.peak_lr,
         warmup_steps=cfg.warmup_steps,
         decay_steps=max(cfg.decay_steps, cfg.warmup_steps + 1),
         end_value=cfg.end_lr,
     )
+
+
+def make_optimizer(cfg: ConfigDict) -> optax.GradientTransformation:
+    schedule = make_schedule(cfg)
     return optax.chain(
         optax.clip_by_global_norm(cfg.clip_norm),
         optax.adamw(schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay),
@@ -74,6 +79,7 @@ def make_train_step(
 ) -> Callable[[TrainState, Batch, jax.Array], tuple[TrainState, dict]]:
     """(state, batch, rng) -> (state, metrics); metrics include loss, grad_norm, lr."""
     tx = make_optimizer(cfg)
+    schedule = make_schedule(cfg)
     decay = cfg.ema_decay
 
     def step(state: TrainState, batch: Batch, rng: jax.Array):
@@ -85,7 +91,7 @@ def make_train_step(
         ema = state.ema_params
         if decay:
             ema = jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p, ema, params)
-        metrics = dict(metrics, grad_norm=optax.tree.norm(grads))
+        metrics = dict(metrics, grad_norm=optax.tree.norm(grads), lr=schedule(state.step))
         new = TrainState(state.step + 1, params, opt_state, ema)
         return new, metrics
 
