@@ -86,14 +86,7 @@ def run(config: ConfigDict, workdir: str) -> dict[str, Any]:
         if v.ok:
             by_family[fam].append(c)
 
-    backend = make_backend(
-        config.sim.backend,
-        **(
-            {"nthread": config.sim.nthread or None}
-            if config.sim.backend != "mjx" and make_backend(config.sim.backend).name == "native"
-            else {}
-        ),
-    )
+    backend = make_backend(config.sim.backend, nthread=config.sim.nthread or None)
     logging.info("[3/5] planner rollouts on the %s backend", backend.name)
     families: dict[str, dict[str, Any]] = {}
     total_steps, total_s = 0, 0.0

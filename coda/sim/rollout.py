@@ -281,6 +281,7 @@ class MjxBackend:
     def __init__(self, devices: Sequence[jax.Device] | None = None, shard: bool = True):
         self.devices = list(devices or jax.devices())
         self.shard = shard and len(self.devices) > 1
+        self.n_devices = len(self.devices) if self.shard else 1  # buckets pad to a multiple
         self._compiled: dict[Any, Any] = {}
 
     def _put(self, x, batched: bool):
@@ -404,13 +405,16 @@ def has_accelerator() -> bool:
     return any(d.platform in ("gpu", "tpu", "cuda", "rocm") for d in jax.devices())
 
 
-def make_backend(name: str = "auto", **kw) -> NativeBackend | MjxBackend:
-    """`auto` picks `mjx` when an accelerator is present and `native` otherwise."""
+def make_backend(name: str = "auto", nthread: int | None = None) -> NativeBackend | MjxBackend:
+    """`auto` picks `mjx` when an accelerator is present and `native` otherwise.
+
+    `nthread` (native only; None = all cores). MJX always shards over all local devices.
+    """
     if name == "auto":
         name = "mjx" if has_accelerator() else "native"
     if name not in BACKENDS:
         raise KeyError(f"unknown physics backend {name!r}; valid: {['auto', *BACKENDS]}")
-    return BACKENDS[name](**kw)
+    return NativeBackend(nthread) if name == "native" else MjxBackend()
 
 
 def make_buckets(
