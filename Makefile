@@ -11,6 +11,9 @@ PYTEST_ARGS ?= -m "not slow"
 .PHONY: setup run smoke test test-slow lint format clean
 
 $(BIN)/.installed: pyproject.toml
+	@# python3-venv on minimal Debian/Ubuntu images (best effort, needs root + apt).
+	@if ! $(PY) -m venv --help >/dev/null 2>&1 && [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; fi
 	@# Headless rendering (OSMesa / EGL) for frames; best effort, needs root + apt.
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && ! ldconfig -p | grep -q libOSMesa; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libosmesa6 libegl1 libgl1 >/dev/null || \
