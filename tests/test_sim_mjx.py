@@ -94,8 +94,11 @@ def test_per_variant_size_changes_contact_geometry(cube_plate_bucket, both_resul
     assert np.ptp(z) > 0.002
 
 
-def test_nan_variant_is_isolated(cube_plate_bucket, mjx_backend, native_backend, both_results):
+def test_nan_variant_is_isolated(
+    cube_plate_bucket, mjx_backend, native_backend, both_results, tmp_path, monkeypatch
+):
     """A variant whose physics turns non-finite is marked failed; the others are untouched."""
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its instability warning to ./MUJOCO_LOG.TXT
     poisoned = [compile_scene(v.scene) for v in cube_plate_bucket.variants]
     i = poisoned[1].model.body("target").id
     poisoned[1].model.body_mass[i] = np.nan
@@ -147,7 +150,7 @@ SHARD_SCRIPT = textwrap.dedent("""
 def test_sharded_equals_unsharded_and_batched_mjx_does_not_hang(tmp_path):
     """N=64 over 4 forced host devices. Also the regression test for the jax 0.10 deadlock in
     batched MJX rollouts: a hang fails this test via the timeout instead of stalling CI."""
-    from tests.conftest import CUBE_PLATE, _CACHE
+    from tests.conftest import _CACHE, CUBE_PLATE
 
     script = tmp_path / "shard.py"
     script.write_text(SHARD_SCRIPT)
