@@ -20,7 +20,7 @@ from coda.policy.checkpoints import NormStats, load_norm_stats, load_openpi, sav
 from coda.policy.configs import CONFIGS, get_config
 from coda.policy.oft import OFTPolicy
 from coda.policy.pi05 import Pi05Policy
-from coda.policy.tokenizer import PromptTokenizer, tokenizer_for
+from coda.policy.tokenizer import PromptTokenizer, tokenize_for_config, tokenizer_for
 from coda.policy.train import (
     TrainState,
     init_train_state,
@@ -69,6 +69,7 @@ __all__ = [
     "save_norm_stats",
     "save_params",
     "save_train_state",
+    "tokenize_for_config",
     "tokenizer_for",
     "train_config",
 ]
