@@ -133,11 +133,13 @@ def on_top(state: SimState, a: int, b: int, tol: float = 0.015) -> jnp.ndarray:
 
 
 def inside(state: SimState, a: int, container: int, margin: float = 0.0) -> jnp.ndarray:
-    """a's centre lies in the container's interior and a's bottom is below the rim."""
+    """a's centre lies in the container's interior, above its floor, and a's bottom is below
+    the rim. The centre (not the bounding box) decides height, so a tipped-over object that
+    lies in the container still counts."""
     inner_floor = pos(state, container)[..., 2] + state.inner[..., container, 3]
     rim = top(state, container)
     ok_xy = within_footprint(state, pos(state, a), container, margin, use_inner=True)
-    return ok_xy & (bottom(state, a) < rim) & (bottom(state, a) > inner_floor - 0.02)
+    return ok_xy & (bottom(state, a) < rim) & (pos(state, a)[..., 2] > inner_floor - 0.005)
 
 
 def in_contact(state: SimState, ea: int, eb: int) -> jnp.ndarray:
