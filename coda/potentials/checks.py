@@ -1,0 +1,314 @@
+"""Checks on a compiled training program: runtime, range, tracing, usefulness, completion.
+
+Every failed check is a structured ``CheckFailure(stage, message, details)`` that goes back to
+the compiler R_hone for repair (and into memory Φ with the attempt). Stages, in check order:
+
+* ``syntax`` / ``validate`` / ``trace``: from ``compile_program`` (see ``program.py``).
+* ``runtime``: evaluating Φ on the supplied rollout states raised, or a subgoal output is not
+  finite (NaN/inf) on some state.
+* ``range``: a raw subgoal potential left [0, 1] (Φ clips, but clipping would hide a bug).
+* ``jit``: ``jax.jit`` / ``jax.vmap`` of Φ disagree with eager evaluation (tracer leak, impure
+  Python state) or fail.
+* ``usefulness``: Φ does not rise along successful planner demonstrations: mean Spearman rank
+  correlation of Φ with time over the chunk-endpoint states of successful demos < threshold.
+* ``completion``: on states where ν is true, the program has not completed its last stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from coda import sandbox
+from coda.potentials.program import Potential, ProgramError
+from coda.sim.state import SimState
+
+__all__ = [
+    "CHECK_STAGES",
+    "CheckFailure",
+    "CheckReport",
+    "Demos",
+    "check_program",
+    "rank_correlation_with_time",
+    "spearman",
+]
+
+CHECK_STAGES = (
+    "syntax",
+    "validate",
+    "trace",
+    "runtime",
+    "range",
+    "jit",
+    "usefulness",
+    "completion",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckFailure:
+    stage: str
+    message: str
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.stage not in CHECK_STAGES:
+            raise ValueError(f"unknown check stage {self.stage!r}; valid: {CHECK_STAGES}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "message": self.message, "details": self.details}
+
+    @classmethod
+    def from_program_error(cls, e: ProgramError) -> CheckFailure:
+        return cls(e.stage, e.message, {"line": e.line, **e.details})
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckReport:
+    """Outcome of all checks on one program; ``failures`` empty iff ``ok``."""
+
+    failures: tuple[CheckFailure, ...] = ()
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def first(self) -> CheckFailure | None:
+        return self.failures[0] if self.failures else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "failures": [f.to_dict() for f in self.failures],
+            "metrics": self.metrics,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Demos:
+    """Time-ordered rollout states for the checks.
+
+    states: leaves [N, T, ...] (t=0 and every chunk endpoint); success: [N] bool (ν at the end,
+    valid, not failed); nu: [N, T] bool, ν at every state (None: completion is not checked).
+    """
+
+    states: SimState
+    success: np.ndarray
+    nu: np.ndarray | None = None
+
+    @classmethod
+    def from_rollout(cls, result: Any, bucket: Any) -> Demos:
+        """From a ``RolloutResult`` of one bucket; padding variants are dropped."""
+        keep = np.asarray(result.valid, bool)
+        states = jax.tree_util.tree_map(lambda x: np.asarray(x)[keep], result.states)
+        nu = jax.vmap(lambda s: bucket.success(s, bucket.sym), in_axes=1, out_axes=1)(
+            jax.tree_util.tree_map(jnp.asarray, states)
+        )
+        success = np.asarray(result.success, bool)[keep] & ~np.asarray(result.failed, bool)[keep]
+        return cls(states=states, success=success, nu=np.asarray(nu, bool))
+
+    @property
+    def num(self) -> int:
+        return int(self.success.shape[0])
+
+    def first_state(self) -> SimState:
+        """One concrete state (e.g. for the sandbox probe). Leaves [1, ...]."""
+        return jax.tree_util.tree_map(lambda x: np.asarray(x)[:1, 0], self.states)
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 0..n-1 with ties sharing their mean rank (as Spearman's ρ requires)."""
+    x = np.asarray(x, np.float64)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), np.float64)
+    sx = x[order]
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and sx[j + 1] == sx[i]:
+            j += 1
+        ranks[order[i : j + 1]] = 0.5 * (i + j)
+        i = j + 1
+    return ranks
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman rank correlation (Pearson on average ranks); 0 if either side is constant."""
+    rx, ry = _average_ranks(x), _average_ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    return float((rx * ry).sum() / den) if den > 0 else 0.0
+
+
+def rank_correlation_with_time(phi: np.ndarray) -> np.ndarray:
+    """[N, T] potentials along N trajectories -> [N] Spearman ρ of Φ with time."""
+    phi = np.asarray(phi)
+    t = np.arange(phi.shape[1])
+    return np.array([spearman(p, t) for p in phi])
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _flatten(states: SimState) -> SimState:
+    lead = states.ee_pos.shape[:-1]
+    n = int(np.prod(lead))
+    return jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x).reshape((n,) + tuple(x.shape[len(lead) :])), states
+    )
+
+
+def _error_failure(stage: str, e: BaseException) -> CheckFailure:
+    if isinstance(e, ProgramError):
+        return CheckFailure.from_program_error(e)
+    if isinstance(e, sandbox.SandboxError):
+        return CheckFailure(stage, e.reason, {"line": e.line, "sandbox_stage": e.stage})
+    msg = str(e).split("\n")[0][:400]
+    return CheckFailure(stage, f"{type(e).__name__}: {msg}", {})
+
+
+def check_program(
+    potential: Potential,
+    states: SimState,
+    success_mask: np.ndarray | None = None,
+    nu: np.ndarray | None = None,
+    *,
+    min_rank_corr: float = 0.8,
+    min_completion: float = 1.0,
+    atol: float = 1e-5,
+) -> CheckReport:
+    """Run the runtime and usefulness checks on time-ordered states [N, T, ...].
+
+    ``success_mask`` [N] marks successful (planner) demos for the usefulness check; ``nu``
+    [N, T] is ν per state for the completion check. Either may be None to skip that check.
+    Stops at the first failing runtime stage (later checks would only repeat it).
+    """
+    metrics: dict[str, Any] = {"num_stages": potential.num_stages}
+    lead = tuple(states.ee_pos.shape[:-1])
+    if len(lead) != 2:
+        raise ValueError(f"states must have leading dims [N, T]; got {lead}")
+    n_traj, horizon = lead
+    flat = _flatten(states)
+    names = [s.name for s in potential.subgoals]
+    # eager
+    try:
+        done, prog = potential.raw(flat)
+        done, prog = np.asarray(done), np.asarray(prog, np.float64)
+    except Exception as e:  # noqa: BLE001 - untrusted code: every failure is a report
+        return CheckReport((_error_failure("runtime", e),), metrics)
+    bad = ~np.isfinite(prog)
+    if bad.any():
+        k = int(np.argmax(bad.any(0)))
+        return CheckReport(
+            (
+                CheckFailure(
+                    "runtime",
+                    f"subgoal_{k}_potential ({names[k]!r}) is not finite on "
+                    f"{int(bad[:, k].sum())} of {len(prog)} states",
+                    {"subgoal": k, "n_bad": int(bad[:, k].sum())},
+                ),
+            ),
+            metrics,
+        )
+    lo, hi = prog.min(0), prog.max(0)
+    out = np.nonzero((lo < -atol) | (hi > 1 + atol))[0]
+    if len(out):
+        k = int(out[0])
+        return CheckReport(
+            (
+                CheckFailure(
+                    "range",
+                    f"subgoal_{k}_potential ({names[k]!r}) must lie in [0, 1]; observed "
+                    f"[{lo[k]:.4g}, {hi[k]:.4g}] on rollout states",
+                    {"subgoal": k, "min": float(lo[k]), "max": float(hi[k])},
+                ),
+            ),
+            metrics,
+        )
+    # jit / vmap agree with eager
+    try:
+        phi_e = np.asarray(potential.phi(flat))
+        phi_j = np.asarray(jax.jit(potential.phi)(flat))
+        phi_v = np.asarray(jax.vmap(potential.phi)(flat))
+        done_j, prog_j = jax.jit(potential.raw)(flat)
+    except Exception as e:  # noqa: BLE001
+        return CheckReport((_error_failure("jit", e),), metrics)
+    mism = max(
+        float(np.max(np.abs(phi_e - phi_j), initial=0.0)),
+        float(np.max(np.abs(phi_e - phi_v), initial=0.0)),
+        float(np.max(np.abs(prog - np.asarray(prog_j)), initial=0.0)),
+    )
+    n_done_mism = int((done != np.asarray(done_j)).sum())
+    metrics["jit_max_abs_diff"] = mism
+    if mism > 1e-4 or n_done_mism:
+        return CheckReport(
+            (
+                CheckFailure(
+                    "jit",
+                    "jax.jit/vmap of Φ disagree with eager evaluation (max |Δ| "
+                    f"{mism:.3g}, {n_done_mism} completion flags differ): the program must be a "
+                    "pure function of (s, sym) without Python state",
+                    {"max_abs_diff": mism, "done_mismatch": n_done_mism},
+                ),
+            ),
+            metrics,
+        )
+    phi = phi_e.reshape(n_traj, horizon)
+    stage = Potential._stage_of(jnp.asarray(done)).reshape(n_traj, horizon)
+    stage = np.asarray(stage)
+    metrics["phi_range"] = [float(phi.min()), float(phi.max())]
+    failures: list[CheckFailure] = []
+    # usefulness
+    if success_mask is not None:
+        succ = np.asarray(success_mask, bool)
+        metrics["num_successful_demos"] = int(succ.sum())
+        if succ.any():
+            rho = rank_correlation_with_time(phi[succ])
+            metrics["rank_corr_mean"] = float(rho.mean())
+            metrics["rank_corr_min"] = float(rho.min())
+            if rho.mean() < min_rank_corr:
+                w = int(np.argmin(rho))
+                worst = np.nonzero(succ)[0][w]
+                failures.append(
+                    CheckFailure(
+                        "usefulness",
+                        f"Φ does not rise along successful demonstrations: mean Spearman ρ(Φ, t) "
+                        f"= {rho.mean():.3f} < {min_rank_corr} (worst {rho.min():.3f})",
+                        {
+                            "rank_corr": [round(float(r), 4) for r in rho],
+                            "worst_phi": [round(float(v), 3) for v in phi[worst]],
+                            "worst_stage": [int(v) for v in stage[worst]],
+                            "subgoals": names,
+                        },
+                    )
+                )
+    # completion where ν holds
+    if nu is not None:
+        nu = np.asarray(nu, bool).reshape(n_traj, horizon)
+        n_nu = int(nu.sum())
+        metrics["num_nu_states"] = n_nu
+        if n_nu:
+            complete = stage[nu] == potential.num_stages
+            rate = float(complete.mean())
+            metrics["completion_rate"] = rate
+            if rate < min_completion:
+                stuck = np.bincount(stage[nu][~complete], minlength=potential.num_stages)
+                failures.append(
+                    CheckFailure(
+                        "completion",
+                        f"where ν (task success) holds, the last stage is complete on only "
+                        f"{rate:.1%} of {n_nu} states; states stop at subgoals "
+                        + ", ".join(f"{names[k]!r} ({int(c)})" for k, c in enumerate(stuck) if c),
+                        {"rate": rate, "stuck_at": {names[k]: int(c) for k, c in enumerate(stuck)}},
+                    )
+                )
+    return CheckReport(tuple(failures), metrics)
