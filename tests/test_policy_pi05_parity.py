@@ -189,3 +189,12 @@ def test_invariances(fx):
     masks["right_wrist_0_rgb"] = jnp.ones((2,), bool)
     v3 = policy.velocity(params, obs.replace(image_masks=masks), x_t, time)
     assert np.max(np.abs(v3 - v_ref)) > 1e-3
+
+
+def test_bfloat16_compute_runs_close(fx):
+    """openpi's default compute dtype (bf16) is not fixtured; check it stays near the f32 truth."""
+    _, params, inp, out, obs = fx
+    policy = Pi05Policy(get_config("tiny", dtype="bfloat16"))
+    v_t = jax.jit(policy.velocity)(params, obs, jnp.asarray(out["x_t"]), jnp.asarray(inp["time"]))
+    assert v_t.dtype == jnp.float32
+    np.testing.assert_allclose(v_t, out["v_t"], atol=5e-2)

@@ -1,14 +1,25 @@
 """CoDA policies: pi0.5 (openpi-exact Flax) and an OpenVLA-OFT-style backbone.
 
 The policy protocol (``sample_chunks``, weighted ``loss``, observations, state-only mode) is
-documented in ``coda.policy.base``. Pick a policy by name::
+documented in ``coda.policy.base``. Typical use from the simulator (state-only, no rendering)::
 
     policy = get_policy("small")            # pi0.5, CPU-trainable, state-only, 7-dim actions
     params = policy.init(jax.random.key(0))
-    chunks = policy.sample_chunks(params, obs, rng, num_candidates=8)  # [B, 8, H, 7]
+    tok = tokenizer_for(policy.config)
+    tokens, mask = tok.tokenize_batch(instructions)               # [B, L]
+    obs = make_observation(tokens, mask, state=sim_state,         # sim_state: [B, D], D varies
+                           max_state_dim=policy.config.max_state_dim)
+    chunks = policy.sample_chunks(params, obs, rng, num_candidates=8)   # [B, 8, H, 7]
+
+    cfg = train_config(peak_lr=3e-4)
+    state = init_train_state(params, cfg)
+    step = make_train_step(policy, cfg)                           # jitted
+    state, metrics = step(state, Batch(obs, actions, weights=awr_weights), rng)
+    save_train_state(path, state); state = restore_train_state(path, state)
 
 Names (``POLICIES``): pi05, pi05_libero (openpi dims), tiny (parity fixture dims), small,
-small_tiny (test size), oft, oft_tiny. Backbones (``BACKBONES``): pi05, oft.
+small_tiny (test size), oft, oft_tiny. Backbones (``BACKBONES``): pi05, oft. openpi checkpoints:
+``load_openpi(params_dir, expected=policy.param_shapes())``; norm stats: ``load_norm_stats``.
 """
 
 from __future__ import annotations
