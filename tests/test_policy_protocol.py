@@ -160,6 +160,10 @@ def test_state_only_errors_and_registry():
     with pytest.raises(ValueError, match="unknown config field"):
         get_config("small", widht=3)
     assert set(BACKBONES) == {"pi05", "oft"}
+    img = make_observation(
+        obs.tokens, obs.token_mask, images={"base_0_rgb": np.full((B, 4, 4, 3), 255, np.uint8)}
+    ).images["base_0_rgb"]
+    assert img.dtype == jnp.float32 and float(img.min()) == 1.0
     # a rendered-mode observation is required when cameras are configured
     tiny = get_policy("tiny")
     with pytest.raises(ValueError, match="expects images"):
@@ -183,11 +187,13 @@ def test_named_configs_shape_only(name):
     n = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(shapes))
     if name in ("small", "oft"):
         assert 1_000_000 < n < 10_000_000  # CPU-trainable: a few million parameters
-        obs = policy.dummy_obs(2)
-        out = jax.eval_shape(
-            functools.partial(policy.sample_chunks, num_candidates=8),
-            shapes,
-            obs,
-            jax.random.key(0),
-        )
-        assert out.shape == (2, 8, policy.config.action_horizon, 7)
+    # Shape-evaluate sampling and the loss (the full config never allocates here).
+    c = policy.config
+    obs = policy.dummy_obs(2)
+    out = jax.eval_shape(
+        functools.partial(policy.sample_chunks, num_candidates=8), shapes, obs, jax.random.key(0)
+    )
+    assert out.shape == (2, 8, c.action_horizon, c.env_action_dim)
+    batch = Batch(obs, jnp.zeros((2, c.action_horizon, c.env_action_dim)), weights=jnp.ones(2))
+    loss = jax.eval_shape(lambda p: policy.loss(p, batch, jax.random.key(0))[0], shapes)
+    assert loss.shape == ()

@@ -117,9 +117,19 @@ def make_observation(
     state_mask = None
     if state is not None:
         state, state_mask = pad_state(state, max_state_dim or np.shape(state)[-1])
+    if images is not None:
+        images = {k: to_model_image(v) for k, v in images.items()}
     if images is not None and image_masks is None:
         image_masks = {k: jnp.ones((tokens.shape[0],), bool) for k in images}
     return Observation(tokens, token_mask, state, state_mask, images, image_masks)
+
+
+def to_model_image(img) -> jax.Array:
+    """uint8 [0, 255] -> float32 [-1, 1] (openpi's convention); float images pass through."""
+    img = jnp.asarray(img)
+    if img.dtype == jnp.uint8:
+        return img.astype(jnp.float32) / 255.0 * 2.0 - 1.0
+    return img.astype(jnp.float32)
 
 
 def pad_actions(
