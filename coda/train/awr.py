@@ -1,0 +1,88 @@
+"""Policy improvement: advantage-weighted regression and behaviour cloning on planner demos.
+
+Both feed the policy's weighted loss (`policy.loss(params, Batch(obs, actions, weights), rng)`),
+which is linear in the weights: AWR reweights samples by exp(A/λ); BC is the same step with all
+weights 1. Weights are computed as exp((A − max A)/λ) (overflow-safe), normalised to mean 1 over
+the valid samples and clipped at `max_weight`, so all-equal advantages give weights of exactly 1
+and the AWR step coincides with the BC step.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from coda.policy.base import Batch, Observation
+from coda.train.agent import ObsNorm, state_features
+
+
+def awr_weights(
+    adv: jax.Array,
+    temperature: float = 1.0,
+    max_weight: float = 20.0,
+    mask: jax.Array | None = None,
+) -> jax.Array:
+    """exp(A/λ) normalised to mean 1 over valid samples, clipped at `max_weight`: [B]."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    adv = jnp.asarray(adv, jnp.float32)
+    m = jnp.ones_like(adv, bool) if mask is None else jnp.asarray(mask, bool)
+    top = jnp.max(jnp.where(m, adv, -jnp.inf))
+    w = jnp.where(m, jnp.exp((adv - top) / temperature), 0.0)
+    w = w / (jnp.sum(w) / jnp.maximum(jnp.sum(m), 1))
+    return jnp.minimum(w, max_weight)
+
+
+def awr_batch(
+    obs: Observation,
+    actions: jax.Array,
+    adv: jax.Array,
+    temperature: float = 1.0,
+    max_weight: float = 20.0,
+) -> Batch:
+    """Batch(obs [B], actions [B, H, A], weights exp(A/λ) normalised and clipped)."""
+    return Batch(obs, actions, awr_weights(adv, temperature, max_weight))
+
+
+def bc_batch(obs: Observation, actions: jax.Array) -> Batch:
+    return Batch(obs, actions, jnp.ones((actions.shape[0],), jnp.float32))
+
+
+def demo_batch(
+    result,
+    tokens: np.ndarray,
+    token_mask: np.ndarray,
+    norm: ObsNorm,
+    max_state_dim: int,
+    only_success: bool = True,
+) -> Batch:
+    """Planner demos D_t as a BC batch: every chunk of each (successful, valid) demo rollout.
+
+    Chunks after ν first holds are kept: the policy must also learn to release and retreat
+    without disturbing the result (success is ν at the last endpoint).
+    """
+    keep = np.asarray(result.valid, bool) & ~np.asarray(result.failed, bool)
+    if only_success:
+        keep &= np.asarray(result.success, bool)
+    rows = np.nonzero(keep)[0]
+    if rows.size == 0:
+        raise ValueError("no successful demos to clone")
+    c = result.actions.shape[1]
+    x, xm = state_features(result.states, norm, max_state_dim)  # [B, C+1, D]
+    x = np.asarray(x)[rows, :c].reshape(-1, x.shape[-1])
+    xm = np.asarray(xm)[rows, :c].reshape(-1, xm.shape[-1])
+    tok = np.repeat(np.asarray(tokens)[rows], c, 0)
+    tm = np.repeat(np.asarray(token_mask)[rows], c, 0)
+    actions = np.asarray(result.actions)[rows].reshape((-1,) + result.actions.shape[2:])
+    obs = Observation(jnp.asarray(tok, jnp.int32), jnp.asarray(tm), jnp.asarray(x), jnp.asarray(xm))
+    return bc_batch(obs, jnp.asarray(actions, jnp.float32))
+
+
+def take(batch: Batch, idx: jax.Array) -> Batch:
+    """Rows `idx` of a batch (for minibatches)."""
+    return jax.tree.map(lambda x: x[idx], batch)
+
+
+def concat_batches(parts: list[Batch]) -> Batch:
+    return jax.tree.map(lambda *xs: jnp.concatenate(xs, 0), *parts)
