@@ -11,7 +11,7 @@ from flax.traverse_util import flatten_dict, unflatten_dict
 
 from coda.policy.base import Observation
 from coda.policy.configs import OPENPI_CAMERAS, get_config
-from coda.policy.pi05 import Pi05Model, Pi05Policy, posemb_sincos
+from coda.policy.pi05 import Pi05Model, Pi05Policy, cached_suffix_layout, posemb_sincos
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi")
 FIX = os.environ.get("CODA_OPENPI_FIXTURES", os.path.abspath(FIX))
@@ -78,6 +78,9 @@ def test_tiny_param_tree_matches_fixture(fx):
 
 def test_primary_targets(fx):
     policy, params, inp, out, obs = fx
+    t = inp["time"][:, None, None]
+    np.testing.assert_allclose(t * inp["noise"] + (1 - t) * inp["actions"], out["x_t"], **TOL)
+    np.testing.assert_allclose(inp["noise"] - inp["actions"], out["u_t"], **TOL)
     v_t = policy.velocity(params, obs, jnp.asarray(out["x_t"]), jnp.asarray(inp["time"]))
     np.testing.assert_allclose(v_t, out["v_t"], **TOL)
     loss = policy.step_losses(
@@ -154,6 +157,9 @@ def test_kv_cached_sampler_steps(fx):
     valid = out["prefix_mask"]
     np.testing.assert_allclose(k[:, valid], out["sample_prefix_kv_cache_k"][:, valid], **TOL)
     np.testing.assert_allclose(v[:, valid], out["sample_prefix_kv_cache_v"][:, valid], **TOL)
+    full, pos = cached_suffix_layout(pmask, jnp.ones((2, 4), bool), out["suffix_ar_mask"])
+    np.testing.assert_array_equal(full, out["sample_suffix_full_attn_mask"])
+    np.testing.assert_array_equal(pos, out["sample_suffix_positions"])
     x = jnp.asarray(inp["sample_noise"])
     n = int(inp["num_sample_steps"])
     t = jnp.float32(1.0)

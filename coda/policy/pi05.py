@@ -261,21 +261,28 @@ class Pi05Model(nn.Module):
     def cached_velocity(self, kv, prefix_mask: jax.Array, x_t: jax.Array, time: jax.Array):
         """Suffix-only pass against a prefix KV cache -> v_t [B, H, A]."""
         s_tok, s_mask, s_ar, cond = self.embed_suffix(x_t, time)
-        t = s_tok.shape[1]
-        suffix_attn = make_attn_mask(s_mask, s_ar)
-        prefix_attn = jnp.broadcast_to(
-            prefix_mask[:, None, :], (prefix_mask.shape[0], t, prefix_mask.shape[1])
-        )
-        full = jnp.concatenate([prefix_attn, suffix_attn], axis=-1)
-        positions = (
-            jnp.sum(prefix_mask.astype(jnp.int32), axis=-1)[:, None]
-            + jnp.cumsum(s_mask.astype(jnp.int32), axis=-1)
-            - 1
-        )
+        full, positions = cached_suffix_layout(prefix_mask, s_mask, s_ar)
         (_, s_out), _ = self.PaliGemma.llm(
             [None, s_tok], positions, full, adarms_cond=[None, cond], kv_cache=kv
         )
         return self.action_out_proj(s_out[:, -self.spec.action_horizon :].astype(jnp.float32))
+
+
+def cached_suffix_layout(prefix_mask: jax.Array, suffix_mask: jax.Array, suffix_ar: jax.Array):
+    """Mask [B, H, S_p + H] and RoPE positions [B, H] of a suffix pass against a prefix cache.
+
+    Queries see every valid prefix key plus the suffix keys allowed by the block-causal mask;
+    positions continue after the valid prefix tokens.
+    """
+    b, h = suffix_mask.shape
+    prefix_attn = jnp.broadcast_to(prefix_mask[:, None, :], (b, h, prefix_mask.shape[1]))
+    full = jnp.concatenate([prefix_attn, make_attn_mask(suffix_mask, suffix_ar)], axis=-1)
+    positions = (
+        jnp.sum(prefix_mask.astype(jnp.int32), axis=-1)[:, None]
+        + jnp.cumsum(suffix_mask.astype(jnp.int32), axis=-1)
+        - 1
+    )
+    return full, positions
 
 
 def sample_flow_times(rng: jax.Array, batch: int) -> jax.Array:
