@@ -2,7 +2,8 @@
 repair and the compiler R_hone.
 
 Language and semantics: ``coda.potentials.program``; checks: ``coda.potentials.checks``;
-offline program templates: ``coda.potentials.library``.
+offline program templates: ``coda.potentials.library``; compilers R_hone and the repair loop:
+``coda.potentials.compiler`` (importing the package installs the offline ``"compiler"`` role).
 """
 
 from coda.potentials.checks import (
@@ -13,6 +14,19 @@ from coda.potentials.checks import (
     check_program,
     rank_correlation_with_time,
     spearman,
+)
+from coda.potentials.compiler import (
+    COMPILER_SCHEMA,
+    Attempt,
+    Compiler,
+    CompileRequest,
+    FailureRecord,
+    LLMCompiler,
+    OfflineCompiler,
+    Proposal,
+    compile_with_repair,
+    offline_compiler_handler,
+    retrieve_examples,
 )
 from coda.potentials.library import subgoal_program, task_description_program, task_kind
 from coda.potentials.program import (
@@ -27,6 +41,17 @@ from coda.potentials.program import (
 )
 
 __all__ = [
+    "COMPILER_SCHEMA",
+    "Attempt",
+    "CompileRequest",
+    "Compiler",
+    "FailureRecord",
+    "LLMCompiler",
+    "OfflineCompiler",
+    "Proposal",
+    "compile_with_repair",
+    "offline_compiler_handler",
+    "retrieve_examples",
     "CHECK_STAGES",
     "JNP_NAMES",
     "LEARNING_TOOLS",

@@ -332,6 +332,11 @@ class Potential:
     done_fns: tuple[Callable[..., Any], ...]
     potential_fns: tuple[Callable[..., Any], ...]
 
+    def __post_init__(self) -> None:
+        # one compiled function per Potential: eager calls do not dispatch op by op, and
+        # calls inside an outer jit/vmap inline it
+        object.__setattr__(self, "_compiled", jax.jit(self.phi_and_stage))
+
     @property
     def num_stages(self) -> int:
         return len(self.subgoals)
@@ -370,11 +375,14 @@ class Potential:
 
     def stage(self, state: SimState) -> jnp.ndarray:
         """k: number of subgoals completed in order. [...] int32 in [0, K]."""
-        done, _ = self.raw(state)
-        return self._stage_of(done).astype(jnp.int32)
+        return self._compiled(state)[1]
 
     def phi_and_stage(self, state: SimState) -> tuple[jnp.ndarray, jnp.ndarray]:
-        done, prog = self.raw(state)
+        """(Φ [...] float32, k [...] int32) from one evaluation of the program."""
+        return self.combine(*self.raw(state))
+
+    def combine(self, done: jnp.ndarray, prog: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+        """Staged Φ and k from raw outputs (done [..., K], progress [..., K])."""
         k = self._stage_of(done)
         prog = jnp.clip(jnp.nan_to_num(prog, nan=0.0, posinf=0.0, neginf=0.0), 0.0, 1.0)
         prog = jnp.concatenate([prog, jnp.zeros_like(prog[..., :1])], -1)  # φ_K := 0
@@ -383,7 +391,7 @@ class Potential:
 
     def phi(self, state: SimState) -> jnp.ndarray:
         """Φ(s) in [0, 1]. [...] float32."""
-        return self.phi_and_stage(state)[0]
+        return self._compiled(state)[0]
 
     __call__ = phi
 
@@ -469,14 +477,17 @@ def trace_check(pot: Potential, state: SimState | None = None) -> None:
     except ProgramError:
         raise
     except sandbox.SandboxError as e:
-        raise ProgramError("trace", e.reason, e.line) from None
+        raise ProgramError("trace", _hint(e.reason), e.line) from None
     except Exception as e:  # noqa: BLE001 - any tracing failure is the program's fault
         msg = str(e).split("\n")[0][:400]
-        if "truth value" in msg or "Tracer" in type(e).__name__ or "Concretization" in msg:
-            msg += " (Φ is traced by JAX: branch with jnp.where, not Python if/and/or)"
-        raise ProgramError(
-            "trace", f"{type(e).__name__} while tracing Φ with JAX: {msg}", _program_line(e)
-        ) from None
+        msg = _hint(f"{type(e).__name__} while tracing Φ with JAX: {msg}")
+        raise ProgramError("trace", msg, _program_line(e)) from None
+
+
+def _hint(msg: str) -> str:
+    if any(k in msg for k in ("truth value", "Tracer", "Concretization")):
+        msg += " (Φ is traced by JAX: branch with jnp.where, not Python if/and/or)"
+    return msg
 
 
 def _program_line(exc: BaseException) -> int | None:
