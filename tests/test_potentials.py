@@ -348,17 +348,14 @@ def test_check_failures_are_structured(expr, stage, needle):
     assert rep.to_dict()["failures"][0]["stage"] == stage
 
 
-def test_batch_coupled_program_fails_vmap_check():
-    # mixing states of the batch: fine on one state, wrong under vmap vs batched evaluation
-    pot = compile_program(
-        line_program(
-            "ramp(s.ee_pos[..., 0], 0.0, 1.0) * 0.5 + 0.5 * ramp(jnp.max(s.ee_pos[..., 0]), 0.0, 2.4)"
-        ),
-        SYM,
-    )
+def test_batch_coupled_program_fails_independence_check():
+    # Φ of one state depends on the mean over the batch: vmap would disagree with batched Φ
+    expr = "0.5 * ramp(s.ee_pos[..., 0], 0.0, 1.0) + 0.5 * ramp(jnp.mean(s.ee_pos[..., 1]), -1, 1)"
+    pot = compile_program(line_program(expr), SYM)
     d = line_demos()
     rep = check_program(pot, d.states, d.success, d.nu)
     assert not rep.ok and rep.first.stage == "jit", rep.to_dict()
+    assert "independently" in rep.first.message
 
 
 def test_completion_check_needs_last_stage_where_nu_holds():
