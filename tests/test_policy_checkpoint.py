@@ -20,8 +20,9 @@ from coda.policy import (
 )
 from coda.policy.configs import OPENPI_CAMERAS
 
-FIX = "/work/shared/fixtures/openpi"
-FIX = os.environ.get("CODA_OPENPI_FIXTURES", FIX)
+FIX = os.environ.get("CODA_OPENPI_FIXTURES") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi")
+)
 ORBAX = os.path.join(FIX, "pi05_tiny_orbax", "params")
 NPZ = os.path.join(FIX, "pi05_tiny_parity.npz")
 needs_fixture = pytest.mark.skipif(not os.path.exists(NPZ), reason="openpi fixtures not available")

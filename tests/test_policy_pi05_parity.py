@@ -13,10 +13,9 @@ from coda.policy.base import Observation
 from coda.policy.configs import OPENPI_CAMERAS, get_config
 from coda.policy.pi05 import Pi05Model, Pi05Policy, cached_suffix_layout, posemb_sincos
 
-FIX = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi")
-FIX = os.environ.get("CODA_OPENPI_FIXTURES", os.path.abspath(FIX))
-if not os.path.isdir(FIX):
-    FIX = "/work/shared/fixtures/openpi"
+FIX = os.environ.get("CODA_OPENPI_FIXTURES") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi")
+)
 NPZ = os.path.join(FIX, "pi05_tiny_parity.npz")
 pytestmark = pytest.mark.skipif(not os.path.exists(NPZ), reason="openpi fixtures not available")
 

@@ -9,7 +9,9 @@ import pytest
 from coda.policy import PromptTokenizer, get_config, tokenizer_for
 from coda.policy.tokenizer import DEFAULT_MODEL, discretize_state, format_prompt
 
-FIX = os.environ.get("CODA_OPENPI_FIXTURES", "/work/shared/fixtures/openpi")
+FIX = os.environ.get("CODA_OPENPI_FIXTURES") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi")
+)
 
 
 @pytest.mark.skipif(not os.path.isdir(FIX), reason="openpi fixtures not available")
