@@ -1,10 +1,10 @@
 """Env-steps/s of chunked rollouts vs raw `mujoco.rollout` on a 4-object pick-place bucket.
 
 One run measures, for each batch size N, side by side:
-  mujoco_rollout          raw `mujoco.rollout` (all cores, persistent pool), one call over the
-                          whole episode, replaying a fixed control sequence (the controls the
-                          scripted planner produced), so it does the same physics work as
-                          native+planner;
+  mujoco_rollout          raw `mujoco.rollout` (all cores, persistent pool, output buffers
+                          allocated once and reused), one call over the whole episode,
+                          replaying a fixed control sequence (the controls the scripted planner
+                          produced), so it does the same physics work as native+planner;
   mujoco_rollout_chunked  the same controls, one `mujoco.rollout` call per chunk with the state
                           fed forward and no policy (isolates the cost of chunking itself);
   native                  `coda.sim.rollout.NativeBackend` with a policy in the loop: the
@@ -22,7 +22,9 @@ median of per-round ratios.
     .venv/bin/python benchmarks/rollout_throughput.py \
         --out benchmarks/results/rollout_throughput.json
 
-`--profile N1,N2` adds a cProfile of one native rollout per policy at those batch sizes.
+`--profile N1,N2` adds a cProfile of one native rollout per policy at those batch sizes;
+`--diagnose N1,N2` times the pieces of a native rollout (initial data, policy chunk, finalize)
+and raw-call variants (fresh output buffers, one shared MjModel) at those batch sizes.
 """
 
 from __future__ import annotations
@@ -139,40 +141,63 @@ def planner_controls(bucket: Bucket, actions: jnp.ndarray) -> np.ndarray:
 
 
 class RawRollout:
-    """Raw `mujoco.rollout` over a bucket's models from its initial states (setup untimed)."""
+    """Raw `mujoco.rollout` over a bucket's models from its initial states (setup untimed).
 
-    def __init__(self, bucket: Bucket, nthread: int):
+    Output buffers are allocated once and reused (`reuse_outputs`), the fastest way to call
+    `mujoco.rollout`: fresh [B, T, nstate] outputs cost page faults on every call.
+    """
+
+    def __init__(self, bucket: Bucket, nthread: int, reuse_outputs: bool = True):
         self.models = bucket.models
         datas = bucket.initial_data()
         spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-        self.state0 = np.empty((bucket.batch_size, mujoco.mj_stateSize(self.models[0], spec)))
+        self.nstate = mujoco.mj_stateSize(self.models[0], spec)
+        self.state0 = np.empty((bucket.batch_size, self.nstate))
         for i, (m, d) in enumerate(zip(self.models, datas, strict=True)):
             mujoco.mj_getState(m, d, self.state0[i], spec)
         self.thread_data = [
             mujoco.MjData(self.models[0]) for _ in range(min(nthread, bucket.batch_size))
         ]
+        self.reuse_outputs = reuse_outputs
+        self._out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def single(self, ctrl: np.ndarray) -> np.ndarray:
+    def _outputs(self, nstep: int) -> dict[str, np.ndarray]:
+        if not self.reuse_outputs:
+            return {}
+        if nstep not in self._out:
+            b, ns = self.state0.shape[0], self.models[0].nsensordata
+            self._out[nstep] = (np.empty((b, nstep, self.nstate)), np.empty((b, nstep, ns)))
+        st, sd = self._out[nstep]
+        return {"state": st, "sensordata": sd}
+
+    def single(self, ctrl: np.ndarray, models: list | None = None) -> np.ndarray:
         from mujoco import rollout as mjrollout
 
         st, _ = mjrollout.rollout(
-            self.models, self.thread_data, self.state0, ctrl, persistent_pool=True
+            models or self.models,
+            self.thread_data,
+            self.state0,
+            ctrl,
+            persistent_pool=True,
+            **self._outputs(ctrl.shape[1]),
         )
-        return st[:, -1]
+        return st[:, -1].copy()
 
     def chunked(self, ctrl: np.ndarray, chunk_len: int) -> np.ndarray:
         from mujoco import rollout as mjrollout
 
         state = self.state0
         for t in range(0, ctrl.shape[1], chunk_len):
+            u = ctrl[:, t : t + chunk_len]
             st, _ = mjrollout.rollout(
                 self.models,
                 self.thread_data,
                 state,
-                ctrl[:, t : t + chunk_len],
+                u,
                 persistent_pool=True,
+                **self._outputs(u.shape[1]),
             )
-            state = st[:, -1]
+            state = st[:, -1].copy()
         return state
 
 
@@ -352,6 +377,89 @@ def measure_cpu(
     return rows, ratios, check, prof
 
 
+def diagnose_native(
+    bucket: Bucket,
+    native: NativeBackend,
+    pol: dict[str, tuple[Any, Any]],
+    policies: list[str],
+    nthread: int,
+    args: argparse.Namespace,
+) -> dict:
+    """Seconds of the pieces of one native rollout, and of raw-call variants, at one N.
+
+    Each piece is timed warm, on its own: where native's time goes beyond the physics.
+    """
+    from coda.sim import rollout as R
+    from coda.sim.state import decode
+
+    n = bucket.batch_size
+    rng = jax.random.key(args.seed)
+    chunk_len = args.horizon * robot.SUBSTEPS
+    out: dict[str, Any] = {"n_envs": n, "load_avg": os.getloadavg()}
+    ms = args.min_seconds
+
+    def t(fn):
+        return round(timed(fn, ms)[0], 5)
+
+    res = native.rollout(bucket, pol["planner"][0], None, rng, args.chunks)
+    ctrl = planner_controls(bucket, res.actions)
+    raw = RawRollout(bucket, nthread)
+    fresh = RawRollout(bucket, nthread, reuse_outputs=False)
+    raw.single(ctrl)
+    fresh.single(ctrl)
+    out["raw_single_reused_outputs_s"] = t(lambda: raw.single(ctrl))
+    out["raw_single_fresh_outputs_s"] = t(lambda: fresh.single(ctrl))
+    one_model = [bucket.models[0]] * n  # same size signature; layout of variant 0 everywhere
+    raw.single(ctrl, one_model)
+    out["raw_single_one_shared_model_s"] = t(lambda: raw.single(ctrl, one_model))
+    out["raw_chunked_reused_outputs_s"] = t(lambda: raw.chunked(ctrl, chunk_len))
+    u = ctrl[:, :chunk_len]
+    out["raw_one_chunk_fresh_outputs_s"] = t(lambda: fresh.single(u))
+    out["initial_data_s"] = t(bucket.initial_data)
+    out["bucket_models_list_s"] = t(lambda: bucket.models)
+
+    consts = {k: jnp.asarray(v) for k, v in bucket.consts.items()}
+    target = jnp.asarray(bucket.init_ctrl[:, :6])
+    sens = np.stack([d.sensordata.copy() for d in bucket.initial_data()])  # [B, S]
+    for p in policies:
+        policy, params = pol[p]
+        carry = policy.init(n, rng)
+
+        def chunk(policy=policy, params=params, carry=carry):
+            a, c, tg, cr, info = R._policy_chunk(
+                policy,
+                bucket.layout,
+                params,
+                jnp.asarray(sens, jnp.float32),
+                consts,
+                target,
+                carry,
+                rng,
+            )
+            return (
+                np.asarray(c, np.float64),
+                np.asarray(a),
+                jax.tree_util.tree_map(np.asarray, info),
+            )
+
+        chunk()
+        out[f"policy_chunk_{p}_s"] = t(chunk)
+
+    sd = jnp.asarray(np.repeat(sens[:, None], args.chunks + 1, 1), jnp.float32)  # [B, C+1, S]
+    states = decode(sd, bucket.layout, consts)
+
+    def nu(st):  # what the backends' result finalization evaluates, eagerly
+        return jax.vmap(lambda s: bucket.success(s, bucket.sym), in_axes=1, out_axes=1)(st)
+
+    nu(states)
+    out["success_eager_s"] = t(lambda: nu(states))
+    nu_jit = jax.jit(nu)
+    nu_jit(states)
+    out["success_jitted_s"] = t(lambda: nu_jit(states))
+    out["decode_eager_s"] = t(lambda: decode(sd, bucket.layout, consts))
+    return out
+
+
 def measure_mjx(
     bucket: Bucket,
     mjx: MjxBackend,
@@ -409,6 +517,7 @@ def main() -> None:
     ap.add_argument("--mlp-depth", type=int, default=3)
     ap.add_argument("--nthread", type=int, default=None, help="rollout threads (all cores)")
     ap.add_argument("--profile", default="", help="comma-separated N to cProfile native at")
+    ap.add_argument("--diagnose", default="", help="comma-separated N to time native's pieces")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/rollout_throughput.json")
     args = ap.parse_args()
@@ -476,6 +585,11 @@ def main() -> None:
         res.setdefault("checks", []).append(check)
         if prof:
             res.setdefault("profile", {})[str(n)] = prof
+        if n in {int(x) for x in args.diagnose.split(",") if x}:
+            res.setdefault("diagnostics", []).append(
+                diagnose_native(bucket, native, pol, policies, nthread, args)
+            )
+            print(f"  diagnostics: {res['diagnostics'][-1]}", flush=True)
 
     if mjx_chunks is not None:
         mjx = MjxBackend()
