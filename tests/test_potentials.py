@@ -249,6 +249,15 @@ def test_hostile_programs_are_rejected(name):
     assert ei.value.stage in ("syntax", "validate"), ei.value
 
 
+def test_leaked_tracer_is_refused_at_compile_time():
+    src = line_program("keep(ramp(s.ee_pos[..., 0], 0.0, 1.0))") + (
+        "\n\ndef keep(x, box={}):\n    box['last'] = x\n    return x\n"
+    )
+    with pytest.raises(ProgramError, match="escaped") as ei:
+        compile_program(src, SYM)
+    assert ei.value.stage == "trace"
+
+
 def test_runaway_loop_hits_the_deadline():
     src = _replace(
         '    f = joint_fraction(s, sym.joint("cabinet"))\n    return jnp.minimum',

@@ -9,9 +9,9 @@ the compiler R_hone for repair (and into memory Φ with the attempt). Stages, in
 * ``runtime``: evaluating Φ on the supplied rollout states raised, or a subgoal output is not
   finite (NaN/inf) on some state.
 * ``range``: a raw subgoal potential left [0, 1] (Φ clips, but clipping would hide a bug).
-* ``jit``: a tracer leaked (``jax.checking_leaks``), or Φ of a state depends on the other states
-  of the batch (evaluated on the batch and on a remixed batch of the same shape), which would
-  make ``jax.vmap`` of Φ disagree with batched evaluation.
+* ``jit``: a tracer leaked (also checked at compile time), or Φ of a state depends on the other
+  states of the batch (evaluated on the batch and on a remixed batch of the same shape), which
+  would make ``jax.vmap`` of Φ disagree with batched evaluation.
 * ``usefulness``: Φ does not rise along successful planner demonstrations: mean Spearman rank
   correlation of Φ with time over the chunk-endpoint states of successful demos < threshold.
 * ``completion``: on states where ν is true, the program has not completed its last stage.
@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from coda import sandbox
-from coda.potentials.program import Potential, ProgramError
+from coda.potentials.program import LEAK_MESSAGE, Potential, ProgramError, is_leak_error
 from coda.sim.state import SimState
 
 __all__ = [
@@ -176,6 +176,8 @@ def _error_failure(stage: str, e: BaseException) -> CheckFailure:
         return CheckFailure.from_program_error(e)
     if isinstance(e, sandbox.SandboxError):
         return CheckFailure(stage, e.reason, {"line": e.line, "sandbox_stage": e.stage})
+    if is_leak_error(e):
+        return CheckFailure("jit", LEAK_MESSAGE, {})
     msg = str(e).split("\n")[0][:400]
     return CheckFailure(stage, f"{type(e).__name__}: {msg}", {})
 
@@ -227,8 +229,7 @@ def check_program(
     flat = _flatten(states)
     names = [s.name for s in potential.subgoals]
     try:
-        with jax.checking_leaks():
-            done, prog, phi_j, stage, phi_a, phi_b = _evaluate(potential, flat)
+        done, prog, phi_j, stage, phi_a, phi_b = _evaluate(potential, flat)
     except Exception as e:  # noqa: BLE001 - untrusted code: every failure is a report
         return CheckReport((_error_failure("runtime", e),), metrics)
     done, prog = np.asarray(done), np.asarray(prog, np.float64)

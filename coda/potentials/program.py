@@ -53,8 +53,9 @@ episode is absorbing (ν reached with termination, or failure/explosion), and ``
 limit truncation, where the critic bootstraps and Φ(s') is used as is.
 
 Roles resolve to static Python ints while JAX traces Φ; ``compile_program`` traces once with
-abstract shapes (``jax.eval_shape``), so an unknown role, a Python branch on a traced value, or a
-shape error is reported at compile time with the program line, not during training.
+abstract shapes (``jax.eval_shape`` under ``jax.checking_leaks``), so an unknown role, a Python
+branch on a traced value, a leaked tracer or a shape error is reported at compile time with the
+program line, not during training.
 """
 
 from __future__ import annotations
@@ -482,6 +483,36 @@ def trace_check(pot: Potential, state: SimState | None = None) -> None:
         msg = str(e).split("\n")[0][:400]
         msg = _hint(f"{type(e).__name__} while tracing Φ with JAX: {msg}")
         raise ProgramError("trace", msg, _program_line(e)) from None
+    # second pass with the leak checker: the trace above succeeded, so any error now is a leak
+    # (JAX itself sometimes fails while describing the leak, hence no message matching)
+    try:
+        with jax.checking_leaks():
+            jax.eval_shape(pot.raw, state)
+    except Exception:  # noqa: BLE001
+        raise ProgramError("trace", LEAK_MESSAGE) from None
+
+
+def is_leak_error(e: BaseException) -> bool:
+    """Raised by ``jax.checking_leaks`` (also when JAX fails while describing the leak)."""
+    import traceback
+
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:  # JAX hides its frames in a chained error
+        seen.add(id(cur))
+        if "Leaked" in str(cur):
+            return True
+        names = {f.f_code.co_name for f, _ in traceback.walk_tb(cur.__traceback__)}
+        if names & {"ensure_no_leaks", "leaked_tracer_error", "_why_alive"}:
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+LEAK_MESSAGE = (
+    "a traced value escaped the program (kept in a default argument or a container that "
+    "outlives the call); potential functions must be pure functions of (s, sym)"
+)
 
 
 def _hint(msg: str) -> str:
