@@ -237,3 +237,21 @@ def make_critic_train_step(
 def sample_batch(data: Transitions, rng: jax.Array, batch_size: int) -> Transitions:
     idx = jax.random.randint(rng, (batch_size,), 0, data.size)
     return jax.tree.map(lambda x: x[idx], data)
+
+
+def make_critic_fit(
+    critic: ChunkCritic, lr: float = 3e-4, tau: float = 0.005, batch_size: int = 128
+) -> Callable[[CriticState, Transitions, jax.Array], tuple[CriticState, dict]]:
+    """(state, data [N], keys [S]) -> (state, metrics of the last step): S minibatch steps in one
+    jitted `lax.scan` (one dispatch instead of S)."""
+    step = make_critic_train_step(critic, lr, tau, jit=False)
+
+    def fit(state: CriticState, data: Transitions, keys: jax.Array):
+        def body(s, k):
+            s, m = step(s, sample_batch(data, k, batch_size))
+            return s, m
+
+        state, ms = jax.lax.scan(body, state, keys)
+        return state, jax.tree.map(lambda x: x[-1], ms)
+
+    return jax.jit(fit)

@@ -30,7 +30,7 @@ from coda.train.critic import (
     ChunkCritic,
     Transitions,
     init_critic_state,
-    make_critic_train_step,
+    make_critic_fit,
     sample_batch,
 )
 from coda.train.shaping import chunk_rewards, chunk_transitions, concat_transitions
@@ -95,7 +95,7 @@ class Learner:
             policy, num_heads=cfg.critic_heads, hidden=cfg.critic_hidden
         )
         self.cstate = init_critic_state(self.critic, k_crit, cfg.critic_lr)
-        self._cstep = make_critic_train_step(self.critic, cfg.critic_lr, cfg.critic_tau)
+        self._cfit = make_critic_fit(self.critic, cfg.critic_lr, cfg.critic_tau, cfg.critic_batch)
         self.norm = norm or ObsNorm.identity(int(policy.config.max_state_dim))
         self.replay: Transitions | None = None
         self.policy_updates = 0
@@ -159,10 +159,7 @@ class Learner:
     def update_critic(self, steps: int, rng: jax.Array) -> dict:
         if self.replay is None:
             raise ValueError("no transitions yet: add a rollout first")
-        metrics = {}
-        for k in jax.random.split(rng, steps):
-            batch = sample_batch(self.replay, k, self.cfg.critic_batch)
-            self.cstate, metrics = self._cstep(self.cstate, batch)
+        self.cstate, metrics = self._cfit(self.cstate, self.replay, jax.random.split(rng, steps))
         return {k: float(v) for k, v in metrics.items()}
 
     def update_policy_awr(self, steps: int, rng: jax.Array) -> dict:
@@ -197,10 +194,10 @@ class Learner:
             self.policy_updates += 1
         return {k: float(v) for k, v in metrics.items()}
 
-    def demo_batch(self, result, bucket) -> Batch:
+    def demo_batch(self, result, bucket, only_success: bool = True) -> Batch:
         agent = self.agent(bucket, 1)
         return awr_lib.demo_batch(
-            result, agent.tokens, agent.token_mask, self.norm, agent.max_state_dim
+            result, agent.tokens, agent.token_mask, self.norm, agent.max_state_dim, only_success
         )
 
 
@@ -274,16 +271,16 @@ def critic_convergence(
     obs = jax.tree.map(lambda *xs: jnp.asarray(np.concatenate(xs, 0)), *obs_parts)
     phi, mc = np.concatenate(phi_parts), np.concatenate(mc_parts)
     critic = ChunkCritic.for_policy(policy, num_heads=cfg.critic_heads, hidden=cfg.critic_hidden)
-    step_fn = make_critic_train_step(critic, cfg.critic_lr, cfg.critic_tau)
+    fit = make_critic_fit(critic, cfg.critic_lr, cfg.critic_tau, cfg.critic_batch)
     curves = {}
     k_init, k_data = jax.random.split(rng)
+    keys = jax.random.split(k_data, (steps // eval_every, eval_every))
     for b in (beta, 0.0):
-        state = init_critic_state(critic, k_init, cfg.critic_lr)  # same init for both
+        state = init_critic_state(critic, k_init, cfg.critic_lr)  # same init and minibatches
         grid, errs = [], []
-        for i, k in enumerate(jax.random.split(k_data, steps), start=1):
-            state, _ = step_fn(state, sample_batch(data[b], k, cfg.critic_batch))
-            if i % eval_every == 0:
-                grid.append(i)
-                errs.append(value_error(critic, state.params, obs, phi, b, mc))
+        for i, ks in enumerate(keys, start=1):
+            state, _ = fit(state, data[b], ks)
+            grid.append(i * eval_every)
+            errs.append(value_error(critic, state.params, obs, phi, b, mc))
         curves[b] = (grid, errs)
     return curves[beta][0], curves[beta][1], curves[0.0][1]

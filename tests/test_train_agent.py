@@ -1,0 +1,114 @@
+"""PolicyAgent inside the native batched rollout; best-of-j; one learner round per mode."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from coda.policy import get_policy
+from coda.sim import geometry as G
+from coda.sim.compile import compile_scene
+from coda.sim.planner import planner_for
+from coda.sim.rollout import make_backend, make_buckets
+from coda.sim.sdk import exec_program
+from coda.sim.state import decode
+from coda.train import AgentParams, ChunkCritic, Learner, LearnerConfig, ObsNorm, PolicyAgent
+
+SCENE = """add_object("cube", role="top", instance="cube_red")
+add_object("cube", role="base", instance="cube_blue")
+set_task("stack_or_insert", mode="stack", top="top", base="base")
+sample_layout()
+"""
+
+
+@pytest.fixture(scope="module")
+def setup():
+    compiled = [compile_scene(exec_program(SCENE, seed=s, isolation="inprocess")) for s in (0, 1)]
+    (bucket,) = make_buckets(compiled, batch_size=3)  # one padding variant
+    policy = get_policy("small_tiny", max_state_dim=32)  # 23-dim stack state
+    return bucket, policy, make_backend("native")
+
+
+def _phi(sym):
+    top, base = sym.body("top"), sym.body("base")
+
+    def phi(s):  # [B] -> [B] in [0, 1]: closer tcp-to-top and top-to-base is better
+        d1 = jnp.linalg.norm(s.ee_pos - G.pos(s, top), axis=-1)
+        d2 = jnp.linalg.norm(G.pos(s, top) - G.pos(s, base), axis=-1)
+        return 0.5 * (jnp.exp(-5 * d1) + jnp.exp(-5 * d2))
+
+    return phi
+
+
+def test_agent_in_native_rollout_params_traced(setup):
+    bucket, policy, backend = setup
+    agent = PolicyAgent.for_bucket(policy, bucket)
+    assert agent.horizon == 4 and agent.tokens.shape == (3, policy.config.max_token_len)
+    norm = ObsNorm.identity(policy.config.max_state_dim)
+    p0 = AgentParams(policy.init(jax.random.key(0)), norm)
+    r0 = backend.rollout(bucket, agent, p0, jax.random.key(1), 2)
+    assert r0.actions.shape == (3, 2, 4, 7)
+    assert np.all(np.abs(np.asarray(r0.actions)) <= 1.0)
+    assert r0.info["q"].shape == (3, 2)
+    # Different params through the same compiled chunk step give different actions.
+    p1 = AgentParams(policy.init(jax.random.key(5)), norm)
+    r1 = backend.rollout(bucket, agent, p1, jax.random.key(1), 2)
+    assert not np.allclose(np.asarray(r0.actions), np.asarray(r1.actions))
+    with pytest.raises(ValueError, match="needs a critic"):
+        PolicyAgent(policy, agent.tokens, agent.token_mask, num_candidates=3)
+
+
+def test_best_of_j_picks_the_critics_argmax(setup):
+    bucket, policy, _ = setup
+    critic = ChunkCritic.for_policy(policy, hidden=16)
+    agent = PolicyAgent.for_bucket(policy, bucket, num_candidates=3, critic=critic)
+    norm = ObsNorm.identity(policy.config.max_state_dim)
+    params = AgentParams(policy.init(jax.random.key(0)), norm, critic.init(jax.random.key(1)))
+    state = jax.tree.map(lambda x: x[:, 0], _initial_states(bucket))
+    rng = jax.random.key(3)
+    actions, carry, info = jax.jit(agent.act)(params, state, agent.init(3, rng), rng)
+    obs = agent.observe(params, state)
+    cands = jnp.clip(policy.sample_chunks(params.policy, obs, rng, num_candidates=3), -1, 1)
+    scores = critic.score_candidates(params.critic, obs, cands)
+    best = np.asarray(jnp.argmax(scores, 1))
+    np.testing.assert_allclose(actions, np.asarray(cands)[np.arange(3), best], atol=1e-5)
+    np.testing.assert_allclose(info["q"], scores.max(1), rtol=1e-5)
+    assert int(carry[0]) == 1
+
+
+def _initial_states(bucket):
+    sens = np.stack([d.sensordata.copy() for d in bucket.initial_data()])[:, None]  # [B, 1, S]
+    consts = {k: jnp.asarray(v) for k, v in bucket.consts.items()}
+    return decode(jnp.asarray(sens, jnp.float32), bucket.layout, consts)
+
+
+@pytest.mark.parametrize("mode", ["shaped", "frozen_policy"])
+def test_learner_round(setup, mode):
+    bucket, policy, backend = setup
+    cfg = LearnerConfig(
+        mode=mode, num_candidates=2, critic_hidden=16, critic_batch=8, policy_batch=4, n_step=2
+    )
+    learner = Learner(policy, cfg, jax.random.key(0))
+    demos = backend.rollout(bucket, planner_for(bucket, horizon=4), None, jax.random.key(0), 3)
+    learner.fit_norm(demos.states)
+    res = learner.rollout(backend, bucket, jax.random.key(1), 3)
+    info = learner.add_rollout(res, bucket, phi_fn=_phi(bucket.sym))
+    assert info["transitions"] == 2 * 3  # two valid variants, no success in 3 chunks
+    before = jax.tree.map(np.asarray, learner.pstate.params)
+    m = learner.update_critic(5, jax.random.key(2))
+    assert np.isfinite(m["loss"])
+    learner.update_policy_awr(1, jax.random.key(3))
+    learner.update_policy_bc(
+        learner.demo_batch(demos, bucket, only_success=False), 1, jax.random.key(4)
+    )
+    after = jax.tree.map(np.asarray, learner.pstate.params)
+    changed = any(
+        not np.array_equal(a, b)
+        for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(after), strict=True)
+    )
+    assert changed == (mode != "frozen_policy")
+    assert learner.policy_updates == (0 if mode == "frozen_policy" else 2)
+    with pytest.raises(ValueError, match="unknown learner mode"):
+        LearnerConfig(mode="online")
