@@ -487,8 +487,17 @@ def test_offline_compiler_maps_phase_to_tools_and_repairs_down_the_ladder():
     comp = OfflineCompiler()
     req = CompileRequest(TASK, FailureRecord("execution", "lift", "slips", None))
     p0 = compile_program(comp.propose(req, sym).source, sym)
-    assert [s.name for s in p0.subgoals] == ["reach", "grasp", "lift", "carry", "place"]
-    assert [s.tool for s in p0.subgoals] == ["reeval", "reeval"] + ["shaped_awr"] * 3
+    # the diagnosed subgoal is split into finer stages; earlier ones are only re-evaluated
+    assert [s.name for s in p0.subgoals] == ["reach", "grasp", "lift", "raise", "carry", "place"]
+    assert [s.tool for s in p0.subgoals] == ["reeval", "reeval"] + ["shaped_awr"] * 4
+    for phase, names in [
+        (None, ["reach", "grasp", "lift", "carry", "place"]),
+        ("approach", ["hover", "reach", "grasp", "lift", "carry", "place"]),
+        ("release", ["reach", "grasp", "lift", "carry", "lower", "release"]),
+    ]:
+        diag = None if phase is None else FailureRecord("spatial", phase, "", None)
+        src = comp.propose(CompileRequest(TASK, diag), sym).source
+        assert [s.name for s in compile_program(src, sym).subgoals] == names
     hist = [None]  # the offline compiler only counts failed attempts
     p1 = compile_program(comp.propose(req, sym, hist).source, sym)
     assert [s.name for s in p1.subgoals] == ["acquire", "carry", "place"]
@@ -556,7 +565,7 @@ def test_offline_programs_compile_for_every_kind(task):
     for level in range(3):
         src = subgoal_program(task, phase="grasp", level=level)
         pot = compile_program(src, sym)
-        assert 1 <= pot.num_stages <= 5
+        assert 1 <= pot.num_stages <= 6
     with pytest.raises(ValueError, match="valid"):
         subgoal_program({**task, "family": "juggling"})
 

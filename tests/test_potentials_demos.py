@@ -132,12 +132,13 @@ def test_compile_with_repair_end_to_end(demos, ablation):
         LLMCompiler(), req, bucket.sym, d, mem, max_rounds=3, probe=not ablation
     )
     assert pot is not None and attempts[-1].accepted
-    assert pot.num_stages == (1 if ablation else 5)
+    assert pot.num_stages == (1 if ablation else 6)
     (row,) = mem.training_programs()
     assert row.meta["accepted"] and row.meta["ablation"] == ablation
     assert row.potential_source == pot.source and row.phase == "lower"
     if not ablation:
-        assert [s["name"] for s in row.subgoals] == ["reach", "grasp", "lift", "carry", "place"]
-        assert row.tools["place"] == "shaped_awr" and row.tools["reach"] == "reeval"
+        names = ["reach", "grasp", "lift", "carry", "lower", "release"]  # "lower" is refined
+        assert [s["name"] for s in row.subgoals] == names
+        assert row.tools["release"] == "shaped_awr" and row.tools["carry"] == "reeval"
     # the offline compiler proposes the same program without the client
     assert OfflineCompiler().propose(req, bucket.sym).source == pot.source

@@ -12,9 +12,12 @@ holds along a successful execution although Φ is a function of the state only. 
 repair ladder: 0 the full decomposition, 1 a coarser one (fewer, broader stages), 2 the single-
 stage task-description potential (``task_description_program``, also the ablation).
 
-Learning tools: subgoals before the diagnosed phase get ``reeval`` (they already work: only
-periodic re-evaluation), the diagnosed one and later ones ``shaped_awr``; without a diagnosis
-all get ``shaped_awr``. Routing (``coda.train``) revises tools from measured success rates.
+The diagnosed phase shapes the program: at level 0 its subgoal is split into finer stages (e.g.
+a failing "lower/release" becomes "lower" → "release", a failing "grasp" becomes "enclose" →
+"grasp"), so the potential is densest where the policy fails. Learning tools: subgoals before
+the diagnosed one get ``reeval`` (they already work: only periodic re-evaluation), the diagnosed
+ones and later ones ``shaped_awr``; without a diagnosis all get ``shaped_awr``.
+Routing (``coda.train``) revises tools from measured success rates.
 """
 
 from __future__ import annotations
@@ -145,6 +148,20 @@ def _at_dest(kind: str) -> str:
     return "return within_footprint(s, pos(s, o), d, -0.01, True)"
 
 
+def _lowered(kind: str) -> str:
+    """Body of `lowered_done`: the terminal relation holds, released or not."""
+    if kind == "pick_place":
+        return "return on_top(s, o, d, 0.02) | placed(s, sym)"
+    if kind == "put_inside":
+        return "return inside(s, o, d) | placed(s, sym)"
+    if kind == "stack":
+        return "return on_top(s, o, d, 0.015) | placed(s, sym)"
+    return (
+        "in_xy = within_footprint(s, pos(s, o), d, 0.0, True)\n"
+        "    return (in_xy & (bottom(s, o) < top(s, d) - DEPTH)) | placed(s, sym)"
+    )
+
+
 def _place_gap(kind: str) -> str:
     """Expression: height of the object's bottom above where it must end up."""
     if kind == "put_inside":
@@ -161,6 +178,12 @@ _PICK_DESC = {
     "carry": "object over the destination",
     "place": "object at its destination and released",
     "acquire": "object held",
+    "hover": "tool centre above the object",
+    "enclose": "object centred between the open fingers",
+    "raise": "object at carrying height",
+    "near_dest": "object near the destination",
+    "lower": "object resting at the destination, still held",
+    "release": "fingers opened, object left in place",
 }
 
 _PICK_DEFS = """
@@ -226,6 +249,72 @@ def place_progress(s, sym):
     return 0.7 * lowered + 0.3 * released
 """
 
+# finer stages for the diagnosed subgoal (level 0): dense progress where the policy fails
+_PICK_REFINE_DEFS = """
+
+def hover_done(s, sym):
+    o, d = roles(sym)
+    over = (xy_distance(s.ee_pos, pos(s, o)) < 0.015) & (s.ee_pos[..., 2] > top(s, o))
+    return over | reach_done(s, sym)
+
+
+def hover_progress(s, sym):
+    o, d = roles(sym)
+    return distance_progress(xy_distance(s.ee_pos, pos(s, o)), 0.1)
+
+
+def enclose_done(s, sym):
+    o, d = roles(sym)
+    return (ee_distance(s, o) < 0.012) | grasp_done(s, sym)
+
+
+def enclose_progress(s, sym):
+    o, d = roles(sym)
+    return distance_progress(ee_distance(s, o), 0.02)
+
+
+def raise_done(s, sym):
+    o, d = roles(sym)
+    return lifted(s, o, 0.06) | at_dest(s, sym) | placed(s, sym)
+
+
+def raise_progress(s, sym):
+    o, d = roles(sym)
+    return ramp(height(s, o), 0.03, 0.06)
+
+
+def near_dest_done(s, sym):
+    o, d = roles(sym)
+    return (xy_distance(pos(s, o), pos(s, d)) < 0.05) | at_dest(s, sym) | placed(s, sym)
+
+
+def fine_carry_progress(s, sym):
+    o, d = roles(sym)
+    return distance_progress(xy_distance(pos(s, o), pos(s, d)), 0.03)
+
+
+def lowered_done(s, sym):
+    o, d = roles(sym)
+    {lowered}
+
+
+def lower_progress(s, sym):
+    o, d = roles(sym)
+    return ramp(-({gap}), -0.12, -0.005)
+
+
+def release_progress(s, sym):
+    return ramp(gripper_opening(s), 0.0, 0.09)
+"""
+# focus stage -> the stages that replace it
+_PICK_REFINE = {
+    "reach": ["hover", "reach"],
+    "grasp": ["enclose", "grasp"],
+    "lift": ["lift", "raise"],
+    "carry": ["near_dest", "carry"],
+    "place": ["lower", "release"],
+}
+
 # per stage: (done, progress) function names
 _PICK_STAGES = {
     "reach": ("reach_done", "reach_progress"),
@@ -234,6 +323,18 @@ _PICK_STAGES = {
     "carry": ("at_dest", "carry_progress"),
     "place": ("placed", "place_progress"),
     "acquire": ("grasp_done", "reach_progress"),
+    "hover": ("hover_done", "hover_progress"),
+    "enclose": ("enclose_done", "enclose_progress"),
+    "raise": ("raise_done", "raise_progress"),
+    "near_dest": ("near_dest_done", "carry_progress"),
+    "lower": ("lowered_done", "lower_progress"),
+    "release": ("placed", "release_progress"),
+}
+_PICK_REFINED_PROGRESS = {
+    "reach": "reach_progress",
+    "grasp": "grasp_progress",
+    "lift": "lift_progress",
+    "carry": "fine_carry_progress",
 }
 _PICK_LEVELS = {
     0: ["reach", "grasp", "lift", "carry", "place"],
@@ -248,6 +349,9 @@ _ART_DESC = {
     "grasp": "both fingers hold the handle",
     "move": "joint at the goal fraction",
     "acquire": "handle held",
+    "hover": "tool centre above the handle",
+    "enclose": "handle centred between the open fingers",
+    "start": "joint moving toward the goal",
 }
 
 _ART_DEFS = """
@@ -281,11 +385,43 @@ def move_progress(s, sym):
     f = joint_fraction(s, sym.joint(PART))
     return {move}
 """
+_ART_REFINE_DEFS = """
+
+def hover_done(s, sym):
+    h = sym.body(HANDLE)
+    over = (xy_distance(s.ee_pos, pos(s, h)) < 0.015) & (s.ee_pos[..., 2] > pos(s, h)[..., 2])
+    return over | reach_done(s, sym)
+
+
+def hover_progress(s, sym):
+    return distance_progress(xy_distance(s.ee_pos, pos(s, sym.body(HANDLE))), 0.1)
+
+
+def enclose_done(s, sym):
+    return (ee_distance(s, sym.body(HANDLE)) < 0.012) | grasp_done(s, sym)
+
+
+def enclose_progress(s, sym):
+    return distance_progress(ee_distance(s, sym.body(HANDLE)), 0.02)
+
+
+def started_done(s, sym):
+    f = joint_fraction(s, sym.joint(PART))
+    return ({started}) | goal_reached(s, sym)
+"""
+_ART_REFINE = {
+    "reach": ["hover", "reach"],
+    "grasp": ["enclose", "grasp"],
+    "move": ["start", "move"],
+}
 _ART_STAGES = {
     "reach": ("reach_done", "reach_progress"),
     "grasp": ("grasp_done", "grasp_progress"),
     "move": ("goal_reached", "move_progress"),
     "acquire": ("grasp_done", "reach_progress"),
+    "hover": ("hover_done", "hover_progress"),
+    "enclose": ("enclose_done", "enclose_progress"),
+    "start": ("started_done", "move_progress"),
 }
 _ART_LEVELS = {0: ["reach", "grasp", "move"], 1: ["acquire", "move"]}
 
@@ -327,6 +463,9 @@ def subgoal_program(
             move = f"ramp(-f, -1.0, -{P.CLOSED_FRACTION})"
         obj, handle = _roles(task, kind)
         defs = _ART_DEFS.format(part=obj, handle=handle, goal=goal, move=move)
+        started = "f >= 0.2" if action == "open" else "f <= 0.45"
+        refine_defs, refine = _ART_REFINE_DEFS.format(started=started), _ART_REFINE
+        refined_progress: dict[str, str] = {}
     else:
         names = list(_PICK_LEVELS[level])
         table, desc = _PICK_STAGES, _PICK_DESC
@@ -340,8 +479,19 @@ def subgoal_program(
             at_dest=_at_dest(kind),
             gap=_place_gap(kind),
         )
+        refine_defs = _PICK_REFINE_DEFS.format(lowered=_lowered(kind), gap=_place_gap(kind))
+        refine, refined_progress = _PICK_REFINE, _PICK_REFINED_PROGRESS
     if level == 1 and focus is not None:
         focus = _COARSE[group].get(focus, focus)
+    if level == 0 and focus in refine:
+        k = names.index(focus)
+        finer = refine[focus]
+        names[k : k + 1] = finer
+        table = dict(table)
+        if focus in refined_progress:
+            table[focus] = (table[focus][0], refined_progress[focus])
+        defs += refine_defs
+        focus = finer[0]
     tools = _tools(names, focus)
     return (
         _header(kind, task, phase, factor)
