@@ -111,9 +111,8 @@ class Demos:
         """From a ``RolloutResult`` of one bucket; padding variants are dropped."""
         keep = np.asarray(result.valid, bool)
         states = jax.tree_util.tree_map(lambda x: np.asarray(x)[keep], result.states)
-        nu = jax.vmap(lambda s: bucket.success(s, bucket.sym), in_axes=1, out_axes=1)(
-            jax.tree_util.tree_map(jnp.asarray, states)
-        )
+        nu_fn = jax.vmap(lambda s: bucket.success(s, bucket.sym), in_axes=1, out_axes=1)
+        nu = jax.jit(nu_fn)(jax.tree_util.tree_map(jnp.asarray, states))
         success = np.asarray(result.success, bool)[keep] & ~np.asarray(result.failed, bool)[keep]
         return cls(states=states, success=success, nu=np.asarray(nu, bool))
 

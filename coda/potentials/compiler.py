@@ -378,9 +378,9 @@ def compile_with_repair(
 
     ``demos``: successful planner rollouts of the scene (``Demos.from_rollout``) for the runtime,
     usefulness and completion checks. ``probe``: first run each program in the sandbox's limited
-    worker (catches non-termination / memory blow-ups; ~5 s per attempt). Every attempt is
-    written to ``memory`` (``add_training_program``; ``meta.accepted`` marks the accepted one).
-    Returns the accepted potential (or None) and all attempts.
+    worker (catches non-termination / memory blow-ups; costs a process start with a JAX import).
+    Every attempt is written to ``memory`` (``add_training_program``; ``meta.accepted`` marks the
+    accepted one). Returns the accepted potential (or None) and all attempts.
     """
     if max_rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")

@@ -102,7 +102,6 @@ JNP_NAMES = (
     "clip",
     "cos",
     "exp",
-    "linspace",
     "log",
     "logical_and",
     "logical_not",
@@ -470,9 +469,17 @@ def _stage(e: sandbox.SandboxError) -> str:
 
 
 def trace_check(pot: Potential, state: SimState | None = None) -> None:
-    """Trace Φ once with abstract shapes; unknown roles, Python branches on traced values and
-    shape errors become ``ProgramError('trace')``."""
+    """Trace Φ with abstract shapes under ``jax.checking_leaks``; unknown roles, Python branches
+    on traced values, leaked tracers and shape errors become ``ProgramError('trace')``."""
     state = abstract_state(pot.sym) if state is None else state
+    try:
+        with jax.checking_leaks():
+            jax.eval_shape(pot.raw, state)
+        return
+    except Exception:  # noqa: BLE001 - diagnosed below
+        pass
+    # retrace without the leak checker for the program's own error; if that trace succeeds the
+    # failure was a leak (JAX itself sometimes fails while describing a leak: no message match)
     try:
         jax.eval_shape(pot.raw, state)
     except ProgramError:
@@ -483,13 +490,7 @@ def trace_check(pot: Potential, state: SimState | None = None) -> None:
         msg = str(e).split("\n")[0][:400]
         msg = _hint(f"{type(e).__name__} while tracing Φ with JAX: {msg}")
         raise ProgramError("trace", msg, _program_line(e)) from None
-    # second pass with the leak checker: the trace above succeeded, so any error now is a leak
-    # (JAX itself sometimes fails while describing the leak, hence no message matching)
-    try:
-        with jax.checking_leaks():
-            jax.eval_shape(pot.raw, state)
-    except Exception:  # noqa: BLE001
-        raise ProgramError("trace", LEAK_MESSAGE) from None
+    raise ProgramError("trace", LEAK_MESSAGE)
 
 
 def is_leak_error(e: BaseException) -> bool:
