@@ -259,6 +259,11 @@ CLOSED_FRACTION, INSERT_DEPTH.
 Geometry helpers:
 @HELPERS@
 
+A program is accepted when, on rollout states, every output is finite, progress lies in [0, 1],
+each function returns one value per state, Φ rises along successful planner demonstrations
+(mean Spearman rank correlation with time >= 0.8), and the last stage is complete wherever the
+task's success predicate holds. Failed checks come back to you as {stage, message, details}.
+
 Reply with JSON {"source": "<the whole program>", "notes": "<one or two sentences>"}."""
 
 

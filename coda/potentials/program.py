@@ -29,7 +29,8 @@ Rules (checked before anything runs):
   the state ``s`` (a ``SimState``: ``s.ee_pos``, ``s.finger``, ``s.body_pos``, ...) and the role
   resolver ``sym`` (``sym.body(role)``, ``sym.joint(role)``, ``sym.entity(role)``,
   ``sym.has(role)``; roles such as ``"target"``, ``"goal"``, ``"cabinet.handle"``).
-  Attribute access is limited to those names (no array methods: write ``jnp.sum(x)``).
+  Attribute access is limited to state fields, ``sym`` methods and ``jnp`` function names
+  (``x.append``, ``x.tolist``, ``s.replace``, ... are refused).
 * The sandbox's ``"potential"`` profile applies: no imports, ``while``, reflection, ...
 
 Semantics (pure jnp, jittable, vmappable over any leading batch dims)::
