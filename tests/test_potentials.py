@@ -143,6 +143,12 @@ def test_jit_vmap_and_bounds(pot, states):
     bt = jax.tree_util.tree_map(lambda x: x.reshape((16, 16) + x.shape[1:]), states)
     np.testing.assert_allclose(jax.jit(pot.phi)(bt).reshape(-1), phi, atol=1e-6)
     assert np.all((np.asarray(phi) >= 0) & (np.asarray(phi) <= 1))
+    # bounded even on wild or non-finite states (clipping; the checks reject such programs)
+    wild = states.replace(
+        ee_pos=states.ee_pos * 1e6, joint_pos=states.joint_pos.at[:8].set(jnp.nan)
+    )
+    w = np.asarray(jax.jit(pot.phi)(wild))
+    assert np.all(np.isfinite(w) & (w >= 0) & (w <= 1))
     # Φ == 1 exactly when every stage is complete
     k = np.asarray(pot.stage(states))
     np.testing.assert_array_equal(np.asarray(phi) == 1.0, k == 3)
