@@ -15,6 +15,7 @@ from coda.sim.rollout import make_backend, make_buckets
 from coda.sim.sdk import exec_program
 from coda.sim.state import decode
 from coda.train import AgentParams, ChunkCritic, Learner, LearnerConfig, ObsNorm, PolicyAgent
+from coda.train.agent import snap_gripper
 
 SCENE = """add_object("cube", role="top", instance="cube_red")
 add_object("cube", role="base", instance="cube_blue")
@@ -112,3 +113,10 @@ def test_learner_round(setup, mode):
     assert learner.policy_updates == (0 if mode == "frozen_policy" else 2)
     with pytest.raises(ValueError, match="unknown learner mode"):
         LearnerConfig(mode="online")
+
+
+def test_snap_gripper():
+    a = jnp.array([[0.3, -0.2, 0.1, 0.0, 0.5, -0.5, 0.7], [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, -0.01]])
+    out = snap_gripper(a)
+    np.testing.assert_array_equal(out[:, :6], a[:, :6])
+    np.testing.assert_array_equal(out[:, 6], [1.0, -1.0])

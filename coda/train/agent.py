@@ -93,13 +93,25 @@ def make_obs(
     return Observation(jnp.asarray(tokens, jnp.int32), jnp.asarray(token_mask, bool), x, mask)
 
 
+def snap_gripper(actions: jax.Array) -> jax.Array:
+    """Gripper command (last action dim) to ±1 by sign: [..., 7] -> [..., 7].
+
+    The gripper is a position servo, so a sampled 0.8 instead of 1.0 means a looser grip and
+    a dropped object; the planner's demos only ever command fully open (−1) or closed (+1), so
+    snapping loses nothing they contain and removes sampling noise where precision matters most.
+    """
+    g = jnp.where(actions[..., -1:] >= 0.0, 1.0, -1.0).astype(actions.dtype)
+    return jnp.concatenate([actions[..., :-1], g], -1)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class PolicyAgent:
     """A `coda.sim.rollout.ChunkPolicy` around a `coda.policy` policy (hashable by identity).
 
     `tokens`/`token_mask` are the per-variant instructions of one bucket (static: they are part
     of the task, not learned). `critic` is a `coda.train.critic.ChunkCritic` used only when
-    `num_candidates > 1`.
+    `num_candidates > 1`. `binary_gripper` snaps the gripper command to ±1 (see
+    `snap_gripper`); candidates are snapped before the critic scores them.
     """
 
     policy: Policy
@@ -108,6 +120,7 @@ class PolicyAgent:
     num_candidates: int = 1
     critic: Any = None
     clip: bool = True
+    binary_gripper: bool = False
 
     def __post_init__(self):
         if self.num_candidates < 1:
@@ -126,9 +139,10 @@ class PolicyAgent:
         num_candidates: int = 1,
         critic: Any = None,
         tokenizer: PromptTokenizer | None = None,
+        binary_gripper: bool = False,
     ) -> PolicyAgent:
         tokens, mask = instruction_tokens(policy, bucket_prompts(bucket), tokenizer)
-        return cls(policy, tokens, mask, num_candidates, critic)
+        return cls(policy, tokens, mask, num_candidates, critic, binary_gripper=binary_gripper)
 
     @property
     def horizon(self) -> int:
@@ -152,6 +166,8 @@ class PolicyAgent:
         cands = self.policy.sample_chunks(params.policy, obs, rng, num_candidates=j)  # [B,j,H,A]
         if self.clip:
             cands = jnp.clip(cands, -1.0, 1.0)
+        if self.binary_gripper:
+            cands = snap_gripper(cands)
         b = cands.shape[0]
         if j == 1:
             actions = cands[:, 0]

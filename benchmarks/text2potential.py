@@ -1,0 +1,291 @@
+"""Text2potential vs. sparse rewards: policy updates to reach a success threshold (§4 claim).
+
+Protocol (stack-or-insert family, `small` policy, native backend, CPU-feasible):
+
+1. Scene: one stack-or-insert scene program (stack mode, two cubes, no distractors) and
+   `--variants` layouts of it (seeds 0..N-1). Planner demos D_t on those variants.
+2. Shared start: the `small` policy behaviour-cloned on the demos for `--bc-steps` updates
+   (cached under `--cache`), so that success starts inside the band where AWR has signal —
+   from scratch, sparse-reward RL makes no progress at any budget this machine allows.
+3. For each seed and each condition (``shaped``: Φ from the offline Text2potential compiler,
+   β > 0; ``sparse``: β = 0, everything else identical), run rounds of: collect one batched
+   rollout of all variants with best-of-j (j = `--candidates`), add the chunk transitions to
+   the replay, `--critic-steps` critic updates, `--policy-steps` AWR policy updates, then
+   evaluate plain sampling (j = 1) on all variants.
+4. Report per condition: policy updates until the evaluated success first reaches
+   `--threshold` (runs that never reach it are counted at the budget and reported as
+   censored), mean ± s.e. over seeds; final success at the fixed budget, mean ± s.e.
+
+    .venv/bin/python benchmarks/text2potential.py --out benchmarks/results/text2potential.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import platform
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from coda.policy import get_policy  # noqa: E402
+from coda.sim.compile import compile_scene  # noqa: E402
+from coda.sim.planner import planner_for  # noqa: E402
+from coda.sim.rollout import make_backend, make_buckets  # noqa: E402
+from coda.sim.sdk import exec_program  # noqa: E402
+from coda.train import Learner, LearnerConfig  # noqa: E402
+from coda.train.routing import refinement_report  # noqa: E402
+
+SCENE = """add_object("cube", role="top", instance="cube_red")
+add_object("cube", role="base", instance="cube_blue")
+set_task("stack_or_insert", mode="stack", top="top", base="base")
+sample_layout()
+"""
+NUM_CHUNKS = 14
+POLICY_OVERRIDES = dict(max_token_len=16)  # prompts here are < 16 tokens; same parameters
+
+
+def build(variants: int):
+    scenes = [exec_program(SCENE, seed=s, isolation="inprocess") for s in range(variants)]
+    comp = [compile_scene(sc) for sc in scenes]
+    (bucket,) = make_buckets(comp)
+    return bucket
+
+
+def potential_for(bucket):
+    """Φ from the offline Text2potential compiler (R_hone's embedded default) for this task."""
+    from coda.potentials import CompileRequest, OfflineCompiler, compile_program
+
+    req = CompileRequest(task=bucket.scene_task)
+    prop = OfflineCompiler().propose(req, bucket.sym)
+    return compile_program(prop.source, bucket.sym), prop
+
+
+def evaluate(learner, backend, bucket, rng) -> float:
+    res = learner.rollout(backend, bucket, rng, NUM_CHUNKS, num_candidates=1)
+    return float(np.asarray(res.success)[bucket.valid].mean())
+
+
+def pretrain(args, policy, bucket, backend, log):
+    """BC on planner demos; caches params + obs norm to args.cache."""
+    if os.path.exists(args.cache):
+        with open(args.cache, "rb") as f:
+            blob = pickle.load(f)
+        log(f"loaded BC start from {args.cache}: success {blob['success']:.3f}")
+        return blob
+    t0 = time.time()
+    demos = backend.rollout(bucket, planner_for(bucket), None, jax.random.key(0), NUM_CHUNKS)
+    learner = Learner(
+        policy,
+        LearnerConfig(policy_lr=args.bc_lr, policy_batch=32),
+        jax.random.key(1),
+        total_policy_steps=args.bc_steps,
+    )
+    learner.fit_norm(demos.states)
+    data = learner.demo_batch(demos, bucket)
+    curve = []
+    rng = jax.random.key(2)
+    done = 0
+    while done < args.bc_steps:
+        n = min(args.eval_every_bc, args.bc_steps - done)
+        rng, k1, k2 = jax.random.split(rng, 3)
+        m = learner.update_policy_bc(data, n, k1)
+        done += n
+        s = evaluate(learner, backend, bucket, k2)
+        curve.append({"step": done, "loss": m["loss"], "success": s, "t": time.time() - t0})
+        log(f"BC step {done}: loss {m['loss']:.4f} success {s:.3f} ({time.time() - t0:.0f}s)")
+    blob = {
+        "params": jax.tree.map(np.asarray, learner.pstate.params),
+        "norm": jax.tree.map(np.asarray, learner.norm),
+        "success": curve[-1]["success"],
+        "curve": curve,
+        "planner_success": float(np.asarray(demos.success)[bucket.valid].mean()),
+        "wall_s": time.time() - t0,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.cache)), exist_ok=True)
+    with open(args.cache, "wb") as f:
+        pickle.dump(blob, f)
+    return blob
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="benchmarks/results/text2potential.json")
+    p.add_argument("--cache", default="/tmp/coda_t2p_bench/bc_start.pkl")
+    p.add_argument("--variants", type=int, default=32)
+    p.add_argument("--bc-steps", type=int, default=1000)
+    p.add_argument("--bc-lr", type=float, default=1e-3)
+    p.add_argument("--eval-every-bc", type=int, default=250)
+    p.add_argument("--pretrain-only", action="store_true")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--candidates", type=int, default=4)
+    p.add_argument("--critic-steps", type=int, default=300)
+    p.add_argument("--policy-steps", type=int, default=10)
+    p.add_argument("--policy-lr", type=float, default=1e-4)
+    p.add_argument("--beta", type=float, default=1.0)
+    p.add_argument("--threshold", type=float, default=None, help="default: start + 0.15")
+    args = p.parse_args(argv)
+
+    def log(msg):
+        print(msg, flush=True)
+
+    policy = get_policy("small", **POLICY_OVERRIDES)
+    backend = make_backend("native")
+    bucket = build(args.variants)
+    blob = pretrain(args, policy, bucket, backend, log)
+    if args.pretrain_only:
+        return
+    potential, proposal = potential_for(bucket)
+    t0 = time.time()
+    runs = run_comparison(args, policy, bucket, backend, blob, potential, log)
+    start = float(blob["success"])
+    thr = args.threshold if args.threshold is not None else min(start + 0.15, 1.0)
+    budget = args.rounds * args.policy_steps
+    summary = {}
+    for cond in ("shaped", "sparse"):
+        reach, final = [], []
+        for r in runs[cond]:
+            hit = next((c["updates"] for c in r["curve"] if c["success"] >= thr), None)
+            r["updates_to_threshold"] = hit
+            reach.append(budget if hit is None else hit)
+            final.append(r["curve"][-1]["success"])
+        summary[cond] = {
+            "updates_to_threshold": _mse(reach),
+            "censored_runs": sum(r["updates_to_threshold"] is None for r in runs[cond]),
+            "final_success": _mse(final),
+        }
+    us, uo = (summary[c]["updates_to_threshold"]["mean"] for c in ("shaped", "sparse"))
+    result = {
+        "command": "python " + " ".join([os.path.relpath(__file__, os.getcwd()), *sys.argv[1:]]),
+        "protocol": {
+            "family": "stack_or_insert (stack mode, one scene program)",
+            "scene_program": SCENE,
+            "variants": args.variants,
+            "policy": "small",
+            "policy_overrides": POLICY_OVERRIDES,
+            "backend": "native",
+            "num_chunks": NUM_CHUNKS,
+            "horizon": int(policy.config.action_horizon),
+            "bc_start": {
+                "steps": args.bc_steps,
+                "success": start,
+                "curve": blob["curve"],
+                "planner_success": blob["planner_success"],
+            },
+            "seeds": args.seeds,
+            "rounds": args.rounds,
+            "policy_updates_per_round": args.policy_steps,
+            "critic_updates_per_round": args.critic_steps,
+            "candidates_j": args.candidates,
+            "beta": args.beta,
+            "threshold": thr,
+            "budget_updates": budget,
+            "potential_notes": proposal.notes,
+            "potential_source": proposal.source,
+        },
+        "summary": summary,
+        "update_reduction_shaped_vs_sparse": None if not uo else 1.0 - us / uo,
+        "runs": runs,
+        "refinement": _refinement(args, policy, bucket, runs, potential, blob),
+        "wall_s": time.time() - t0,
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, jax {jax.__version__}",
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1, default=float)
+    log(json.dumps(summary, indent=1))
+
+
+def _mse(xs) -> dict:
+    x = np.asarray(xs, float)
+    se = float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
+    return {"mean": float(x.mean()), "se": se, "values": x.tolist()}
+
+
+def run_comparison(args, policy, bucket, backend, blob, potential, log) -> dict:
+    """Same start, same seeds and rollout keys for both conditions; only β differs."""
+    runs = {"shaped": [], "sparse": []}
+    for seed in range(args.seeds):
+        for cond in ("shaped", "sparse"):
+            cfg = LearnerConfig(
+                mode=cond,
+                beta=args.beta,
+                num_candidates=args.candidates,
+                policy_lr=args.policy_lr,
+                policy_warmup=1,
+            )
+            learner = Learner(
+                policy,
+                cfg,
+                jax.random.key(100 + seed),
+                policy_params=jax.tree.map(jnp.asarray, blob["params"]),
+                norm=jax.tree.map(jnp.asarray, blob["norm"]),
+                total_policy_steps=args.rounds * args.policy_steps,
+            )
+            rng = jax.random.key(1000 + seed)
+            t0 = time.time()
+            curve = [{"updates": 0, "success": float(blob["success"]), "collect_success": None}]
+            results = []
+            for rnd in range(args.rounds):
+                rng, kc, kq, kp, ke = jax.random.split(rng, 5)
+                res = learner.rollout(backend, bucket, kc, NUM_CHUNKS)
+                results.append(res)
+                info = learner.add_rollout(res, bucket, phi_fn=potential.phi)
+                cm = learner.update_critic(args.critic_steps, kq)
+                learner.update_policy_awr(args.policy_steps, kp)
+                s = evaluate(learner, backend, bucket, ke)
+                curve.append(
+                    {
+                        "updates": learner.policy_updates,
+                        "success": s,
+                        "collect_success": float(np.asarray(res.success)[bucket.valid].mean()),
+                        "rewarded_chunks": info["rewarded"],
+                        "critic_td_error": cm["td_error"],
+                    }
+                )
+                log(f"seed {seed} {cond} round {rnd}: {curve[-1]} ({time.time() - t0:.0f}s)")
+            runs[cond].append({"seed": seed, "curve": curve, "wall_s": time.time() - t0})
+            if cond == "shaped" and seed == 0:
+                run_comparison.first_results = results
+    return runs
+
+
+def _refinement(args, policy, bucket, runs, potential, blob) -> dict:
+    """Refinement check on seed 0's shaped-run rollouts: critic convergence with vs. without Φ."""
+    from coda.train import critic_convergence
+
+    results = getattr(run_comparison, "first_results", None)
+    if not results:
+        return {}
+    steps, ew, eo = critic_convergence(
+        policy,
+        results,
+        bucket,
+        potential.phi,
+        norm=jax.tree.map(jnp.asarray, blob["norm"]),
+        rng=jax.random.key(7),
+        steps=args.critic_steps * 2,
+        eval_every=max(args.critic_steps // 6, 1),
+        beta=args.beta,
+    )
+    rep = refinement_report(steps, ew, eo)
+    return {
+        "steps": list(steps),
+        "value_error_with_phi": list(map(float, ew)),
+        "value_error_without_phi": list(map(float, eo)),
+        "speedup": rep.speedup,
+        "useful": rep.useful,
+        "reason": rep.reason,
+    }
+
+
+if __name__ == "__main__":
+    main()
