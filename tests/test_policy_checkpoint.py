@@ -20,8 +20,17 @@ from coda.policy import (
 )
 from coda.policy.configs import OPENPI_CAMERAS
 
-FIX = os.environ.get("CODA_OPENPI_FIXTURES") or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi")
+# The openpi fixtures live beside the checkout (../shared); override with CODA_OPENPI_FIXTURES.
+FIX = os.environ.get("CODA_OPENPI_FIXTURES") or next(
+    (
+        p
+        for p in (
+            os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi"),
+            "/work/shared/fixtures/openpi",
+        )
+        if os.path.isdir(p)
+    ),
+    "openpi-fixtures-not-found",
 )
 ORBAX = os.path.join(FIX, "pi05_tiny_orbax", "params")
 NPZ = os.path.join(FIX, "pi05_tiny_parity.npz")
