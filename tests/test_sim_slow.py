@@ -17,8 +17,10 @@ pytestmark = pytest.mark.slow
 def test_planner_success_on_many_default_variants(family, native_backend):
     rng = np.random.default_rng(2024)
     fam = tasks.get_family(family)
-    compiled = [compile_scene(exec_program(fam.propose(rng), seed=k, isolation="inprocess"))
-                for k in range(32)]
+    compiled = [
+        compile_scene(exec_program(fam.propose(rng), seed=k, isolation="inprocess"))
+        for k in range(32)
+    ]
     ok = []
     for b in make_buckets(compiled):
         r = native_backend.rollout(b, planner_for(b), None, jax.random.PRNGKey(0), 14)
@@ -34,8 +36,9 @@ def test_backends_agree_on_every_family(native_backend):
     agree, total = 0, 0
     for family in sorted(tasks.FAMILIES):
         src = tasks.get_family(family).propose(np.random.default_rng(5))
-        compiled = [compile_scene(exec_program(src, seed=k, isolation="inprocess"))
-                    for k in range(4)]
+        compiled = [
+            compile_scene(exec_program(src, seed=k, isolation="inprocess")) for k in range(4)
+        ]
         (bucket,) = make_buckets(compiled)
         planner = planner_for(bucket)
         a = mjx.rollout(bucket, planner, None, jax.random.PRNGKey(0), 14)

@@ -34,7 +34,11 @@ def _compile(src, seed=0, lift=None):
 def test_good_scenes_pass(family_variants):
     compiled = [c for v in family_variants.values() for c in v] + [_compile(BASE)]
     verdicts = verify(compiled)
-    bad = [(c.scene.task["instruction"], v.reasons) for c, v in zip(compiled, verdicts) if not v.ok]
+    bad = [
+        (c.scene.task["instruction"], v.reasons)
+        for c, v in zip(compiled, verdicts, strict=True)
+        if not v.ok
+    ]
     assert not bad
 
 
