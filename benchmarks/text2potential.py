@@ -33,7 +33,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+# Each (seed, condition) builds a fresh learner; the persistent cache makes their identical
+# computations compile once.
+jax.config.update(
+    "jax_compilation_cache_dir", os.environ.get("CODA_JAX_CACHE", os.path.join(ROOT, ".jax_cache"))
+)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 from coda.policy import get_policy  # noqa: E402
 from coda.sim.compile import compile_scene  # noqa: E402
@@ -68,9 +75,15 @@ def potential_for(bucket):
     return compile_program(prop.source, bucket.sym), prop
 
 
-def evaluate(learner, backend, bucket, rng) -> float:
+def evaluate(learner, backend, bucket, rng, potential=None):
+    """ν success of plain sampling (j = 1) on all variants; with a potential also the mean final
+    Φ (a progress diagnostic only: the shaped run optimises it, so it is not a fair score)."""
     res = learner.rollout(backend, bucket, rng, NUM_CHUNKS, num_candidates=1)
-    return float(np.asarray(res.success)[bucket.valid].mean())
+    s = float(np.asarray(res.success)[bucket.valid].mean())
+    if potential is None:
+        return s
+    phi = np.asarray(potential.phi(jax.tree.map(lambda x: x[:, -1], res.states)))
+    return s, float(phi[bucket.valid].mean())
 
 
 def pretrain(args, policy, bucket, backend, log):
@@ -175,7 +188,8 @@ def main(argv=None):
             "num_chunks": NUM_CHUNKS,
             "horizon": int(policy.config.action_horizon),
             "bc_start": {
-                "steps": args.bc_steps,
+                "steps": blob["curve"][-1]["step"] if blob["curve"] else args.bc_steps,
+                "note": blob.get("note", f"BC from scratch, peak lr {args.bc_lr}"),
                 "success": start,
                 "curve": blob["curve"],
                 "planner_success": blob["planner_success"],
@@ -195,6 +209,7 @@ def main(argv=None):
         "update_reduction_shaped_vs_sparse": None if not uo else 1.0 - us / uo,
         "runs": runs,
         "refinement": _refinement(args, policy, bucket, runs, potential, blob),
+        "routing_at_start": _routing(start),
         "wall_s": time.time() - t0,
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs, jax {jax.__version__}",
     }
@@ -202,6 +217,20 @@ def main(argv=None):
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1, default=float)
     log(json.dumps(summary, indent=1))
+
+
+def _routing(success: float) -> dict:
+    """What the method's router would do with this mode at the start (demos exist)."""
+    from coda.train import RoutingConfig, route
+
+    cfg = RoutingConfig()
+    r = route({"stack": success}, has_demo={"stack": True}, cfg=cfg)
+    return {
+        "band": list(cfg.band),
+        "tool": r.tools["stack"],
+        "reason": r.reasons["stack"],
+        "lower_importance": r.lower_importance,
+    }
 
 
 def _mse(xs) -> dict:
@@ -241,7 +270,7 @@ def run_comparison(args, policy, bucket, backend, blob, potential, log) -> dict:
                 info = learner.add_rollout(res, bucket, phi_fn=potential.phi)
                 cm = learner.update_critic(args.critic_steps, kq)
                 learner.update_policy_awr(args.policy_steps, kp)
-                s = evaluate(learner, backend, bucket, ke)
+                s, phi_final = evaluate(learner, backend, bucket, ke, potential)
                 curve.append(
                     {
                         "updates": learner.policy_updates,
@@ -249,6 +278,7 @@ def run_comparison(args, policy, bucket, backend, blob, potential, log) -> dict:
                         "collect_success": float(np.asarray(res.success)[bucket.valid].mean()),
                         "rewarded_chunks": info["rewarded"],
                         "critic_td_error": cm["td_error"],
+                        "eval_final_phi": phi_final,
                     }
                 )
                 log(f"seed {seed} {cond} round {rnd}: {curve[-1]} ({time.time() - t0:.0f}s)")
