@@ -104,8 +104,6 @@ def footprint_radius(category: str, attrs: dict[str, Any], instance: str | None 
     if "depth" in dims:
         return 0.5 * math.hypot(dims["depth"], dims["width"] * inst.proportions[1]) + 0.05
     if "half" in dims:
-        if category == "plate":
-            return dims["half"] * p * math.sqrt(2)
         return dims["half"] * p * math.sqrt(2)
     r = dims["radius"] * inst.proportions[0]
     if inst.variant == "banana":

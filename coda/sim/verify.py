@@ -13,6 +13,7 @@ home; it is cheap on CPU (hundreds of variants per second) and needs no accelera
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections import Counter
 from collections.abc import Sequence
 
@@ -119,7 +120,7 @@ def check_stability(
         mujoco.mj_getState(c.model, d, state0[i], spec)
     nstep = int(SETTLE_SECONDS / robot.TIMESTEP)
     ctrl = np.repeat(np.stack([c.init_ctrl for c in group])[:, None, :], nstep, 1).astype(float)
-    nthread = nthread or max(1, min(len(group), __import__("os").cpu_count() or 1))
+    nthread = nthread or max(1, min(len(group), os.cpu_count() or 1))
     datas = [mujoco.MjData(m0) for _ in range(nthread)]
     states, _ = mjrollout.rollout(models, datas, state0, ctrl, persistent_pool=True)
     final = states[:, -1]
@@ -159,9 +160,7 @@ def check_stability(
                         f"{o.name} moved {slide:.3f} m / tilted {tilt:.2f} rad",
                     )
                 )
-        for j, (jname, (lo, hi)) in enumerate(
-            zip(c.layout.joint_names, c.consts["joint_range"], strict=True)
-        ):
+        for jname, (lo, hi) in zip(c.layout.joint_names, c.consts["joint_range"], strict=True):
             adr = m.jnt_qposadr[m.joint(jname).id]
             drift = abs(q1[adr] - q0[adr]) / max(hi - lo, 1e-9)
             if drift > JOINT_TOL:
@@ -173,7 +172,6 @@ def check_stability(
                         f"joint {jname} drifted {drift:.2f} of its range",
                     )
                 )
-            del j
         out.append(reasons)
     return out
 
