@@ -32,7 +32,7 @@ from coda.policy.base import (
     weighted_mean,
 )
 from coda.policy.gemma import ExpertConfig, GemmaMoE, make_attn_mask
-from coda.policy.pi05 import dummy_observation, embed_observation, init_key
+from coda.policy.pi05 import PolicyCore, embed_observation
 from coda.policy.siglip import SigLIP, SiglipConfig
 
 
@@ -134,36 +134,15 @@ class OFTModel(nn.Module):
         return self.decode(self.features(obs), deterministic)  # [B, H, A]
 
 
-class OFTPolicy:
+class OFTPolicy(PolicyCore):
     """OFT behind the CoDA policy protocol (see ``coda.policy.base``)."""
 
-    def __init__(self, config: ConfigDict):
-        if config.backbone != "oft":
-            raise ValueError(f"OFTPolicy needs backbone 'oft', got {config.backbone!r}")
-        if config.env_action_dim > config.action_dim:
-            raise ValueError("env_action_dim must be <= action_dim")
-        self.config = config
-        self.spec = OFTSpec.from_config(config)
-        self.model = OFTModel(self.spec)
-
-    def dummy_obs(self, batch: int = 1) -> Observation:
-        return dummy_observation(self.spec, batch)
-
-    def init(self, rng: jax.Array) -> Params:
-        """Fresh params, deterministic in ``rng``.
-
-        Jitted, and drawn from an RBG key derived from ``rng``: XLA:CPU compiles each threefry
-        draw separately (~1-2 s per parameter here), RBG draws compile ~5x faster.
-        """
-        if not hasattr(self, "_jit_init"):
-            self._jit_init = jax.jit(lambda r: self._init(init_key(r)))
-        return self._jit_init(rng)
+    backbone = "oft"
+    spec_cls = OFTSpec
+    model_cls = OFTModel
 
     def _init(self, rng: jax.Array) -> Params:
         return self.model.init({"params": rng}, self.dummy_obs(1))["params"]
-
-    def param_shapes(self) -> Params:
-        return jax.eval_shape(self._init, jax.random.key(0))
 
     def predict(self, params: Params, obs: Observation) -> jax.Array:
         """Dropout-free chunk [B, H, A_env]."""

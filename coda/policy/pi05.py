@@ -290,19 +290,24 @@ def sample_flow_times(rng: jax.Array, batch: int) -> jax.Array:
     return jax.random.beta(rng, 1.5, 1.0, (batch,)) * 0.999 + 0.001
 
 
-class Pi05Policy:
-    """pi0.5 behind the CoDA policy protocol (see ``coda.policy.base``)."""
+class PolicyCore:
+    """Construction shared by the backbones: config checks, spec, model, jitted init."""
+
+    backbone: str = ""
+    spec_cls: Any = None
+    model_cls: Any = None
 
     def __init__(self, config: ConfigDict):
-        if config.backbone != "pi05":
-            raise ValueError(f"Pi05Policy needs backbone 'pi05', got {config.backbone!r}")
+        if config.backbone != self.backbone:
+            raise ValueError(
+                f"{type(self).__name__} needs backbone {self.backbone!r}, got {config.backbone!r}"
+            )
         if config.env_action_dim > config.action_dim:
             raise ValueError("env_action_dim must be <= action_dim")
         self.config = config
-        self.spec = Pi05Spec.from_config(config)
-        self.model = Pi05Model(self.spec)
+        self.spec = self.spec_cls.from_config(config)
+        self.model = self.model_cls(self.spec)
 
-    # --- construction -----------------------------------------------------------------------
     def dummy_obs(self, batch: int = 1) -> Observation:
         return dummy_observation(self.spec, batch)
 
@@ -316,6 +321,18 @@ class Pi05Policy:
             self._jit_init = jax.jit(lambda r: self._init(init_key(r)))
         return self._jit_init(rng)
 
+    def param_shapes(self) -> Params:
+        """Abstract params (jax.ShapeDtypeStruct leaves); allocates nothing."""
+        return jax.eval_shape(self._init, jax.random.key(0))
+
+
+class Pi05Policy(PolicyCore):
+    """pi0.5 behind the CoDA policy protocol (see ``coda.policy.base``)."""
+
+    backbone = "pi05"
+    spec_cls = Pi05Spec
+    model_cls = Pi05Model
+
     def _init(self, rng: jax.Array) -> Params:
         s = self.spec
         x = jnp.zeros((1, s.action_horizon, s.action_dim), jnp.float32)
@@ -324,10 +341,6 @@ class Pi05Policy:
             {"params": rng}, self.dummy_obs(1), x, t, method=Pi05Model.velocity
         )
         return variables["params"]
-
-    def param_shapes(self) -> Params:
-        """Abstract params (jax.ShapeDtypeStruct leaves); allocates nothing."""
-        return jax.eval_shape(self._init, jax.random.key(0))
 
     # --- forward ----------------------------------------------------------------------------
     def apply(self, params: Params, *args, method, **kwargs) -> Any:
