@@ -123,7 +123,6 @@ def build_spec(scene: Scene):
     joints: list[tuple[str, tuple[float, float]]] = []
     geoms_of: dict[str, list[str]] = {}
     movable: set[str] = set()
-    builts = {}
     for obj in scene.objects:
         cat = assets.get_category(obj.category)
         inst = cat.instance(obj.instance)
@@ -146,7 +145,6 @@ def build_spec(scene: Scene):
             geoms_of[pname] = list(built.part_geoms[part.suffix])
         if built.joint:
             joints.append((built.joint, built.joint_range))
-        builts[obj.name] = built
 
     body_index = {name: i for i, (name, _, _) in enumerate(tracked)}
     # contact sensors: finger pads x (movable geoms + handles); movable x (floor, others)
@@ -167,7 +165,7 @@ def build_spec(scene: Scene):
             if b.startswith(a + "/"):
                 continue
             pairs += [(ent[a], ent[b], ga, gb) for ga in geoms_of[a] for gb in geoms_of[b]]
-    return spec, tracked, joints, pairs, body_index, builts
+    return spec, tracked, joints, pairs, body_index
 
 
 def _look_quat(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -187,7 +185,7 @@ def _look_quat(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
 def compile_scene(scene: Scene) -> CompiledScene:
     from coda.sim import tasks
 
-    spec, tracked, joints, pairs, body_index, _ = build_spec(scene)
+    spec, tracked, joints, pairs, body_index = build_spec(scene)
     spec.add_sensor(
         name="tcp:pos",
         type=mujoco.mjtSensor.mjSENS_FRAMEPOS,

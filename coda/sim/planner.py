@@ -14,7 +14,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
 from coda.sim import geometry as G
@@ -274,6 +273,3 @@ class RandomPolicy:
         b = state.ee_pos.shape[0]
         a = jax.random.uniform(rng, (b, self.horizon, robot.ACTION_DIM), minval=-1.0, maxval=1.0)
         return a, carry + 1, {"phase": jnp.zeros((b, self.horizon), jnp.int32)}
-
-
-_ = np

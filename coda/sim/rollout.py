@@ -16,7 +16,6 @@ marked failed; they never crash the batch.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 from collections.abc import Sequence
@@ -441,6 +440,3 @@ def make_buckets(
             bs = -(-bs // multiple_of) * multiple_of
             out.append(Bucket(part, bs))
     return out
-
-
-_ = dataclasses
