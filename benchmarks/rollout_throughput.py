@@ -446,7 +446,8 @@ def diagnose_native(
         out[f"policy_chunk_{p}_s"] = t(chunk)
 
     sd = jnp.asarray(np.repeat(sens[:, None], args.chunks + 1, 1), jnp.float32)  # [B, C+1, S]
-    states = decode(sd, bucket.layout, consts)
+    cmd = jnp.asarray(bucket.init_ctrl[:, None, :6], jnp.float32)  # [B, 1, 6], broadcast
+    states = decode(sd, bucket.layout, consts, cmd)
 
     def nu(st):  # what the backends' result finalization evaluates, eagerly
         return jax.vmap(lambda s: bucket.success(s, bucket.sym), in_axes=1, out_axes=1)(st)
@@ -456,7 +457,7 @@ def diagnose_native(
     nu_jit = jax.jit(nu)
     nu_jit(states)
     out["success_jitted_s"] = t(lambda: nu_jit(states))
-    out["decode_eager_s"] = t(lambda: decode(sd, bucket.layout, consts))
+    out["decode_eager_s"] = t(lambda: decode(sd, bucket.layout, consts, cmd))
     return out
 
 

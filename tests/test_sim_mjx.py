@@ -80,6 +80,25 @@ def test_backends_agree_on_planner_success(both_results):
     )
 
 
+def test_commanded_setpoint_is_the_integrated_actions_on_both_backends(
+    cube_plate_bucket, both_results
+):
+    """`SimState.ee_cmd` at every endpoint = the initial setpoint + the actions executed so far
+    (robot.apply_actions), identically on both backends: it is what makes the state Markov."""
+    from coda.sim import robot
+
+    for r in both_results:
+        target = np.asarray(cube_plate_bucket.init_ctrl[:, :6], np.float32)
+        np.testing.assert_allclose(np.asarray(r.states.ee_cmd[:, 0]), target, atol=1e-6)
+        for c in range(NUM_CHUNKS):
+            _, target = robot.apply_actions(target, r.actions[:, c])
+            np.testing.assert_allclose(np.asarray(r.states.ee_cmd[:, c + 1]), target, atol=1e-5)
+    # at rest after the retreat, the tcp sits at its setpoint (wrist minus the tcp offset)
+    m, _ = both_results
+    tcp_goal = np.asarray(m.states.ee_cmd[:, -1, :3]) - [0.0, 0.0, robot.TCP_OFFSET]
+    np.testing.assert_allclose(np.asarray(m.states.ee_pos[:, -1]), tcp_goal, atol=0.01)
+
+
 def test_per_variant_size_changes_contact_geometry(cube_plate_bucket, both_results):
     """Each cube ends on the plate at plate top + its *own* half size: MJX used every
     variant's geom_size in collision, not the first variant's."""

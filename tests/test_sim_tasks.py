@@ -8,7 +8,7 @@ import pytest
 
 from coda.sim import geometry as G
 from coda.sim import tasks
-from coda.sim.planner import RandomPolicy, planner_for
+from coda.sim.planner import Perturbed, RandomPolicy, planner_for
 from coda.sim.rollout import make_buckets
 from coda.sim.state import SimState
 
@@ -51,6 +51,29 @@ def test_planner_emits_phase_labels(family_variants, native_backend):
     assert np.all(np.diff(phases) >= 0), "phases must advance monotonically"
     assert set(planner.phase_names[p] for p in phases) >= {"approach", "grasp", "lift", "release"}
     assert np.all(np.abs(np.asarray(r.actions)) <= 1.0)
+
+
+def test_perturbed_planner_labels_clean_chunks_and_recovers(cube_plate_bucket, native_backend):
+    """DART collection: executed = clip(clean + noise) on the arm dims only, the clean chunk is the
+    label, and the planner (closed-loop on the observed setpoint) still succeeds under noise."""
+    from coda.train.agent import ObsNorm
+    from coda.train.awr import demo_batch
+
+    planner = planner_for(cube_plate_bucket)
+    r = native_backend.rollout(
+        cube_plate_bucket, Perturbed(planner, 0.1), None, jax.random.PRNGKey(3), NUM_CHUNKS
+    )
+    label, executed = np.asarray(r.info["label"]), np.asarray(r.actions)
+    chex.assert_shape(label, executed.shape)
+    assert np.abs(executed[..., :6] - label[..., :6]).mean() > 0.03  # perturbed
+    np.testing.assert_array_equal(executed[..., 6], label[..., 6])  # gripper untouched
+    assert np.all(np.abs(executed) <= 1.0)
+    assert np.asarray(r.success).all(), r.success
+    b = cube_plate_bucket.batch_size
+    batch = demo_batch(
+        r, np.zeros((b, 4), np.int32), np.ones((b, 4), bool), ObsNorm.identity(64), 64
+    )
+    np.testing.assert_allclose(np.asarray(batch.actions), label.reshape(-1, *label.shape[2:]))
 
 
 def _state(

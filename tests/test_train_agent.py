@@ -82,7 +82,8 @@ def test_best_of_j_picks_the_critics_argmax(setup):
 def _initial_states(bucket):
     sens = np.stack([d.sensordata.copy() for d in bucket.initial_data()])[:, None]  # [B, 1, S]
     consts = {k: jnp.asarray(v) for k, v in bucket.consts.items()}
-    return decode(jnp.asarray(sens, jnp.float32), bucket.layout, consts)
+    cmd = jnp.asarray(bucket.init_ctrl[:, None, :6], jnp.float32)  # [B, 1, 6]
+    return decode(jnp.asarray(sens, jnp.float32), bucket.layout, consts, cmd)
 
 
 @pytest.mark.parametrize("mode", ["shaped", "frozen_policy"])

@@ -1,10 +1,11 @@
 """Scripted, phase-based waypoint planners (one per family), batched in JAX.
 
 The planner is a `ChunkPolicy`: from the chunk-start state it plans H control steps open-loop
-against its own model of the commanded target (the same integration as `robot.apply_actions`),
+from the observed servo setpoint (`SimState.ee_cmd`, integrated as `robot.apply_actions` does),
 advancing phases when the target reaches the phase's waypoint and the servos had time to settle.
 It is closed-loop across chunks, exactly like a learned chunking policy, so it runs unchanged
-on both backends. Per-step phase labels come out in `info["phase"]` ([B, H]) for demos D_t.
+on both backends and recovers when what was executed is not what it planned (`Perturbed`).
+Per-step phase labels come out in `info["phase"]` ([B, H]) for demos D_t.
 """
 
 from __future__ import annotations
@@ -208,6 +209,8 @@ class ScriptedPlanner:
 
     def act(self, params: Any, state: SimState, carry: PlannerCarry, rng: jax.Array):
         del params, rng
+        if state.ee_cmd is not None:  # the executed setpoint, whoever chose the last actions
+            carry = carry.replace(target=state.ee_cmd.astype(carry.target.dtype))
         phases = self.phases
         grip = jnp.array([p.grip for p in phases])
         speed = jnp.array([p.speed for p in phases])
@@ -258,6 +261,38 @@ def planner_for(bucket, horizon: int = 10) -> ScriptedPlanner:
     task = bucket.scene_task
     params = tuple(sorted((k, v) for k, v in task.get("params", {}).items()))
     return ScriptedPlanner(task["family"], params, bucket.sym, horizon)
+
+
+@dataclasses.dataclass(frozen=True)
+class Perturbed:
+    """Executes a policy's chunks with Gaussian noise; the clean chunk is the label (DART).
+
+    Behaviour cloning from noise-free demos only ever sees the expert's own narrow tube of
+    states, so a learned policy's small errors compound into states no demo covers. Injecting
+    noise at collection time (Laskey et al., 2017, "DART") makes the expert demonstrate how to
+    recover: the executed actions are perturbed, the recorded label `info["label"]` ([B, H, 7])
+    is what the expert commanded from the state actually reached. Noise is i.i.d. per control
+    step on the arm dims (`sigma` in normalised action units); the gripper is left alone.
+    """
+
+    base: Any
+    sigma: float = 0.2
+    arm_dims: int = 6
+
+    @property
+    def horizon(self) -> int:
+        return int(self.base.horizon)
+
+    def init(self, batch: int, rng: jax.Array):
+        return self.base.init(batch, rng)
+
+    def act(self, params: Any, state: SimState, carry, rng: jax.Array):
+        k_base, k_noise = jax.random.split(rng)
+        clean, carry, info = self.base.act(params, state, carry, k_base)  # [B, H, 7]
+        noise = self.sigma * jax.random.normal(k_noise, clean.shape, clean.dtype)
+        noise = noise * (jnp.arange(clean.shape[-1]) < self.arm_dims)
+        executed = jnp.clip(clean + noise, -1.0, 1.0)
+        return executed, carry, {**info, "label": clean}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -201,7 +201,7 @@ def _finalize(
 
 @functools.partial(jax.jit, static_argnames=("policy", "layout"))
 def _policy_chunk(policy, layout, params, sensordata, consts, target, carry, rng):
-    state = decode(sensordata, layout, consts)
+    state = decode(sensordata, layout, consts, target)
     actions, carry, info = policy.act(params, state, carry, rng)
     ctrl, target = robot.apply_actions(target, actions)
     ctrl = jnp.repeat(ctrl, robot.SUBSTEPS, axis=1)  # [B, H*SUBSTEPS, NU]
@@ -242,6 +242,7 @@ class NativeBackend:
         failed = np.zeros(b, bool)
         nq = models[0].nq
         ends, acts, infos, qs = [sens], [], [], [state[:, 1 : 1 + nq].copy()]
+        cmds = [np.asarray(target)]
         for _ in range(num_chunks):
             rng, key = jax.random.split(rng)
             actions, ctrl, target, carry, info = _policy_chunk(
@@ -265,14 +266,17 @@ class NativeBackend:
                 | (np.abs(np.nan_to_num(qvel, nan=np.inf)).max(-1) > MAX_QVEL)
             )
             failed |= bad
+            # a frozen (failed) variant keeps its last setpoint, like its state
+            target = jnp.where(jnp.asarray(failed)[:, None], cmds[-1], target)
             state = np.where(failed[:, None], state, new_state)
             sens = np.where(failed[:, None], sens, new_sens)
             ends.append(sens)
+            cmds.append(np.asarray(target))
             qs.append(state[:, 1 : 1 + nq].copy())
             acts.append(np.asarray(actions))
             infos.append(jax.tree_util.tree_map(np.asarray, info))
         sensordata = jnp.asarray(np.stack(ends, 1), jnp.float32)  # [B, C+1, S]
-        states = decode(sensordata, bucket.layout, consts)
+        states = decode(sensordata, bucket.layout, consts, jnp.asarray(np.stack(cmds, 1)))
         info = {k: jnp.stack([i[k] for i in infos], 1) for k in (infos[0] if infos else {})}
         actions = jnp.asarray(np.stack(acts, 1))
         qpos = np.stack(qs, 1)
@@ -332,10 +336,10 @@ class MjxBackend:
         )
         failed = self._put(jnp.zeros(bucket.batch_size, bool), True)
         episode = _mjx_episode(axes, bucket.layout, policy, num_chunks)
-        sens, qpos, acts, info, failed = episode(
+        sens, cmd, qpos, acts, info, failed = episode(
             shard_model, data_b, consts, target, carry, failed, params, rng
         )
-        states = decode(sens, bucket.layout, consts)
+        states = decode(sens, bucket.layout, consts, cmd)
         return _finalize(bucket, states, qpos, acts, info, failed, num_chunks, policy.horizon)
 
 
@@ -360,9 +364,9 @@ def _mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int
     def episode(model, data, consts, target, carry, failed, params, rng):
         def chunk(c, key):
             d, target, carry, failed = c
-            state = decode(d.sensordata, layout, consts)
+            state = decode(d.sensordata, layout, consts, target)
             actions, carry, info = policy.act(params, state, carry, key)
-            ctrl, target = robot.apply_actions(target, actions)  # [B, H, NU]
+            ctrl, new_target = robot.apply_actions(target, actions)  # [B, H, NU]
 
             def control_step(d, u):
                 d = d.replace(ctrl=u)
@@ -389,18 +393,21 @@ def _mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int
                 return jnp.where(f, old, new)
 
             d = jax.tree_util.tree_map(keep, d_new, d)
-            return (d, target, carry, failed), (d.sensordata, d.qpos, actions, info)
+            target = keep(new_target, target)
+            return (d, target, carry, failed), (d.sensordata, target, d.qpos, actions, info)
 
         keys = jax.random.split(rng, num_chunks)
         s0 = data.sensordata
-        (d, target, carry, failed), (sens, qpos, acts, info) = jax.lax.scan(
+        t0 = target
+        (d, target, carry, failed), (sens, cmd, qpos, acts, info) = jax.lax.scan(
             chunk, (data, target, carry, failed), keys
         )
         sens = jnp.concatenate([s0[None], sens], 0)  # [C+1, B, S]
+        cmd = jnp.concatenate([t0[None], cmd], 0)  # [C+1, B, 6]
         qpos = jnp.concatenate([data.qpos[None], qpos], 0)  # [C+1, B, nq]
         info = jax.tree_util.tree_map(lambda x: jnp.moveaxis(x, 0, 1), info)
         t = lambda x: jnp.moveaxis(x, 0, 1)  # noqa: E731
-        return t(sens), t(qpos), t(acts), info, failed
+        return t(sens), t(cmd), t(qpos), t(acts), info, failed
 
     fn = jax.jit(episode)
     _EPISODES[key] = fn

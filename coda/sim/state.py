@@ -38,6 +38,10 @@ class SimState:
     body_half: jnp.ndarray  # [..., NB, 3] bbox half extents (per variant, constant in time)
     inner: jnp.ndarray  # [..., NB, 4] container interior half extents xyz + floor z offset
     joint_range: jnp.ndarray  # [..., NJ, 2]
+    # Commanded wrist pose (x, y, z, yaw, pitch, roll): the servo setpoint the actions so far
+    # integrated into. Proprioception, as on a real arm; without it the state is not Markov for
+    # a delta-action policy (the tcp lags its setpoint while moving or pressing on something).
+    ee_cmd: jnp.ndarray | None = None  # [..., 6]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,11 +68,14 @@ class StateLayout:
     @property
     def state_dim(self) -> int:
         """Length of `flat_observation` (the policy's proprio + object state vector)."""
-        return 3 + 4 + 2 + 7 * self.n_bodies + self.n_joints
+        return 3 + 4 + 2 + 6 + 7 * self.n_bodies + self.n_joints
 
 
-def decode(sensordata: jnp.ndarray, layout: StateLayout, consts: dict) -> SimState:
-    """sensordata [..., S] + per-variant constants -> SimState (pure jnp, jittable)."""
+def decode(
+    sensordata: jnp.ndarray, layout: StateLayout, consts: dict, cmd: jnp.ndarray
+) -> SimState:
+    """sensordata [..., S] + per-variant constants + commanded wrist pose [..., 6] -> SimState
+    (pure jnp, jittable). The backends own the servo setpoint, so they pass it in."""
     s = sensordata
     nb, nj = layout.n_bodies, layout.n_joints
     lead = s.shape[:-1]
@@ -104,6 +111,7 @@ def decode(sensordata: jnp.ndarray, layout: StateLayout, consts: dict) -> SimSta
         body_half=bc(consts["body_half"]),
         inner=bc(consts["inner"]),
         joint_range=bc(consts["joint_range"]),
+        ee_cmd=jnp.broadcast_to(jnp.asarray(cmd, s.dtype), lead + (6,)),
     )
 
 
@@ -117,10 +125,14 @@ def _broadcast_const(x: jnp.ndarray, lead: tuple[int, ...]) -> jnp.ndarray:
 
 
 def flat_observation(state: SimState) -> jnp.ndarray:
-    """The state-only policy observation: [..., state_dim] (tcp, fingers, body frames, joints)."""
+    """The state-only policy observation: [..., state_dim] (tcp, fingers, commanded wrist pose,
+    body frames, joints)."""
+    if state.ee_cmd is None:
+        raise ValueError("flat_observation needs SimState.ee_cmd (states from decode have it)")
     lead = state.ee_pos.shape[:-1]
     frames = jnp.concatenate([state.body_pos, state.body_quat], -1).reshape(lead + (-1,))
-    return jnp.concatenate([state.ee_pos, state.ee_quat, state.finger, frames, state.joint_pos], -1)
+    parts = [state.ee_pos, state.ee_quat, state.finger, state.ee_cmd, frames, state.joint_pos]
+    return jnp.concatenate(parts, -1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,7 +60,9 @@ def demo_batch(
     """Planner demos D_t as a BC batch: every chunk of each (successful, valid) demo rollout.
 
     Chunks after ν first holds are kept: the policy must also learn to release and retreat
-    without disturbing the result (success is ν at the last endpoint).
+    without disturbing the result (success is ν at the last endpoint). When the demos were
+    collected with perturbed execution (`coda.sim.planner.Perturbed`), the clean expert chunk in
+    `info["label"]` is the target, not the executed one.
     """
     keep = np.asarray(result.valid, bool) & ~np.asarray(result.failed, bool)
     if only_success:
@@ -74,7 +76,8 @@ def demo_batch(
     xm = np.asarray(xm)[rows, :c].reshape(-1, xm.shape[-1])
     tok = np.repeat(np.asarray(tokens)[rows], c, 0)
     tm = np.repeat(np.asarray(token_mask)[rows], c, 0)
-    actions = np.asarray(result.actions)[rows].reshape((-1,) + result.actions.shape[2:])
+    acts = result.info["label"] if "label" in result.info else result.actions  # [B, C, H, A]
+    actions = np.asarray(acts)[rows].reshape((-1,) + acts.shape[2:])
     obs = Observation(jnp.asarray(tok, jnp.int32), jnp.asarray(tm), jnp.asarray(x), jnp.asarray(xm))
     return bc_batch(obs, jnp.asarray(actions, jnp.float32))
 
