@@ -115,7 +115,7 @@ def pretrain(args, policy, bucket, backend, log):
         curve.append({"step": done, "loss": m["loss"], "success": s, "t": time.time() - t0})
         log(f"BC step {done}: loss {m['loss']:.4f} success {s:.3f} ({time.time() - t0:.0f}s)")
     blob = {
-        "params": jax.tree.map(np.asarray, learner.pstate.params),
+        "params": jax.tree.map(np.asarray, learner.acting_params),
         "norm": jax.tree.map(np.asarray, learner.norm),
         "success": curve[-1]["success"],
         "curve": curve,

@@ -28,7 +28,7 @@ sample_layout()
 def setup():
     compiled = [compile_scene(exec_program(SCENE, seed=s, isolation="inprocess")) for s in (0, 1)]
     (bucket,) = make_buckets(compiled, batch_size=3)  # one padding variant
-    policy = get_policy("small_tiny", max_state_dim=32)  # 23-dim stack state
+    policy = get_policy("small_tiny", max_state_dim=32)  # 29-dim stack state
     return bucket, policy, make_backend("native")
 
 
@@ -114,6 +114,26 @@ def test_learner_round(setup, mode):
     assert learner.policy_updates == (0 if mode == "frozen_policy" else 2)
     with pytest.raises(ValueError, match="unknown learner mode"):
         LearnerConfig(mode="online")
+
+
+def test_learner_acts_with_ema_weights_when_enabled(setup):
+    """policy_ema > 0: rollouts use the EMA of the weights (ema ← d·ema + (1−d)·params)."""
+    bucket, policy, backend = setup
+    cfg = LearnerConfig(policy_batch=4, policy_ema=0.5, policy_warmup=1)
+    learner = Learner(policy, cfg, jax.random.key(0))
+    p0 = jax.tree.map(np.asarray, learner.pstate.params)
+    demos = backend.rollout(bucket, planner_for(bucket, horizon=4), None, jax.random.key(0), 2)
+    learner.fit_norm(demos.states)
+    # step 0 runs at the warmup's initial lr 0 (params unchanged), step 1 moves them
+    learner.update_policy_bc(learner.demo_batch(demos, bucket, False), 2, jax.random.key(1))
+    p1 = jax.tree.map(np.asarray, learner.pstate.params)
+    acting = learner.agent_params().policy
+    leaves = [jax.tree.leaves(t) for t in (acting, p0, p1)]
+    for e, a, b in zip(*leaves, strict=True):
+        np.testing.assert_allclose(np.asarray(e), 0.5 * a + 0.5 * b, rtol=1e-5, atol=1e-7)
+    assert not all(np.array_equal(a, b) for a, b in zip(leaves[1], leaves[2], strict=True))
+    off = Learner(policy, LearnerConfig(policy_batch=4), jax.random.key(0))
+    assert off.agent_params().policy is off.pstate.params
 
 
 def test_snap_gripper():

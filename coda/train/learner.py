@@ -53,6 +53,10 @@ class LearnerConfig:
     policy_batch: int = 32
     policy_lr: float = 3e-4
     policy_warmup: int = 50
+    # EMA of the policy weights (0 = off). With it, rollouts act with the EMA weights: long BC
+    # runs with small noisy flow-matching batches give a far more precise policy that way; keep
+    # it off for short AWR fine-tuning, where an EMA would hide the few updates made.
+    policy_ema: float = 0.0
     awr_temperature: float = 0.1
     awr_max_weight: float = 20.0
     replay_size: int = 20000  # transitions kept (oldest dropped)
@@ -87,7 +91,7 @@ class Learner:
             end_lr=cfg.policy_lr / 10,
             warmup_steps=cfg.policy_warmup,
             decay_steps=max(total_policy_steps, cfg.policy_warmup + 1),
-            ema_decay=None,
+            ema_decay=cfg.policy_ema or None,
         )
         self.pstate = init_train_state(params, self.tcfg)
         self._pstep = make_train_step(policy, self.tcfg)
@@ -112,8 +116,14 @@ class Learner:
             )
         return cache[key]
 
+    @property
+    def acting_params(self) -> Any:
+        """The policy weights rollouts use: the EMA when enabled, else the raw weights."""
+        ema = self.pstate.ema_params
+        return ema if ema is not None else self.pstate.params
+
     def agent_params(self) -> AgentParams:
-        return AgentParams(self.pstate.params, self.norm, self.cstate.params)
+        return AgentParams(self.acting_params, self.norm, self.cstate.params)
 
     def rollout(self, backend, bucket, rng, num_chunks: int, num_candidates: int | None = None):
         agent = self.agent(bucket, num_candidates)
