@@ -97,7 +97,7 @@ def pretrain(args, policy, bucket, backend, log):
     demos = backend.rollout(bucket, planner_for(bucket), None, jax.random.key(0), NUM_CHUNKS)
     learner = Learner(
         policy,
-        LearnerConfig(policy_lr=args.bc_lr, policy_batch=32),
+        LearnerConfig(policy_lr=args.bc_lr, policy_batch=32, policy_ema=args.bc_ema),
         jax.random.key(1),
         total_policy_steps=args.bc_steps,
     )
@@ -135,6 +135,7 @@ def main(argv=None):
     p.add_argument("--variants", type=int, default=32)
     p.add_argument("--bc-steps", type=int, default=1000)
     p.add_argument("--bc-lr", type=float, default=1e-3)
+    p.add_argument("--bc-ema", type=float, default=0.999, help="EMA of BC weights (0 = off)")
     p.add_argument("--eval-every-bc", type=int, default=250)
     p.add_argument("--pretrain-only", action="store_true")
     p.add_argument("--seeds", type=int, default=3)
@@ -189,7 +190,9 @@ def main(argv=None):
             "horizon": int(policy.config.action_horizon),
             "bc_start": {
                 "steps": blob["curve"][-1]["step"] if blob["curve"] else args.bc_steps,
-                "note": blob.get("note", f"BC from scratch, peak lr {args.bc_lr}"),
+                "note": blob.get(
+                    "note", f"BC from scratch, peak lr {args.bc_lr}, EMA {args.bc_ema}"
+                ),
                 "success": start,
                 "curve": blob["curve"],
                 "planner_success": blob["planner_success"],
