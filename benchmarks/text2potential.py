@@ -119,6 +119,7 @@ def pretrain(args, policy, bucket, backend, log):
         "norm": jax.tree.map(np.asarray, learner.norm),
         "success": curve[-1]["success"],
         "curve": curve,
+        "note": f"BC from scratch, peak lr {args.bc_lr}, EMA {args.bc_ema or 'off'}",
         "planner_success": float(np.asarray(demos.success)[bucket.valid].mean()),
         "wall_s": time.time() - t0,
     }
@@ -190,9 +191,7 @@ def main(argv=None):
             "horizon": int(policy.config.action_horizon),
             "bc_start": {
                 "steps": blob["curve"][-1]["step"] if blob["curve"] else args.bc_steps,
-                "note": blob.get(
-                    "note", f"BC from scratch, peak lr {args.bc_lr}, EMA {args.bc_ema}"
-                ),
+                "note": blob.get("note", "BC from scratch (cached start without a recorded note)"),
                 "success": start,
                 "curve": blob["curve"],
                 "planner_success": blob["planner_success"],
