@@ -146,6 +146,12 @@ def main(argv=None):
     p.add_argument("--policy-steps", type=int, default=10)
     p.add_argument("--policy-lr", type=float, default=1e-4)
     p.add_argument("--beta", type=float, default=1.0)
+    p.add_argument(
+        "--demo-fraction",
+        type=float,
+        default=0.0,
+        help="fraction of each AWR batch drawn from the planner demos (weight 1); 0 = pure AWR",
+    )
     p.add_argument("--threshold", type=float, default=None, help="default: start + 0.15")
     args = p.parse_args(argv)
 
@@ -202,6 +208,7 @@ def main(argv=None):
             "critic_updates_per_round": args.critic_steps,
             "candidates_j": args.candidates,
             "beta": args.beta,
+            "demo_fraction": args.demo_fraction,
             "threshold": thr,
             "budget_updates": budget,
             "potential_notes": proposal.notes,
@@ -244,6 +251,9 @@ def _mse(xs) -> dict:
 def run_comparison(args, policy, bucket, backend, blob, potential, log) -> dict:
     """Same start, same seeds and rollout keys for both conditions; only β differs."""
     runs = {"shaped": [], "sparse": []}
+    demos = None
+    if args.demo_fraction > 0:
+        demos = backend.rollout(bucket, planner_for(bucket), None, jax.random.key(0), NUM_CHUNKS)
     for seed in range(args.seeds):
         for cond in ("shaped", "sparse"):
             cfg = LearnerConfig(
@@ -252,6 +262,7 @@ def run_comparison(args, policy, bucket, backend, blob, potential, log) -> dict:
                 num_candidates=args.candidates,
                 policy_lr=args.policy_lr,
                 policy_warmup=1,
+                demo_fraction=args.demo_fraction,
             )
             learner = Learner(
                 policy,
@@ -261,6 +272,8 @@ def run_comparison(args, policy, bucket, backend, blob, potential, log) -> dict:
                 norm=jax.tree.map(jnp.asarray, blob["norm"]),
                 total_policy_steps=args.rounds * args.policy_steps,
             )
+            if demos is not None:
+                learner.set_demos(learner.demo_batch(demos, bucket))
             rng = jax.random.key(1000 + seed)
             t0 = time.time()
             curve = [{"updates": 0, "success": float(blob["success"]), "collect_success": None}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -114,6 +115,28 @@ def test_learner_round(setup, mode):
     assert learner.policy_updates == (0 if mode == "frozen_policy" else 2)
     with pytest.raises(ValueError, match="unknown learner mode"):
         LearnerConfig(mode="online")
+
+
+def test_awr_batches_mix_in_demos(setup):
+    """demo_fraction 0.5: half of each AWR batch is planner-demo rows with weight 1."""
+    bucket, policy, backend = setup
+    cfg = LearnerConfig(policy_batch=4, demo_fraction=0.5, critic_hidden=16, n_step=2)
+    learner = Learner(policy, cfg, jax.random.key(0))
+    demos = backend.rollout(bucket, planner_for(bucket, horizon=4), None, jax.random.key(0), 3)
+    learner.fit_norm(demos.states)
+    res = learner.rollout(backend, bucket, jax.random.key(1), 3, num_candidates=1)
+    learner.add_rollout(res, bucket)
+    assert learner.awr_policy_batch(jax.random.key(2)).weights.shape == (4,)  # no demos yet
+    d = learner.demo_batch(demos, bucket, only_success=False)
+    learner.set_demos(d)
+    b = learner.awr_policy_batch(jax.random.key(2))
+    chex.assert_shape(b.actions, (4, 4, 7))
+    np.testing.assert_array_equal(np.asarray(b.weights[2:]), 1.0)
+    demo_rows = {np.asarray(a).tobytes() for a in np.asarray(d.actions)}
+    assert all(np.asarray(a).tobytes() in demo_rows for a in np.asarray(b.actions[2:]))
+    learner.update_policy_awr(1, jax.random.key(3))
+    with pytest.raises(ValueError, match="demo_fraction"):
+        LearnerConfig(demo_fraction=1.0)
 
 
 def test_learner_acts_with_ema_weights_when_enabled(setup):

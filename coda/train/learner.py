@@ -57,6 +57,10 @@ class LearnerConfig:
     # runs with small noisy flow-matching batches give a far more precise policy that way; keep
     # it off for short AWR fine-tuning, where an EMA would hide the few updates made.
     policy_ema: float = 0.0
+    # Fraction of every AWR batch drawn from the planner demos D_t (`set_demos`), weight 1: an
+    # anchor to demonstrated behaviour while the policy's own successes are rare (demo mixing as
+    # in AWAC / RLPD); 0 = pure AWR on the replay.
+    demo_fraction: float = 0.0
     awr_temperature: float = 0.1
     awr_max_weight: float = 20.0
     replay_size: int = 20000  # transitions kept (oldest dropped)
@@ -64,6 +68,8 @@ class LearnerConfig:
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"unknown learner mode {self.mode!r}; valid: {list(MODES)}")
+        if not 0.0 <= self.demo_fraction < 1.0:
+            raise ValueError(f"demo_fraction must be in [0, 1), got {self.demo_fraction}")
 
     @property
     def effective_beta(self) -> float:
@@ -102,6 +108,7 @@ class Learner:
         self._cfit = make_critic_fit(self.critic, cfg.critic_lr, cfg.critic_tau, cfg.critic_batch)
         self.norm = norm or ObsNorm.identity(int(policy.config.max_state_dim))
         self.replay: Transitions | None = None
+        self.demos: Batch | None = None
         self.policy_updates = 0
         self._adv = jax.jit(self.critic.advantage)
 
@@ -181,15 +188,30 @@ class Learner:
         metrics = {}
         for k in jax.random.split(rng, steps):
             k1, k2 = jax.random.split(k)
-            mb = sample_batch(self.replay, k1, self.cfg.policy_batch)
-            obs = mb.obs()
-            adv = self._adv(self.cstate.params, obs, mb.actions)
-            batch = awr_lib.awr_batch(
-                obs, mb.actions, adv, self.cfg.awr_temperature, self.cfg.awr_max_weight
-            )
-            self.pstate, metrics = self._pstep(self.pstate, batch, k2)
+            self.pstate, metrics = self._pstep(self.pstate, self.awr_policy_batch(k1), k2)
             self.policy_updates += 1
         return {k: float(v) for k, v in metrics.items()}
+
+    def set_demos(self, demos: Batch | None) -> None:
+        """Planner demos D_t mixed into AWR batches (`LearnerConfig.demo_fraction`)."""
+        self.demos = demos
+
+    def awr_policy_batch(self, rng: jax.Array) -> Batch:
+        """One AWR batch: replay rows weighted exp(A/λ) (normalised, clipped), then
+        round(demo_fraction · batch) demo rows with weight 1 when demos are set."""
+        k_replay, k_demo = jax.random.split(rng)
+        nb = self.cfg.policy_batch
+        n_demo = round(self.cfg.demo_fraction * nb) if self.demos is not None else 0
+        mb = sample_batch(self.replay, k_replay, nb - n_demo)
+        obs = mb.obs()
+        adv = self._adv(self.cstate.params, obs, mb.actions)
+        batch = awr_lib.awr_batch(
+            obs, mb.actions, adv, self.cfg.awr_temperature, self.cfg.awr_max_weight
+        )
+        if n_demo == 0:
+            return batch
+        idx = jax.random.randint(k_demo, (n_demo,), 0, self.demos.actions.shape[0])
+        return awr_lib.concat_batches([batch, awr_lib.take(self.demos, idx)])
 
     def update_policy_bc(self, demos: Batch, steps: int, rng: jax.Array) -> dict:
         """Behaviour cloning on planner demos D_t (weights 1)."""
