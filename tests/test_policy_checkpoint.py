@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax.traverse_util import flatten_dict
+from openpi_fixtures import FIX
 
 from coda.policy import (
     NormStats,
@@ -20,18 +21,6 @@ from coda.policy import (
 )
 from coda.policy.configs import OPENPI_CAMERAS
 
-# The openpi fixtures live beside the checkout (../shared); override with CODA_OPENPI_FIXTURES.
-FIX = os.environ.get("CODA_OPENPI_FIXTURES") or next(
-    (
-        p
-        for p in (
-            os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi"),
-            "/work/shared/fixtures/openpi",
-        )
-        if os.path.isdir(p)
-    ),
-    "openpi-fixtures-not-found",
-)
 ORBAX = os.path.join(FIX, "pi05_tiny_orbax", "params")
 NPZ = os.path.join(FIX, "pi05_tiny_parity.npz")
 needs_fixture = pytest.mark.skipif(not os.path.exists(NPZ), reason="openpi fixtures not available")

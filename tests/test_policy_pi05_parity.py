@@ -8,23 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax.traverse_util import flatten_dict, unflatten_dict
+from openpi_fixtures import FIX
 
 from coda.policy.base import Observation
 from coda.policy.configs import OPENPI_CAMERAS, get_config
 from coda.policy.pi05 import Pi05Model, Pi05Policy, cached_suffix_layout, posemb_sincos
 
-# The openpi fixtures live beside the checkout (../shared); override with CODA_OPENPI_FIXTURES.
-FIX = os.environ.get("CODA_OPENPI_FIXTURES") or next(
-    (
-        p
-        for p in (
-            os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi"),
-            "/work/shared/fixtures/openpi",
-        )
-        if os.path.isdir(p)
-    ),
-    "openpi-fixtures-not-found",
-)
 NPZ = os.path.join(FIX, "pi05_tiny_parity.npz")
 pytestmark = pytest.mark.skipif(not os.path.exists(NPZ), reason="openpi fixtures not available")
 

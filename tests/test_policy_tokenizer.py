@@ -5,22 +5,10 @@ import os
 
 import numpy as np
 import pytest
+from openpi_fixtures import FIX
 
 from coda.policy import PromptTokenizer, get_config, tokenizer_for
 from coda.policy.tokenizer import DEFAULT_MODEL, discretize_state, format_prompt
-
-# The openpi fixtures live beside the checkout (../shared); override with CODA_OPENPI_FIXTURES.
-FIX = os.environ.get("CODA_OPENPI_FIXTURES") or next(
-    (
-        p
-        for p in (
-            os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "openpi"),
-            "/work/shared/fixtures/openpi",
-        )
-        if os.path.isdir(p)
-    ),
-    "openpi-fixtures-not-found",
-)
 
 
 @pytest.mark.skipif(not os.path.isdir(FIX), reason="openpi fixtures not available")

@@ -28,7 +28,6 @@ OPEN, CLOSE = -1.0, 1.0
 class PlannerCarry:
     phase: jnp.ndarray  # [B] int32
     count: jnp.ndarray  # [B] int32 control steps spent at the phase's waypoint
-    target: jnp.ndarray  # [B, 6] commanded wrist target (x, y, z, yaw, pitch, roll)
 
 
 def _wrap(a, period=2 * jnp.pi):
@@ -204,13 +203,12 @@ class ScriptedPlanner:
         return PlannerCarry(
             phase=jnp.zeros(batch, jnp.int32),
             count=jnp.zeros(batch, jnp.int32),
-            target=jnp.tile(jnp.asarray(robot.HOME), (batch, 1)),
         )
 
     def act(self, params: Any, state: SimState, carry: PlannerCarry, rng: jax.Array):
         del params, rng
-        if state.ee_cmd is not None:  # the executed setpoint, whoever chose the last actions
-            carry = carry.replace(target=state.ee_cmd.astype(carry.target.dtype))
+        if state.ee_cmd is None:
+            raise ValueError("the planner needs SimState.ee_cmd (states from decode have it)")
         phases = self.phases
         grip = jnp.array([p.grip for p in phases])
         speed = jnp.array([p.speed for p in phases])
@@ -220,17 +218,18 @@ class ScriptedPlanner:
         scale = jnp.array([robot.MAX_DPOS] * 3 + [robot.MAX_DROT] * 3)
         lo, hi = jnp.asarray(robot.TARGET_LOW), jnp.asarray(robot.TARGET_HIGH)
 
-        def step(c: PlannerCarry, _):
-            xyz, yaw, togo = self._waypoints(state, c.target)  # [B, P, 3], [B, P], [B, P]
+        def step(ct, _):
+            c, cmd = ct  # PlannerCarry, setpoint [B, 6] integrated along the chunk
+            xyz, yaw, togo = self._waypoints(state, cmd)  # [B, P, 3], [B, P], [B, P]
             k = c.phase
             wp = jnp.take_along_axis(xyz, k[:, None, None], 1)[:, 0]
             wy = jnp.take_along_axis(yaw, k[:, None], 1)[:, 0]
             wrist = wp + jnp.array([0.0, 0.0, robot.TCP_OFFSET])
             sp = speed[k][:, None]
-            d_pos = jnp.clip((wrist - c.target[:, :3]) / robot.MAX_DPOS, -sp, sp)
-            d_yaw = jnp.clip(_wrap(wy - c.target[:, 3]) / robot.MAX_DROT, -1.0, 1.0)
-            d_pitch = jnp.clip(-c.target[:, 4] / robot.MAX_DROT, -1.0, 1.0)
-            d_roll = jnp.clip(-c.target[:, 5] / robot.MAX_DROT, -1.0, 1.0)
+            d_pos = jnp.clip((wrist - cmd[:, :3]) / robot.MAX_DPOS, -sp, sp)
+            d_yaw = jnp.clip(_wrap(wy - cmd[:, 3]) / robot.MAX_DROT, -1.0, 1.0)
+            d_pitch = jnp.clip(-cmd[:, 4] / robot.MAX_DROT, -1.0, 1.0)
+            d_roll = jnp.clip(-cmd[:, 5] / robot.MAX_DROT, -1.0, 1.0)
             g = grip[k]
             action = jnp.concatenate(
                 [d_pos, d_roll[:, None], d_pitch[:, None], d_yaw[:, None], g[:, None]], -1
@@ -239,7 +238,7 @@ class ScriptedPlanner:
                 jnp.concatenate([d_pos, d_yaw[:, None], d_pitch[:, None], d_roll[:, None]], -1)
                 * scale
             )
-            target = jnp.clip(c.target + joint_delta, lo, hi)
+            target = jnp.clip(cmd + joint_delta, lo, hi)
             err = jnp.linalg.norm(wrist - target[:, :3], axis=-1)
             err = err + jnp.take_along_axis(togo, k[:, None], 1)[:, 0]
             yaw_err = jnp.abs(_wrap(wy - target[:, 3]))
@@ -248,9 +247,12 @@ class ScriptedPlanner:
             done = reached & (count > settle[k])
             nxt = jnp.where(done & (k < n - 1), k + 1, k)
             count = jnp.where(nxt != k, 0, count)
-            return PlannerCarry(nxt, count, target), (action, k)
+            return (PlannerCarry(nxt, count), target), (action, k)
 
-        carry, (actions, phase) = jax.lax.scan(step, carry, None, length=self.horizon)
+        # starts from the executed setpoint, whoever chose the last actions
+        (carry, _), (actions, phase) = jax.lax.scan(
+            step, (carry, state.ee_cmd.astype(jnp.float32)), None, length=self.horizon
+        )
         actions = jnp.moveaxis(actions, 0, 1)  # [B, H, 7]
         phase = jnp.moveaxis(phase, 0, 1)  # [B, H]
         return actions, carry, {"phase": phase}

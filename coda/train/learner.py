@@ -233,17 +233,10 @@ class Learner:
         )
 
 
-def observation_of(tr: Transitions) -> Observation:
-    return tr.obs()
-
-
 def value_error(critic: ChunkCritic, params, obs: Observation, phi, beta, mc) -> float:
     """Mean squared error of the implied unshaped value V(o) + βΦ(o) against MC sparse returns."""
     v = critic.v(params, obs) + beta * jnp.asarray(phi, jnp.float32)
     return float(jnp.mean(jnp.square(v - jnp.asarray(mc, jnp.float32))))
-
-
-_ = np
 
 
 def critic_convergence(
