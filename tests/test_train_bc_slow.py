@@ -1,15 +1,20 @@
 """BC on 64 planner demos of one family -> the `small` policy succeeds on >= 80% of them.
 
-Slow (2-core CPU: ~0.2 s per update of the 3.5M-parameter `small` policy, ~1 h in all):
+Slow (2-core CPU: ~0.2 s per update of the 3.5M-parameter `small` policy, ~72 min in all):
 `pytest -m slow`. Setup (the easiest honest one): one pick-place scene program (a cube onto a
 plate, no distractors), 64 layouts (seeds 0..63), scripted-planner demos of 14 chunks, BC with
 batch 32 and an EMA of the weights (which the rollouts act with), then a batched native rollout
 of the policy on the same 64 variants. Success along the way is printed (`-s`) as a curve.
+
+Measured (2026-11-29, 2-core CPU, 4289 s): success at 2k, 4k, ..., 20k steps =
+0 / 14.1 / 21.9 / 34.4 / 53.1 / 76.6 / 87.5 / 92.2 / 93.8 / 95.3 % (61/64). A 14000-step schedule
+stopped at 78.1 %: the flow policy needs the long low-lr tail to become precise enough.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import time
 
 import jax
@@ -30,17 +35,10 @@ add_object("plate", role="goal", instance="plate_blue")
 set_task("pick_place", target="target", goal="goal")
 sample_layout()
 """
-BC_STEPS = int(os.environ.get("CODA_BC_STEPS", "14000"))
+BC_STEPS = int(os.environ.get("CODA_BC_STEPS", "20000"))
 EVAL_EVERY = 2000
 
 
-@pytest.mark.xfail(
-    reason=(
-        "just short: 78.1% (50/64) after 14000 BC steps with EMA 0.999 (4622 s, 2-core CPU, shared); "
-        "curve 0/29.7/53.1/64.1/57.8/75.0/78.1% at 2k..14k steps, still rising"
-    ),
-    strict=False,
-)
 @pytest.mark.timeout(4 * 3600)
 def test_bc_on_planner_demos_reaches_80_percent():
     t0 = time.time()
@@ -74,4 +72,7 @@ def test_bc_on_planner_demos_reaches_80_percent():
             f"BC step {done}: loss {m['loss']:.4f} success {success:.3f} ({time.time() - t0:.0f}s)"
         )
     print(f"BC {BC_STEPS} steps: success {success:.3f} on 64 variants ({time.time() - t0:.0f}s)")
+    if os.environ.get("CODA_BC_SAVE"):  # keep the trained weights for offline inspection
+        with open(os.environ["CODA_BC_SAVE"], "wb") as f:
+            pickle.dump({"params": jax.device_get(learner.acting_params), "norm": learner.norm}, f)
     assert success >= 0.8
