@@ -160,6 +160,12 @@ def main(argv=None):
     )
     p.add_argument("--threshold", type=float, default=None, help="default: start + 0.15")
     p.add_argument(
+        "--awr-ema",
+        type=float,
+        default=0.0,
+        help="EMA of the weights during AWR, which rollouts act with (0 = off)",
+    )
+    p.add_argument(
         "--eval-repeats",
         type=int,
         default=1,
@@ -223,6 +229,7 @@ def main(argv=None):
             "candidates_j": args.candidates,
             "beta": args.beta,
             "demo_fraction": args.demo_fraction,
+            "awr_ema": args.awr_ema,
             "eval_repeats": args.eval_repeats,
             "threshold": thr,
             "budget_updates": budget,
@@ -292,6 +299,7 @@ def run_comparison(args, policy, bucket, backend, blob, potential, log, start: f
                 policy_lr=args.policy_lr,
                 policy_warmup=1,
                 demo_fraction=args.demo_fraction,
+                policy_ema=args.awr_ema,
             )
             learner = Learner(
                 policy,
