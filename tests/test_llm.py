@@ -201,10 +201,10 @@ def test_image_and_json_schema(server, tmp_path, backend):
     # Usage and cost from the price table, accounted to (critic, round 3).
     assert r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
     expected = (r.usage.prompt_tokens * 1.0 + r.usage.completion_tokens * 2.0) / 1e6
-    assert r.cost_usd == pytest.approx(expected)
+    assert r.cost_usd == pytest.approx(expected, abs=1e-9)
     (row,) = client.usage_summary()["by_role_round"]
     assert (row["role"], row["round"], row["calls"]) == ("critic", 3, 1)
-    assert row["cost_usd"] == pytest.approx(expected)
+    assert row["cost_usd"] == pytest.approx(expected, abs=1e-9)
     table = client.save_usage()
     assert "critic" in table and (tmp_path / "llm" / "usage.json").exists()
 

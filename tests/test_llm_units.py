@@ -84,8 +84,8 @@ def test_parse_json_text_accepts_fences():
 
 def test_cost_and_ledger_summary():
     prices = {"m": Price(2.0, 8.0), "n": {"input_per_mtok": 1.0, "output_per_mtok": 1.0}}
-    assert estimate_cost("m", 1_000_000, 500_000, prices) == pytest.approx(6.0)
-    assert estimate_cost("n", 10, 10, prices) == pytest.approx(20 / 1e6)
+    assert estimate_cost("m", 1_000_000, 500_000, prices) == pytest.approx(6.0, abs=1e-9)
+    assert estimate_cost("n", 10, 10, prices) == pytest.approx(20 / 1e6, abs=1e-9)
     assert estimate_cost("unknown", 10, 10, prices) is None
     ledger = CostLedger()
     ledger.add("critic", 0, prompt_tokens=100, completion_tokens=10, cost_usd=0.5)
@@ -97,7 +97,7 @@ def test_cost_and_ledger_summary():
     s = ledger.summary()
     assert s["total"]["calls"] == 4 and s["total"]["prompt_tokens"] == 150
     assert s["total"]["replayed_prompt_tokens"] == 7 and s["total"]["unpriced_calls"] == 1
-    assert s["by_role"]["critic"]["cost_usd"] == pytest.approx(0.5)
+    assert s["by_role"]["critic"]["cost_usd"] == pytest.approx(0.5, abs=1e-9)
     assert s["by_round"]["1"]["failures"] == 1
     md = ledger.to_markdown()
     assert "(+unpriced)" in md and "replayed" in md and "| **total** |" in md

@@ -141,16 +141,20 @@ def test_retired_modes_do_not_absorb_new_diagnoses(mem):
 def test_hardness_importance_and_status(mem):
     a = mem.add_diagnosis(round=0, factor="attribute", phase="lift", cause="mug too heavy to lift")
     m = mem.record_mode_outcome(a.mode_id, round=1, n_success=2, n_trials=8)
-    assert m.hardness == pytest.approx(0.25)
+    assert m.hardness == pytest.approx(0.25, abs=1e-9)
     m = mem.record_mode_outcome(a.mode_id, round=1, n_success=4, n_trials=8)
-    assert m.hardness == pytest.approx(6 / 16)  # same round accumulates
+    assert m.hardness == pytest.approx(6 / 16, abs=1e-9)  # same round accumulates
     m = mem.record_mode_outcome(a.mode_id, round=2, n_success=6, n_trials=8)
-    assert m.hardness == pytest.approx(0.75) and m.hardness_round == 2  # new round replaces
+    assert (
+        m.hardness == pytest.approx(0.75, abs=1e-9) and m.hardness_round == 2
+    )  # new round replaces
     assert (m.n_trials, m.n_successes) == (24, 12)  # lifetime counts
     m = mem.record_learning_progress(a.mode_id, round=2, before=0.25, after=0.75)
-    assert m.importance == pytest.approx(0.5) and m.last_progress == pytest.approx(0.5)
+    assert m.importance == pytest.approx(0.5, abs=1e-9) and m.last_progress == pytest.approx(
+        0.5, abs=1e-9
+    )
     m = mem.record_learning_progress(a.mode_id, round=3, before=0.75, after=0.75)
-    assert m.importance == pytest.approx(0.7 * 0.5)  # EMA with rate 0.3
+    assert m.importance == pytest.approx(0.7 * 0.5, abs=1e-9)  # EMA with rate 0.3
     assert mem.set_mode_status(a.mode_id, "validated", round=3).status == "validated"
     with pytest.raises(ValueError, match="cannot go from 'validated' to 'refuted'"):
         mem.set_mode_status(a.mode_id, "refuted", round=3)
@@ -267,7 +271,7 @@ def test_reopen_restores_corpus_statistics(tmp_path):
     m2 = open_memory(p)
     after = m2.nearest_mode(factor="execution", phase="grasp", cause=GRASP_B)
     assert after[0] == before[0] == a.mode_id
-    assert after[1] == pytest.approx(before[1])
+    assert after[1] == pytest.approx(before[1], abs=1e-9)
     m2.close()
 
 

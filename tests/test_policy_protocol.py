@@ -90,8 +90,8 @@ def test_weights_scale_linearly(name):
     lb = loss(params, Batch(obs, actions, weights=wb), rng)
     lab = loss(params, Batch(obs, actions, weights=wa + wb), rng)
     l3 = loss(params, Batch(obs, actions, weights=3.0 * wa), rng)
-    np.testing.assert_allclose(lab, la + lb, rtol=1e-5)
-    np.testing.assert_allclose(l3, 3.0 * la, rtol=1e-5)
+    np.testing.assert_allclose(lab, la + lb, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(l3, 3.0 * la, rtol=1e-5, atol=1e-6)
     ga = _flat(grad(params, Batch(obs, actions, weights=wa), rng))
     gb = _flat(grad(params, Batch(obs, actions, weights=wb), rng))
     gab = _flat(grad(params, Batch(obs, actions, weights=wa + wb), rng))
@@ -101,6 +101,7 @@ def test_weights_scale_linearly(name):
         loss(params, Batch(obs, actions, weights=jnp.ones(3)), rng),
         loss(params, Batch(obs, actions), rng),
         rtol=1e-6,
+        atol=1e-6,
     )
 
 
@@ -114,7 +115,7 @@ def test_padded_action_dims_are_masked(name):
     l2 = loss(params, Batch(obs, changed, action_mask=mask), rng)
     np.testing.assert_array_equal(l1, l2)
     assert not np.allclose(
-        loss(params, Batch(obs, changed), rng), loss(params, Batch(obs, actions), rng)
+        loss(params, Batch(obs, changed), rng), loss(params, Batch(obs, actions), rng), atol=1e-6
     )
     with pytest.raises(ValueError, match="exceeds the model action_dim"):
         loss(params, Batch(obs, jnp.zeros((B, policy.config.action_horizon, 9))), rng)
@@ -131,7 +132,7 @@ def test_train_step_and_bit_exact_checkpoint(name, tmp_path):
         state, metrics = step(state, batch, jax.random.key(i))
     assert int(state.step) == 3
     # warmup-cosine: step 2 is the end of the 2-step warmup -> peak lr
-    np.testing.assert_allclose(float(metrics["lr"]), 1e-3, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics["lr"]), 1e-3, rtol=1e-6, atol=1e-6)
     assert np.isfinite(float(metrics["loss"])) and float(metrics["grad_norm"]) > 0
     # EMA moved towards params but is not equal to them
     d_ema = _flat(state.ema_params) - _flat(params)

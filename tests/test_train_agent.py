@@ -57,7 +57,7 @@ def test_agent_in_native_rollout_params_traced(setup):
     # Different params through the same compiled chunk step give different actions.
     p1 = AgentParams(policy.init(jax.random.key(5)), norm)
     r1 = backend.rollout(bucket, agent, p1, jax.random.key(1), 2)
-    assert not np.allclose(np.asarray(r0.actions), np.asarray(r1.actions))
+    assert not np.allclose(np.asarray(r0.actions), np.asarray(r1.actions), atol=1e-6)
     with pytest.raises(ValueError, match="needs a critic"):
         PolicyAgent(policy, agent.tokens, agent.token_mask, num_candidates=3)
 
@@ -76,7 +76,7 @@ def test_best_of_j_picks_the_critics_argmax(setup):
     scores = critic.score_candidates(params.critic, obs, cands)
     best = np.asarray(jnp.argmax(scores, 1))
     np.testing.assert_allclose(actions, np.asarray(cands)[np.arange(3), best], atol=1e-5)
-    np.testing.assert_allclose(info["q"], scores.max(1), rtol=1e-5)
+    np.testing.assert_allclose(info["q"], scores.max(1), rtol=1e-5, atol=1e-6)
     assert int(carry[0]) == 1
 
 

@@ -43,15 +43,17 @@ def test_heads_shapes_and_candidate_scores():
     q = critic.q(params, obs, acts)
     chex.assert_shape(q, (3, 5))
     chex.assert_shape(critic.v(params, obs), (5,))
-    np.testing.assert_allclose(critic.q_min(params, obs, acts), q.min(0), rtol=1e-6)
+    np.testing.assert_allclose(critic.q_min(params, obs, acts), q.min(0), rtol=1e-6, atol=1e-6)
     assert float(jnp.std(q[0] - q[1])) > 0  # independent heads
     np.testing.assert_allclose(
-        critic.advantage(params, obs, acts), q.min(0) - critic.v(params, obs), rtol=1e-5
+        critic.advantage(params, obs, acts), q.min(0) - critic.v(params, obs), rtol=1e-5, atol=1e-6
     )
     cands = jax.random.uniform(jax.random.key(3), (5, 4, H, A), minval=-1, maxval=1)
     s = critic.score_candidates(params, obs, cands)
     chex.assert_shape(s, (5, 4))
-    np.testing.assert_allclose(s[:, 2], critic.q_min(params, obs, cands[:, 2]), rtol=1e-5)
+    np.testing.assert_allclose(
+        s[:, 2], critic.q_min(params, obs, cands[:, 2]), rtol=1e-5, atol=1e-6
+    )
     with pytest.raises(ValueError, match=">= 2 heads"):
         _critic(num_heads=1)
 

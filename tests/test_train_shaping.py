@@ -115,7 +115,7 @@ def test_sparse_reward_convention():
     reward, done, mask = sparse_rewards(nu, valid, failed, gamma=0.9, horizon=3)
     np.testing.assert_array_equal(mask[0], [True, True, False, False])
     np.testing.assert_array_equal(done[0], [False, True, False, False])
-    np.testing.assert_allclose(reward[0], [0.0, 0.9**2, 0.0, 0.0])
+    np.testing.assert_allclose(reward[0], [0.0, 0.9**2, 0.0, 0.0], atol=1e-6)
     assert mask[1].all() and not done[1].any() and reward[1].sum() == 0
     assert not mask[2].any() and not mask[3].any() and reward[2:].sum() == 0
 
@@ -128,8 +128,10 @@ def test_shaped_reward_formula_and_terminal_zero():
         phi=np.array([[0.2, 0.6, 0.9]]),
     )
     r = shaped_rewards(cr, beta=2.0, big_gamma=0.8)
-    np.testing.assert_allclose(r, [[2.0 * (0.8 * 0.6 - 0.2), 0.5 + 2.0 * (0.0 - 0.6)]])
-    np.testing.assert_allclose(shaped_rewards(cr, 0.0, 0.8), cr.reward)  # sparse-only mode
+    np.testing.assert_allclose(r, [[2.0 * (0.8 * 0.6 - 0.2), 0.5 + 2.0 * (0.0 - 0.6)]], atol=1e-6)
+    np.testing.assert_allclose(
+        shaped_rewards(cr, 0.0, 0.8), cr.reward, atol=1e-6
+    )  # sparse-only mode
 
 
 def _brute_n_step(r, done, mask, g, n):
@@ -169,7 +171,7 @@ def test_n_step_with_infinite_n_equals_mc_return():
     nu = rng.random((5, 9)) < 0.2
     reward, done, mask = sparse_rewards(nu, np.ones(5, bool), np.zeros(5, bool), 0.99, 4)
     ret, _, disc = n_step_targets(reward, done, mask, 0.9, 100)
-    np.testing.assert_allclose(ret[mask], mc_returns(reward, mask, 0.9)[mask])
+    np.testing.assert_allclose(ret[mask], mc_returns(reward, mask, 0.9)[mask], atol=1e-6)
     # Bootstrap only where the rollout was truncated (no ν before the end).
     trunc = mask & ~np.logical_or.accumulate(done[:, ::-1], 1)[:, ::-1]
     assert np.all(disc[mask & ~trunc] == 0.0) and np.all(disc[trunc] > 0.0)
@@ -204,6 +206,6 @@ def test_endpoint_potential_once_per_endpoint():
     assert out.shape == (3, 5)
     assert calls == [(3, 3)]  # traced once with the per-endpoint batch shape
     ref = jax.nn.sigmoid(-jnp.linalg.norm(states.ee_pos - states.body_pos[:, :, 0], axis=-1))
-    np.testing.assert_allclose(out, ref, rtol=1e-6)
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="non-finite"):
         endpoint_potential(lambda s: s.ee_pos[:, 0] / 0.0 * 0.0, states)
