@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from absl import logging
 from flax import struct
 
 from coda.sim import robot
@@ -199,6 +201,13 @@ def _finalize(
     )
 
 
+def episode_keys(rng: jax.Array, num_chunks: int) -> tuple[jax.Array, jax.Array]:
+    """(key for `policy.init`, per-chunk keys [C]): the one derivation both backends use, so a
+    stochastic policy draws the same actions from the same key on either backend."""
+    rng, k0 = jax.random.split(rng)
+    return k0, jax.random.split(rng, num_chunks)
+
+
 @functools.partial(jax.jit, static_argnames=("policy", "layout"))
 def _policy_chunk(policy, layout, params, sensordata, consts, target, carry, rng):
     state = decode(sensordata, layout, consts, target)
@@ -237,14 +246,13 @@ class NativeBackend:
         thread_data = self._thread_data(models[0], b)
         consts = {k: jnp.asarray(v) for k, v in bucket.consts.items()}
         target = jnp.asarray(bucket.init_ctrl[:, :6])
-        rng, k0 = jax.random.split(rng)
+        k0, keys = episode_keys(rng, num_chunks)  # [2], [C, 2]: the same as MjxBackend's
         carry = policy.init(b, k0)
         failed = np.zeros(b, bool)
         nq = models[0].nq
         ends, acts, infos, qs = [sens], [], [], [state[:, 1 : 1 + nq].copy()]
         cmds = [np.asarray(target)]
-        for _ in range(num_chunks):
-            rng, key = jax.random.split(rng)
+        for c in range(num_chunks):
             actions, ctrl, target, carry, info = _policy_chunk(
                 policy,
                 bucket.layout,
@@ -253,7 +261,7 @@ class NativeBackend:
                 consts,
                 target,
                 carry,
-                key,
+                keys[c],
             )
             ctrl_np = np.asarray(ctrl, np.float64)
             st, sd = mjrollout.rollout(models, thread_data, state, ctrl_np, persistent_pool=True)
@@ -295,7 +303,41 @@ class MjxBackend:
         self.devices = list(devices or jax.devices())
         self.shard = shard and len(self.devices) > 1
         self.n_devices = len(self.devices) if self.shard else 1  # buckets pad to a multiple
-        self._compiled: dict[Any, Any] = {}
+        self._compiled: dict[Any, Any] = {}  # (episode, argument signature) -> executable
+        if not any(d.platform in _ACCELERATORS for d in self.devices):
+            logging.warning(
+                "sim.backend=mjx without an accelerator: the native backend is typically 20-60x "
+                "faster on CPU (--config.sim.backend=native, or auto)"
+            )
+
+    def _compile(self, episode, args: tuple, bucket: Bucket, num_chunks: int):
+        """The compiled episode for these argument shapes; logs the (minutes-long) compile."""
+        leaves, treedef = jax.tree_util.tree_flatten(args)
+        sig = (
+            episode,
+            treedef,
+            tuple(
+                (
+                    np.shape(x),
+                    str(getattr(x, "dtype", type(x).__name__)),
+                    bool(getattr(x, "weak_type", False)),
+                    str(getattr(x, "sharding", "")),
+                )
+                for x in leaves
+            ),
+        )
+        if sig not in self._compiled:
+            logging.info(
+                "MJX: compiling the episode for a %d-variant bucket (%s), %d chunks; the first "
+                "compile of a structure takes ~1 min on an accelerator, minutes on a CPU...",
+                bucket.batch_size,
+                bucket.scene_task.get("family", "?"),
+                num_chunks,
+            )
+            t0 = time.perf_counter()
+            self._compiled[sig] = episode.lower(*args).compile()
+            logging.info("MJX: episode compiled in %.1f s", time.perf_counter() - t0)
+        return self._compiled[sig]
 
     def _put(self, x, batched: bool):
         if not self.shard:
@@ -330,14 +372,15 @@ class MjxBackend:
         data_b = jax.tree_util.tree_map(lambda x: self._put(x, True), data_b)
         consts = {k: self._put(jnp.asarray(v), True) for k, v in bucket.consts.items()}
         target = self._put(jnp.asarray(bucket.init_ctrl[:, :6]), True)
-        rng, k0 = jax.random.split(rng)
+        k0, keys = episode_keys(rng, num_chunks)  # [2], [C, 2]: the same as NativeBackend's
         carry = jax.tree_util.tree_map(
             lambda x: self._put(x, True), policy.init(bucket.batch_size, k0)
         )
         failed = self._put(jnp.zeros(bucket.batch_size, bool), True)
         episode = _mjx_episode(axes, bucket.layout, policy, num_chunks)
-        sens, cmd, qpos, acts, info, failed = episode(
-            shard_model, data_b, consts, target, carry, failed, params, rng
+        args = (shard_model, data_b, consts, target, carry, failed, params, keys)
+        sens, cmd, qpos, acts, info, failed = self._compile(episode, args, bucket, num_chunks)(
+            *args
         )
         states = decode(sens, bucket.layout, consts, cmd)
         return _finalize(bucket, states, qpos, acts, info, failed, num_chunks, policy.horizon)
@@ -361,7 +404,7 @@ def _mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int
         return _EPISODES[key]
     step = jax.vmap(mjx.step, in_axes=(axes, 0))
 
-    def episode(model, data, consts, target, carry, failed, params, rng):
+    def episode(model, data, consts, target, carry, failed, params, keys):
         def chunk(c, key):
             d, target, carry, failed = c
             state = decode(d.sensordata, layout, consts, target)
@@ -396,7 +439,6 @@ def _mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int
             target = keep(new_target, target)
             return (d, target, carry, failed), (d.sensordata, target, d.qpos, actions, info)
 
-        keys = jax.random.split(rng, num_chunks)
         s0 = data.sensordata
         t0 = target
         (d, target, carry, failed), (sens, cmd, qpos, acts, info) = jax.lax.scan(
@@ -417,8 +459,11 @@ def _mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int
 BACKENDS = {"native": NativeBackend, "mjx": MjxBackend}
 
 
+_ACCELERATORS = ("gpu", "tpu", "cuda", "rocm")
+
+
 def has_accelerator() -> bool:
-    return any(d.platform in ("gpu", "tpu", "cuda", "rocm") for d in jax.devices())
+    return any(d.platform in _ACCELERATORS for d in jax.devices())
 
 
 def make_backend(name: str = "auto", nthread: int | None = None) -> NativeBackend | MjxBackend:
