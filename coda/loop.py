@@ -20,7 +20,7 @@ import numpy as np
 from absl import logging
 from ml_collections import ConfigDict
 
-from coda import report
+from coda import report, runconfig
 from coda.sim import tasks
 from coda.sim.compile import CompiledScene, compile_scene
 from coda.sim.planner import RandomPolicy, planner_for
@@ -64,6 +64,7 @@ def _rollout_all(
 
 
 def run(config: ConfigDict, workdir: str) -> dict[str, Any]:
+    runconfig.validate(config, families=tasks.FAMILIES)  # before anything is written
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "config.json"), "w") as f:
         f.write(config.to_json_best_effort(indent=2))

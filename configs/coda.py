@@ -1,7 +1,7 @@
 """The CoDA main experiment. `--config=configs/coda.py` or `--config=configs/coda.py:smoke`.
 
 Override any field from the command line, e.g. `--config.sim.backend=mjx`; a misspelt field
-fails (the config is locked).
+fails (the config is locked), and so does a bad value (`coda.runconfig.validate`).
 """
 
 from ml_collections import ConfigDict
@@ -12,6 +12,8 @@ FAMILIES = ("pick_place", "articulated", "put_inside", "stack_or_insert")
 def get_config(arg: str | None = None) -> ConfigDict:
     c = ConfigDict()
     c.seed = 0
+    # JAX persistent compilation cache; "" = $CODA_CACHE_DIR, else ~/.cache/coda/jax
+    c.cache_dir = ""
 
     c.sim = ConfigDict()
     c.sim.backend = "auto"  # auto | native | mjx ("auto": mjx with an accelerator)

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from coda import runconfig
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.py")))
 
@@ -22,10 +24,13 @@ def _load(path):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
 def test_every_config_loads_with_its_variants(path):
+    from coda.sim import tasks
+
     mod = _load(path)
     for arg in (None, "smoke"):
         cfg = mod.get_config(arg)
         assert cfg.sim.families and cfg.sim.num_chunks > 0
+        runconfig.validate(cfg, families=tasks.FAMILIES)
     with pytest.raises(ValueError, match="valid"):
         mod.get_config("nonsense")
 
@@ -73,3 +78,107 @@ def test_smoke_run_writes_summary_and_report(tmp_path):
         assert glob.glob(str(tmp_path / "frames" / "*.gif"))
         assert "frames/" in report
     assert len((tmp_path / "scenes.jsonl").read_text().splitlines()) == 12
+
+
+# A user's typo: one line with the valid choices (absl UsageError), before JAX is imported and
+# before anything is written to the run folder. The probe runs launch.main in a subprocess and
+# reports whether `jax` was ever imported.
+_PROBE = """
+import runpy, sys
+sys.argv = ["launch.main", *sys.argv[1:]]
+try:
+    runpy.run_module("launch.main", run_name="__main__", alter_sys=True)
+    code = 0
+except SystemExit as e:
+    code = e.code
+print("jax imported:", "jax" in sys.modules)
+sys.exit(code)
+"""
+
+BAD_INPUTS = {
+    "missing_config": (["--config=configs/nope.py"], "no config file 'configs/nope.py'"),
+    "unknown_variant": (["--config=configs/coda.py:smok"], "valid: '', 'smoke'"),
+    "unknown_split": (
+        ["--config=configs/coda.py:smoke", "--config.sim.split=heldot"],
+        "sim.split='heldot' is unknown (valid: train, heldout, all)",
+    ),
+    "unknown_backend": (
+        ["--config=configs/coda.py:smoke", "--config.sim.backend=warp"],
+        "sim.backend='warp' is unknown (valid: auto, native, mjx)",
+    ),
+    "zero_chunks": (
+        ["--config=configs/coda.py:smoke", "--config.sim.num_chunks=0"],
+        "sim.num_chunks=0 must be an integer >= 1",
+    ),
+    "workdir_is_a_file": (["--config=configs/coda.py:smoke"], "is a file, not a folder"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_cli_bad_input_is_one_line_before_jax_and_writes_nothing(case, tmp_path):
+    args, expected = BAD_INPUTS[case]
+    workdir = tmp_path / "run"
+    if case == "workdir_is_a_file":
+        workdir.write_text("not a folder")
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args, f"--workdir={workdir}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr, out.stderr[-2000:]
+    last = [line for line in out.stderr.splitlines() if line.strip()][-1]
+    assert expected in last, out.stderr[-2000:]
+    assert "jax imported: False" in out.stdout, out.stdout
+    if case == "workdir_is_a_file":
+        assert workdir.read_text() == "not a folder"
+    else:
+        assert not workdir.exists()
+
+
+def test_validate_lists_every_bad_field_and_accepts_good_ones():
+    cfg = _load(os.path.join(ROOT, "configs", "coda.py")).get_config("smoke")
+    runconfig.validate(cfg, families=("pick_place", "articulated", "put_inside", "stack_or_insert"))
+    cfg.sim.split = "tarin"
+    cfg.sim.horizon = 0
+    cfg.sim.families = ("pick_place", "pick_plcae")
+    with pytest.raises(runconfig.ConfigError) as e:
+        runconfig.validate(cfg, families=("pick_place", "articulated"))
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "sim.split='tarin' is unknown (valid: train, heldout, all)" in msg
+    assert "sim.horizon=0 must be an integer >= 1" in msg
+    assert "sim.families: unknown ['pick_plcae'] (valid: articulated, pick_place)" in msg
+    assert runconfig.problems({"sim": {}})[0].startswith("sim.backend: missing")
+
+
+def test_config_choices_match_the_code_they_name():
+    from coda.sim import assets, rollout
+
+    assert set(runconfig.BACKENDS) == {"auto", *rollout.BACKENDS}
+    for split in runconfig.SPLITS:
+        assert assets.instances_for("cube", split)
+    with pytest.raises(ValueError, match="valid: train, heldout, all"):
+        assets.instances_for("cube", "tarin")
+
+
+def test_loop_checks_families_before_writing(tmp_path):
+    from coda import loop
+
+    cfg = _load(os.path.join(ROOT, "configs", "coda.py")).get_config("smoke")
+    cfg.sim.families = ("pick_place", "warp_drive")
+    with pytest.raises(runconfig.ConfigError, match="unknown \\['warp_drive'\\]"):
+        loop.run(cfg, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
+def test_compile_cache_folder_is_configurable_and_outside_the_run(tmp_path, monkeypatch):
+    cfg = _load(os.path.join(ROOT, "configs", "coda.py")).get_config()
+    monkeypatch.delenv(runconfig.CACHE_ENV, raising=False)
+    assert runconfig.cache_dir(cfg) == os.path.expanduser("~/.cache/coda/jax")
+    monkeypatch.setenv(runconfig.CACHE_ENV, str(tmp_path / "env"))
+    assert runconfig.cache_dir(cfg) == str(tmp_path / "env")
+    cfg.cache_dir = str(tmp_path / "cfg")
+    assert runconfig.cache_dir(cfg) == str(tmp_path / "cfg")

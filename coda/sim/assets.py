@@ -22,6 +22,8 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from coda.runconfig import SPLITS
+
 BOX = mujoco.mjtGeom.mjGEOM_BOX
 SPHERE = mujoco.mjtGeom.mjGEOM_SPHERE
 CAPSULE = mujoco.mjtGeom.mjGEOM_CAPSULE
@@ -720,6 +722,8 @@ def split_of(category: str, instance: str) -> str:
 
 
 def instances_for(category: str, split: str = "train") -> list[Instance]:
+    if split not in SPLITS:  # a typo must not silently mean "all"
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
     cat = get_category(category)
     if split == "train":
         return [] if cat.split == "heldout" else [i for i in cat.instances if i.split == "train"]
