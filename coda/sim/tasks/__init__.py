@@ -8,7 +8,7 @@ predicate ν for a task. A proposal whose family has no verifier (ν) is discard
 
 from __future__ import annotations
 
-from coda.sim.tasks.base import TaskFamily, describe
+from coda.sim.tasks.base import TaskFamily, describe, noun_phrase
 from coda.sim.tasks.families import (
     ArticulatedFamily,
     PickPlaceFamily,
@@ -46,5 +46,6 @@ __all__ = [
     "TaskFamily",
     "describe",
     "get_family",
+    "noun_phrase",
     "register_family",
 ]

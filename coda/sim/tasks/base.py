@@ -11,15 +11,36 @@ from coda.sim import assets
 from coda.sim.predicates import Predicate
 from coda.sim.scene import ObjectSpec, Scene
 
+# Head noun of a category's noun phrase, where it is not the category name itself.
+NOUNS = {"cabinet_drawer": "cabinet", "cabinet_door": "cabinet"}
+# Instance words that read better in another form as a pre-noun modifier ("wood" -> "wooden").
+MODIFIERS = {"wood": "wooden", "lid": "lidded"}
+
+
+def noun_phrase(category: str, instance: str) -> str:
+    """English noun phrase (no article) for an object instance, built modifier-before-noun.
+
+    Instance names are `<category or part>_<attribute words>` ('cube_red', 'door_white' of
+    'cabinet_door', 'hole_wide_rim') or name the object itself (fruit: 'apple'). The attribute
+    words become one (hyphenated) modifier before the category's head noun: 'red cube',
+    'white cabinet', 'wide-rim hole'.
+    """
+    if not category or not instance:
+        raise ValueError(
+            f"noun_phrase needs a category and an instance, got {category!r}, {instance!r}"
+        )
+    noun = NOUNS.get(category, category.replace("_", " "))
+    words = instance.split("_")
+    if words[0] not in (category, category.split("_")[-1]):
+        return " ".join(words)  # the instance is the noun itself ('apple', 'pear')
+    if len(words) == 1:
+        return noun
+    return f"{'-'.join(MODIFIERS.get(w, w) for w in words[1:])} {noun}"
+
 
 def describe(obj: ObjectSpec) -> str:
-    """Natural-language name of an object: 'cube_red' -> 'red cube', 'apple' -> 'apple'."""
-    parts = obj.instance.split("_")
-    if len(parts) == 2 and parts[0] == obj.category.split("_")[0]:
-        return f"{parts[1]} {parts[0]}"
-    if len(parts) == 2:
-        return f"{parts[0]} {parts[1]}"
-    return obj.instance.replace("_", " ")
+    """Noun phrase naming an object in instructions: 'cube_red' -> 'red cube'."""
+    return noun_phrase(obj.category, obj.instance)
 
 
 class TaskFamily(abc.ABC):

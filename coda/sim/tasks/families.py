@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 
 from coda.sim import assets, predicates
 from coda.sim.predicates import Predicate
@@ -16,21 +17,47 @@ def _line(category: str, role: str, instance: str) -> str:
     return f'add_object("{category}", role="{role}", instance="{instance}")\n'
 
 
-def _choose_instance(rng, category: str, split: str) -> str:
+def _draw(rng, options: list[str], ok) -> str:
+    """A uniform draw from `options`, moved on (cyclically) to the next option that is `ok`.
+
+    The draw always spends one `rng.integers(len(options))`, so avoiding a clash changes only
+    that pick and not the rest of the random stream (proposals stay reproducible by seed).
+    """
+    i = int(rng.integers(len(options)))
+    for k in range(len(options)):
+        if ok(options[(i + k) % len(options)]):
+            return options[(i + k) % len(options)]
+    return options[i]  # nothing avoids the clash (e.g. a one-instance held-out pool)
+
+
+def _pool(category: str, split: str) -> list[str]:
+    """Instance names of `category` in `split` (all of them if the split has none)."""
     pool = assets.instances_for(category, split) or list(assets.get_category(category).instances)
-    return pool[int(rng.integers(len(pool)))].name
+    return [i.name for i in pool]
 
 
-def _choose_category(rng, options: tuple[str, ...], split: str) -> str:
+def _choose_instance(rng, category: str, split: str, exclude: Collection[str] = ()) -> str:
+    """An instance of `category`, not one in `exclude` when the pool allows it."""
+    return _draw(rng, _pool(category, split), lambda n: n not in exclude)
+
+
+def _choose_category(
+    rng, options: tuple[str, ...], split: str, exclude: Collection[str] = ()
+) -> str:
+    """A category with instances in `split`, preferably one with an instance not in `exclude`
+    (objects of one scene get distinct instances, so instructions name each unambiguously)."""
     ok = [c for c in options if assets.instances_for(c, split)]
-    return ok[int(rng.integers(len(ok)))]
+    return _draw(rng, ok, lambda c: bool(set(_pool(c, split)) - set(exclude)))
 
 
-def _distractors(rng, split: str, n: int) -> str:
-    src = ""
+def _distractors(rng, split: str, n: int, used: Collection[str] = ()) -> str:
+    """Distractor lines whose instances differ from `used` and from each other."""
+    src, used = "", set(used)
     for k in range(n):
-        cat = _choose_category(rng, PICKABLE, split)
-        src += _line(cat, f"distractor_{k}", _choose_instance(rng, cat, split))
+        cat = _choose_category(rng, PICKABLE, split, used)
+        inst = _choose_instance(rng, cat, split, used)
+        used.add(inst)
+        src += _line(cat, f"distractor_{k}", inst)
     return src
 
 
@@ -41,9 +68,9 @@ class PickPlaceFamily(TaskFamily):
 
     def program(self, rng, split="train"):
         cat = _choose_category(rng, PICKABLE, split)
-        src = _line(cat, "target", _choose_instance(rng, cat, split))
-        src += _line("plate", "goal", _choose_instance(rng, "plate", split))
-        src += _distractors(rng, split, int(rng.integers(1, 3)))
+        target, goal = _choose_instance(rng, cat, split), _choose_instance(rng, "plate", split)
+        src = _line(cat, "target", target) + _line("plate", "goal", goal)
+        src += _distractors(rng, split, int(rng.integers(1, 3)), (target, goal))
         return src + 'set_task("pick_place", target="target", goal="goal")\nsample_layout()\n'
 
     def make_task(self, objects, params):
@@ -74,12 +101,14 @@ class PutInsideFamily(TaskFamily):
 
     def program(self, rng, split="train"):
         cat = _choose_category(rng, ("block", "cube", "ball", "fruit", "can"), split)
-        src = _line(cat, "target", _choose_instance(rng, cat, split))
+        target = _choose_instance(rng, cat, split)
+        src = _line(cat, "target", target)
         ccat = _choose_category(rng, ("bowl", "bin", "box"), split)
         inst = [i.name for i in assets.instances_for(ccat, split) if i.variant != "lid"]
         inst = inst or [i.name for i in assets.get_category(ccat).instances if i.variant != "lid"]
-        src += _line(ccat, "container", inst[int(rng.integers(len(inst)))])
-        src += _distractors(rng, split, int(rng.integers(1, 3)))
+        container = inst[int(rng.integers(len(inst)))]
+        src += _line(ccat, "container", container)
+        src += _distractors(rng, split, int(rng.integers(1, 3)), (target, container))
         return src + (
             'set_task("put_inside", target="target", container="container")\nsample_layout()\n'
         )
@@ -121,8 +150,9 @@ class ArticulatedFamily(TaskFamily):
     def program(self, rng, split="train"):
         cat = _choose_category(rng, ("cabinet_drawer", "cabinet_door"), split)
         action = ("open", "close")[int(rng.integers(2))]
-        src = _line(cat, "cabinet", _choose_instance(rng, cat, split))
-        src += _distractors(rng, split, int(rng.integers(0, 2)))
+        cabinet = _choose_instance(rng, cat, split)
+        src = _line(cat, "cabinet", cabinet)
+        src += _distractors(rng, split, int(rng.integers(0, 2)), (cabinet,))
         return (
             src + f'set_task("articulated", cabinet="cabinet", action="{action}")\n'
             "sample_layout()\n"
@@ -178,17 +208,18 @@ class StackOrInsertFamily(TaskFamily):
         mode = ("stack", "insert")[int(rng.integers(2))]
         if mode == "stack":
             c1 = _choose_category(rng, ("cube", "block"), split)
-            c2 = _choose_category(rng, ("cube", "block"), split)
-            src = _line(c1, "top", _choose_instance(rng, c1, split))
-            src += _line(c2, "base", _choose_instance(rng, c2, split))
-            src += _distractors(rng, split, int(rng.integers(0, 2)))
+            top = _choose_instance(rng, c1, split)
+            c2 = _choose_category(rng, ("cube", "block"), split, (top,))
+            base = _choose_instance(rng, c2, split, (top,))
+            src = _line(c1, "top", top) + _line(c2, "base", base)
+            src += _distractors(rng, split, int(rng.integers(0, 2)), (top, base))
             return src + (
                 'set_task("stack_or_insert", mode="stack", top="top", base="base")\n'
                 "sample_layout()\n"
             )
-        src = _line("peg", "peg", _choose_instance(rng, "peg", split))
-        src += _line("hole", "hole", _choose_instance(rng, "hole", split))
-        src += _distractors(rng, split, int(rng.integers(0, 2)))
+        peg, hole = _choose_instance(rng, "peg", split), _choose_instance(rng, "hole", split)
+        src = _line("peg", "peg", peg) + _line("hole", "hole", hole)
+        src += _distractors(rng, split, int(rng.integers(0, 2)), (peg, hole))
         return src + (
             'set_task("stack_or_insert", mode="insert", peg="peg", hole="hole")\nsample_layout()\n'
         )
@@ -205,7 +236,11 @@ class StackOrInsertFamily(TaskFamily):
                     raise SceneProgramError(f"stacking needs cubes or blocks; got {o.category}")
             return {
                 "family": self.name,
-                "instruction": f"stack the {describe(t)} on the {describe(b)}",
+                "instruction": (
+                    f"stack one {describe(t)} on the other"  # two alike: no NP repeated
+                    if describe(t) == describe(b)
+                    else f"stack the {describe(t)} on the {describe(b)}"
+                ),
                 "roles": roles,
                 "params": {"mode": "stack"},
                 "initial": {"top": "on table", "base": "on table"},
