@@ -132,6 +132,7 @@ def run(config: ConfigDict, workdir: str) -> dict[str, Any]:
     logging.info("[5/5] writing the report")
     frames = report.render_demos(demos, config, workdir) if config.render.enabled else {}
     summary = {
+        "what_ran": report.what_ran(config),
         "backend": backend.name,
         "devices": [str(d) for d in jax.devices()],
         "verification": vsum,
@@ -142,9 +143,12 @@ def run(config: ConfigDict, workdir: str) -> dict[str, Any]:
         "wall_seconds": time.perf_counter() - t_start,
         "rendering": frames.get("_status", "disabled"),
     }
-    summary["headline"] = ", ".join(
-        f"{f}: planner {e['planner_success']}, random {e.get('random_success')}"
-        for f, e in families.items()
+    summary["headline"] = (
+        ", ".join(
+            f"{f}: scripted planner {e['planner_success']}, random {e.get('random_success')}"
+            for f, e in families.items()
+        )
+        + " (no learned policy ran; planner success is not a learning result)"
     )
     with open(os.path.join(workdir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
