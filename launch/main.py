@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib.util
 import inspect
+import io
+import logging as std_logging
 import os
 
 from absl import app, flags, logging
@@ -17,6 +20,51 @@ _CONFIG = config_flags.DEFINE_config_file(
     "config", _DEFAULT_CONFIG, "Experiment config file (see configs/).", lock_config=True
 )
 _WORKDIR = flags.DEFINE_string("workdir", "runs/default", "Run folder (created if missing).")
+
+
+class _DropMessage(std_logging.Filter):
+    """Drops log records whose message contains `text` (one known, harmless message)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+def quiet_third_party_logs() -> None:
+    """Silences the noise our own setup causes on every run; errors are never silenced.
+
+    Call before jax is imported. Each knob defers to a value the user already set:
+    - XLA's C++ warning on every persistent-cache hit ("Assume version compatibility. PjRt-IFRT
+      does not track XLA executable versions"): TF_CPP_MIN_LOG_LEVEL=2 keeps C++ errors only
+      (set TF_CPP_MIN_LOG_LEVEL=0 to see XLA's warnings again);
+    - JAX probing for a TPU when libtpu is not installed: JAX_PLATFORMS=cpu when no accelerator
+      plugin is installed either, and that one INFO line dropped otherwise;
+    - PyOpenGL's INFO line "No OpenGL_accelerate module loaded" (an optional speed-up).
+    mujoco.mjx's stdout prints about the optional warp backend: see `import_mjx_quietly`.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if importlib.util.find_spec("libtpu") is None:
+        plugins = importlib.util.find_spec("jax_plugins") is not None
+        if not plugins and "JAX_PLATFORMS" not in os.environ:
+            os.environ["JAX_PLATFORMS"] = "cpu"
+        tpu_probe = _DropMessage("Unable to initialize backend 'tpu'")
+        std_logging.getLogger("jax._src.xla_bridge").addFilter(tpu_probe)
+    std_logging.getLogger("OpenGL.acceleratesupport").setLevel(std_logging.WARNING)
+
+
+def import_mjx_quietly() -> None:
+    """Imports mujoco.mjx with its stdout prints ("Failed to import warp: ...", an optional
+    backend we do not use) moved to debug-level logging; import errors still raise."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            import mujoco.mjx  # noqa: F401
+    finally:
+        for line in out.getvalue().splitlines():
+            logging.debug("mujoco.mjx: %s", line)
 
 
 def _config_arg(argv: list[str]) -> str:
@@ -83,12 +131,17 @@ def main(argv: list[str]) -> None:
     except runconfig.ConfigError as e:
         raise app.UsageError(str(e)) from None
     cache = runconfig.cache_dir(_CONFIG.value)
+    quiet_third_party_logs()
     import jax
 
     jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     logging.info("JAX compilation cache: %s", cache)
 
+    if _CONFIG.value.sim.backend == "mjx" or (
+        _CONFIG.value.sim.backend == "auto" and jax.default_backend() != "cpu"
+    ):
+        import_mjx_quietly()
     from coda import loop
 
     logging.info("config:\n%s", _CONFIG.value)
