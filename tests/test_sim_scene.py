@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from coda import sandbox
-from coda.sim import assets, tasks
+from coda.sim import assets, sdk, tasks
 from coda.sim.compile import compile_scene
-from coda.sim.scene import FACTORS, Scene, resample
+from coda.sim.scene import FACTORS, Scene, SceneFormatError, resample
 from coda.sim.sdk import exec_program
 
 
@@ -137,3 +137,150 @@ def test_proposal_without_verifier_is_discarded():
         tasks.register_family(NoVerifier())
     with pytest.raises(KeyError, match="valid"):
         tasks.get_family("juggle")
+
+
+# ----------------------------------------------------------------------------- bad input
+CUBE_PLATE = (
+    'add_object("cube", role="target", instance="cube_red")\n'
+    'add_object("plate", role="goal", instance="plate_white")\n'
+    'set_task("pick_place", target="target", goal="goal")\n'
+)
+
+SDK_BAD = {  # program line -> (object, field, text): refused at the SDK call, not by MuJoCo
+    'set_attributes("target", dims={"half": 0.0})': ("target", "dims.half", "must be positive"),
+    'set_attributes("target", dims={"half": -0.01})': ("target", "dims.half", "must be positive"),
+    'set_attributes("target", dims={"half": 0.4})': ("target", "dims.half", "outside the cube"),
+    'set_attributes("goal", dims={"radius": 0.1})': ("goal", "dims", "unknown sizes"),
+    'set_attributes("goal", dims=0.1)': ("goal", "dims", "must be a dict"),
+    'set_attributes("target", mass=float("nan"))': ("target", "mass", "must be finite"),
+    'set_attributes("target", mass=80.0)': ("target", "mass", "outside the cube range"),
+    'set_attributes("target", friction=0)': ("target", "friction", "must be positive"),
+    'set_attributes("target", rgba=[1, 0, 0])': ("target", "rgba", "needs 4 values"),
+    'set_attributes("target", rgba=[1, 0, 0, 2])': ("target", "rgba", "in [0, 1]"),
+    'set_layout("goal", float("inf"), 0.0)': ("goal", "x", "must be finite"),
+    'set_layout("goal", 0.5, "left")': ("goal", "y", "must be a number"),
+}
+
+
+@pytest.mark.parametrize("line", sorted(SDK_BAD))
+def test_sdk_refuses_impossible_and_out_of_range_values_naming_object_and_field(line):
+    obj, field, text = SDK_BAD[line]
+    with pytest.raises(sandbox.SandboxError) as e:
+        exec_program(CUBE_PLATE + line + "\n", seed=0, isolation="inprocess")
+    assert e.value.stage == "runtime" and e.value.line == 4, (e.value.stage, e.value.line)
+    reason = e.value.reason
+    assert reason.startswith("SceneValueError: "), reason
+    assert f"object {obj!r}, field {field}:" in reason and text in reason, reason
+
+
+def test_sdk_errors_carry_object_and_field_and_survive_pickling():
+    import pickle
+
+    b = sdk.SceneBuilder(0)
+    b.add_object("cube", role="target")
+    with pytest.raises(sdk.SceneValueError) as e:
+        b.set_attributes("target", dims={"half": 0.0})
+    assert (e.value.object, e.value.field) == ("target", "dims.half")
+    again = pickle.loads(pickle.dumps(e.value))
+    assert str(again) == str(e.value) and again.field == "dims.half"
+    assert isinstance(e.value, ValueError)
+    for call, text in (
+        (lambda: b.add_object(["cube"]), "category must be a non-empty string"),
+        (lambda: b.uniform(1.0, 0.0), "lo <= hi"),
+        (lambda: b.uniform(0.0, float("nan")), "finite"),
+        (lambda: b.randint(0, 2.5), "integers"),
+    ):
+        with pytest.raises(sdk.SceneProgramError, match=text):
+            call()
+
+
+@pytest.mark.parametrize("split", ["tarin", "", "ALL"])
+def test_unknown_split_is_refused_not_treated_as_all(split):
+    with pytest.raises(sdk.SceneProgramError, match="valid: train, heldout, all"):
+        exec_program(CUBE_PLATE, seed=0, split=split, isolation="inprocess")
+    with pytest.raises(ValueError, match="valid: train, heldout, all"):
+        assets.instances_for("cube", split)
+
+
+def test_sdk_accepts_values_verify_accepts():
+    """The SDK's range is verify's (range +- SCALE_SLACK): an edge value builds and verifies."""
+    from coda.sim.verify import check_scale
+
+    lo, hi = assets.get_category("cube").dims["half"]
+    edge = lo * (1 - assets.SCALE_SLACK) * 1.001
+    m_hi = assets.get_category("cube").mass[1] * (1 + assets.SCALE_SLACK) * 0.999
+    src = CUBE_PLATE + f'set_attributes("target", dims={{"half": {edge}}}, mass={m_hi})\n'
+    c = compile_scene(exec_program(src, seed=0, isolation="inprocess"))
+    assert check_scale(c) == []
+    assert c.scene.attributes["target"]["dims"]["half"] == pytest.approx(edge, abs=1e-12)
+
+
+@pytest.mark.parametrize("family", sorted(tasks.FAMILIES))
+def test_sampled_coupled_and_resampled_attributes_stay_in_range(family):
+    """No code path of our own makes a scene that the SDK would refuse or verify would flag."""
+    rng = np.random.default_rng(5)
+    fam = tasks.get_family(family)
+    for k in range(4):
+        scene = exec_program(fam.propose(rng), seed=k, isolation="inprocess")
+        for s in (scene, resample(scene, "attributes", seed=k), resample(scene, "task", seed=k)):
+            for o in s.objects:
+                problems = assets.get_category(o.category).scale_problems(s.attributes[o.name])
+                assert problems == [], (family, o.name, problems)
+
+
+def _record() -> dict:
+    return exec_program(CUBE_PLATE, seed=0, isolation="inprocess").to_dict()
+
+
+def _set(path: str, value):
+    d = _record()
+    *head, last = path.split(".")
+    node = d
+    for p in head:
+        node = node[int(p)] if isinstance(node, list) else node[p]
+    if value is _DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return d
+
+
+_DELETE = object()
+
+FROM_JSON_BAD = {  # edit -> the field the error must name
+    "no_layout": (("layout", _DELETE), "layout missing"),
+    "zero_size": (("attributes.target.dims.half", 0.0), "attributes.target.dims.half must be"),
+    "nan_pose": (("layout.goal.x", float("nan")), "layout.goal.x must be a finite number"),
+    "string_mass": (("attributes.goal.mass", "heavy"), "attributes.goal.mass must be"),
+    "bad_category": (("objects.1.category", "dragon"), "unknown object category 'dragon'"),
+    "bad_instance": (("objects.0.instance", "cube_pink"), "unknown instance 'cube_pink'"),
+    "bad_role": (("task.roles.goal", "nobody"), "task.roles.goal refers to unknown object"),
+    "extra_key": (("objects.0.colour", "red"), "objects[0] has keys"),
+    "short_rgba": (("attributes.goal.rgba", [1, 1, 1]), "attributes.goal.rgba must be 4"),
+    "float_seed": (("seed", 1.5), "seed must be an integer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FROM_JSON_BAD))
+def test_from_json_names_the_bad_field(case):
+    import json
+
+    (path, value), text = FROM_JSON_BAD[case]
+    s = json.dumps(_set(path, value))
+    with pytest.raises(SceneFormatError) as e:
+        Scene.from_json(s, where="scenes.jsonl:12")
+    assert str(e.value).startswith("scenes.jsonl:12: "), str(e.value)
+    assert text in str(e.value), str(e.value)
+
+
+def test_from_json_reports_the_line_of_broken_json():
+    import json
+
+    text = json.dumps(_record(), indent=1).splitlines()
+    text[5] = text[5].rstrip(",")  # a missing comma on line 6
+    with pytest.raises(SceneFormatError, match=r"scene JSON: not valid JSON \(line [67],"):
+        Scene.from_json("\n".join(text))
+    with pytest.raises(SceneFormatError, match="record must be an object, got list"):
+        Scene.from_json("[1, 2]")
+    out = Scene.from_json(json.dumps(_record()))  # a good record still round-trips
+    assert out.to_json() == Scene.from_dict(_record()).to_json()

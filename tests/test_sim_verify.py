@@ -3,6 +3,7 @@
 import pytest
 
 from coda.sim.compile import compile_scene
+from coda.sim.scene import Scene
 from coda.sim.sdk import exec_program
 from coda.sim.verify import verify
 
@@ -19,15 +20,23 @@ set_layout("goal", 0.45, 0.05)
 PLANTED = {
     "interpenetrating": (BASE + 'set_layout("other", 0.405, -0.15)\n', "penetration", "other"),
     "floating": (BASE, "unsupported", "other"),  # lifted 15 cm by _compile
-    "absurd_scale": (BASE + 'set_attributes("target", dims={"half": 0.4})\n', "scale", "target"),
-    "absurd_mass": (BASE + 'set_attributes("other", mass=80.0)\n', "scale", "other"),
+    "absurd_scale": (BASE, "scale", "target"),
+    "absurd_mass": (BASE, "scale", "other"),
 }
+# α outside the category's range cannot come from the SDK (it refuses it at the call), but a
+# scene record can carry it (Scene.from_json / from_dict accept any physically possible value).
+ALPHA = {"absurd_scale": ("target", "dims", {"half": 0.4}), "absurd_mass": ("other", "mass", 80.0)}
 
 
-def _compile(src, seed=0, lift=None):
+def _compile(src, seed=0, lift=None, alpha=None):
     scene = exec_program(src, seed=seed, isolation="inprocess")
     if lift:
         scene.layout[lift]["z"] = 0.15  # σ places it 15 cm above its support
+    if alpha:
+        name, field, value = alpha
+        record = scene.to_dict()
+        record["attributes"][name][field] = value
+        scene = Scene.from_dict(record)
     return compile_scene(scene)
 
 
@@ -45,7 +54,7 @@ def test_good_scenes_pass(family_variants):
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_planted_bad_scene_is_rejected_with_reason(name):
     src, check, obj = PLANTED[name]
-    c = _compile(src, lift="other" if name == "floating" else None)
+    c = _compile(src, lift="other" if name == "floating" else None, alpha=ALPHA.get(name))
     (verdict,) = verify([c])
     assert not verdict.ok
     hits = [r for r in verdict.reasons if r.check == check]

@@ -29,6 +29,9 @@ SPHERE = mujoco.mjtGeom.mjGEOM_SPHERE
 CAPSULE = mujoco.mjtGeom.mjGEOM_CAPSULE
 
 MOVABLE, FIXTURE = "movable", "fixture"
+# Relative slack around a category's ranges that still counts as metric scale: verify's scale
+# check flags values beyond it, and the SDK refuses them when a program sets them.
+SCALE_SLACK = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +114,11 @@ class Category:
             "rgba": list(instance.color),
         }
 
-    def scale_problems(self, attrs: dict[str, Any], slack: float = 0.25) -> list[tuple[str, float]]:
+    def scale_problems(
+        self, attrs: dict[str, Any], slack: float | None = None
+    ) -> list[tuple[str, float]]:
         """Attributes outside the category's metric ranges (with slack): (field, value)."""
+        slack = SCALE_SLACK if slack is None else slack
         bad = []
         for k, (lo, hi) in self.dims.items():
             v = attrs["dims"].get(k)

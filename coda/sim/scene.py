@@ -26,6 +26,100 @@ BACK_REGION = ((0.66, 0.72), (-0.18, 0.18))  # cabinets, fronts facing the gripp
 MIN_GAP = 0.02  # m between footprints at sampling time
 
 
+class SceneFormatError(ValueError):
+    """A scene record (JSON / dict) is malformed; the message says where and which field."""
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_record(d: Any, where: str = "scene") -> None:
+    """Raises `SceneFormatError` naming the field when `d` cannot be a scene.
+
+    Structure, known categories / instances and physically possible values (finite poses;
+    finite, positive sizes, masses and frictions) are checked here, so a bad record fails where
+    it is read instead of aborting a whole batch in MuJoCo's compiler. Values outside a
+    category's metric range are possible scenes and are left to `verify`'s scale check.
+    """
+
+    def bad(field: str, why: str) -> SceneFormatError:
+        return SceneFormatError(f"{where}: {field} {why}")
+
+    if not isinstance(d, dict):
+        raise bad("record", f"must be an object, got {type(d).__name__}")
+    missing = [k for k in ("objects", "task", "layout", "attributes") if k not in d]
+    if missing:
+        raise bad(", ".join(missing), "missing")
+    objects = d["objects"]
+    if not isinstance(objects, list) or not objects:
+        raise bad("objects", "must be a non-empty list")
+    names: list[str] = []
+    for i, o in enumerate(objects):
+        f = f"objects[{i}]"
+        if not isinstance(o, dict):
+            raise bad(f, f"must be an object, got {type(o).__name__}")
+        fields = {x.name for x in dataclasses.fields(ObjectSpec)}
+        if set(o) - fields or {"name", "category", "instance"} - set(o):
+            raise bad(f, f"has keys {sorted(o)}; needs name, category, instance (role optional)")
+        for k in ("name", "category", "instance"):
+            if not isinstance(o[k], str) or not o[k]:
+                raise bad(f"{f}.{k}", f"must be a non-empty string, got {o[k]!r}")
+        if o.get("role") is not None and not isinstance(o["role"], str):
+            raise bad(f"{f}.role", f"must be a string or null, got {o['role']!r}")
+        try:
+            assets.get_category(o["category"]).instance(o["instance"])
+        except KeyError as e:
+            raise bad(f"{f} ({o['name']!r})", str(e.args[0])) from None
+        if o["name"] in names:
+            raise bad(f"{f}.name", f"{o['name']!r} is used twice")
+        names.append(o["name"])
+    task = d["task"]
+    if not isinstance(task, dict) or not isinstance(task.get("family"), str):
+        raise bad("task", "must be an object with a 'family' string")
+    roles = task.get("roles", {})
+    if not isinstance(roles, dict):
+        raise bad("task.roles", "must be an object {role: object name}")
+    for r, n in roles.items():
+        if n not in names:
+            raise bad(f"task.roles.{r}", f"refers to unknown object {n!r}; objects: {names}")
+    for factor in ("layout", "attributes"):
+        if not isinstance(d[factor], dict):
+            raise bad(factor, "must be an object {object name: ...}")
+        extra = sorted(set(d[factor]) - set(names))
+        if extra:
+            raise bad(factor, f"has unknown objects {extra}; objects: {names}")
+        absent = [n for n in names if n not in d[factor]]
+        if absent:
+            raise bad(factor, f"misses objects {absent}")
+    for n, pose in d["layout"].items():
+        if not isinstance(pose, dict) or not {"x", "y"} <= set(pose):
+            raise bad(f"layout.{n}", f"must be an object with x, y (yaw, z optional), got {pose!r}")
+        for k, v in pose.items():
+            if k not in ("x", "y", "yaw", "z") or not _finite(v):
+                raise bad(f"layout.{n}.{k}", f"must be a finite number, got {v!r}")
+    cats = {o["name"]: assets.get_category(o["category"]) for o in objects}
+    for n, a in d["attributes"].items():
+        f = f"attributes.{n}"
+        if not isinstance(a, dict) or not isinstance(a.get("dims"), dict):
+            raise bad(f, "must be an object with dims, mass, friction, rgba")
+        for k in cats[n].dims:
+            v = a["dims"].get(k)
+            if not _finite(v) or v <= 0:
+                raise bad(f"{f}.dims.{k}", f"must be a positive finite size (m), got {v!r}")
+        for k in ("mass", "friction"):
+            if not _finite(a.get(k)) or a[k] <= 0:
+                raise bad(f"{f}.{k}", f"must be a positive finite number, got {a.get(k)!r}")
+        rgba = a.get("rgba")
+        if not isinstance(rgba, list) or len(rgba) != 4 or not all(map(_finite, rgba)):
+            raise bad(f"{f}.rgba", f"must be 4 finite numbers, got {rgba!r}")
+    seed = d.get("seed", 0)
+    if not _finite(seed) or int(seed) != seed:
+        raise bad("seed", f"must be an integer, got {seed!r}")
+    if d.get("program") is not None and not isinstance(d["program"], str):
+        raise bad("program", f"must be a string or null, got {type(d['program']).__name__}")
+
+
 @dataclasses.dataclass
 class ObjectSpec:
     name: str
@@ -67,7 +161,10 @@ class Scene:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Scene:
+    def from_dict(cls, d: dict[str, Any], where: str = "scene") -> Scene:
+        """The scene of a `to_dict` record; `SceneFormatError` (naming `where` and the field)
+        if it is malformed."""
+        check_record(d, where)
         return cls(
             objects=[ObjectSpec(**o) for o in d["objects"]],
             task=d["task"],
@@ -78,8 +175,15 @@ class Scene:
         )
 
     @classmethod
-    def from_json(cls, s: str) -> Scene:
-        return cls.from_dict(json.loads(s))
+    def from_json(cls, s: str, where: str = "scene JSON") -> Scene:
+        """`where` prefixes errors (e.g. "scenes.jsonl:12" when reading a file line by line)."""
+        try:
+            d = json.loads(s)
+        except json.JSONDecodeError as e:
+            raise SceneFormatError(
+                f"{where}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+            ) from None
+        return cls.from_dict(d, where)
 
     def structure(self) -> tuple:
         """What must match for two scenes to share an MJX bucket (continuous values excluded)."""

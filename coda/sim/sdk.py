@@ -17,10 +17,12 @@ are untrusted (LLM-written) and go through `coda.sandbox` when it is available.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
 
+from coda.runconfig import SPLITS
 from coda.sim import assets
 from coda.sim.scene import ObjectSpec, Scene, sample_attributes, sample_layout
 
@@ -29,8 +31,45 @@ class SceneProgramError(ValueError):
     """A scene program called the SDK wrongly; the message is meant for the program's author."""
 
 
+class SceneValueError(SceneProgramError):
+    """An SDK call got an impossible or out-of-range value for one object's field.
+
+    Raised at the call (not later by MuJoCo's compiler, where one bad size aborts a whole
+    batch); `object` and `field` say what to repair. Values inside a category's metric range
+    widened by the slack that `verify`'s scale check allows are accepted, so a scene the SDK
+    builds never fails that check for a value the program set.
+    """
+
+    def __init__(self, obj: str, field: str, detail: str) -> None:
+        super().__init__(f"object {obj!r}, field {field}: {detail}")
+        self.object, self.field, self.detail = obj, field, detail
+
+    def __reduce__(self):  # pickles across the sandbox's worker boundary
+        return type(self), (self.object, self.field, self.detail)
+
+
+def _number(obj: str, field: str, v: Any, positive: bool = False) -> float:
+    """`v` as a finite float (positive if asked), else `SceneValueError` naming obj.field."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise SceneValueError(obj, field, f"must be a number, got {v!r}")
+    v = float(v)
+    if not math.isfinite(v):
+        raise SceneValueError(obj, field, f"must be finite, got {v!r}")
+    if positive and v <= 0:
+        raise SceneValueError(obj, field, f"must be positive, got {v!r}")
+    return v
+
+
+def _name(what: str, v: Any, optional: bool = False) -> str | None:
+    if (v is None and optional) or (isinstance(v, str) and v):
+        return v
+    raise SceneProgramError(f"{what} must be a non-empty string, got {v!r}")
+
+
 class SceneBuilder:
     def __init__(self, seed: int, split: str = "train"):
+        if split not in SPLITS:  # a typo must not silently mean "all"
+            raise SceneProgramError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
         self.seed = int(seed)
         self.rng = np.random.default_rng(self.seed)
         self.split = split
@@ -47,6 +86,10 @@ class SceneBuilder:
         instance: str | None = None,
         name: str | None = None,
     ) -> str:
+        _name("add_object: category", category)
+        _name("add_object: role", role, optional=True)
+        _name("add_object: instance", instance, optional=True)
+        _name("add_object: name", name, optional=True)
         try:
             cat = assets.get_category(category)
         except KeyError as e:
@@ -80,7 +123,7 @@ class SceneBuilder:
 
     def set_layout(self, name: str, x: float, y: float, yaw: float = 0.0) -> None:
         self._check(name)
-        self.layout[name] = {"x": float(x), "y": float(y), "yaw": float(yaw)}
+        self.layout[name] = {k: _number(name, k, v) for k, v in (("x", x), ("y", y), ("yaw", yaw))}
 
     def set_attributes(
         self,
@@ -95,20 +138,40 @@ class SceneBuilder:
         cur = self.attributes.get(name) or cat.default_attributes(cat.instance(obj.instance))
         cur = {**cur, "dims": dict(cur["dims"])}
         if dims is not None:
+            if not isinstance(dims, dict):
+                raise SceneValueError(
+                    name, "dims", f"must be a dict {{size: metres}}, got {dims!r}"
+                )
             unknown = set(dims) - set(cat.dims)
             if unknown:
-                raise SceneProgramError(
-                    f"unknown dims {sorted(unknown)} for {obj.category}; valid: {sorted(cat.dims)}"
+                raise SceneValueError(
+                    name,
+                    "dims",
+                    f"has unknown sizes {sorted(unknown)} for a {obj.category}; "
+                    f"valid: {sorted(cat.dims)}",
                 )
-            cur["dims"].update({k: float(v) for k, v in dims.items()})
+            cur["dims"].update(
+                {k: _number(name, f"dims.{k}", v, positive=True) for k, v in dims.items()}
+            )
         if mass is not None:
-            cur["mass"] = float(mass)
+            cur["mass"] = _number(name, "mass", mass, positive=True)
         if friction is not None:
-            cur["friction"] = float(friction)
+            cur["friction"] = _number(name, "friction", friction, positive=True)
         if rgba is not None:
-            if len(rgba) != 4:
-                raise SceneProgramError("rgba needs 4 values")
-            cur["rgba"] = [float(c) for c in rgba]
+            if not isinstance(rgba, (list, tuple)) or len(rgba) != 4:
+                raise SceneValueError(name, "rgba", f"needs 4 values in [0, 1], got {rgba!r}")
+            cur["rgba"] = [_number(name, f"rgba[{i}]", c) for i, c in enumerate(rgba)]
+            if not all(0.0 <= c <= 1.0 for c in cur["rgba"]):
+                raise SceneValueError(name, "rgba", f"values must be in [0, 1], got {rgba!r}")
+        for field, value in cat.scale_problems(cur):  # the program set it: defaults are in range
+            key = field.split(".")[-1]
+            lo, hi = cat.dims[key] if field.startswith("dims.") else getattr(cat, field)
+            raise SceneValueError(
+                name,
+                field,
+                f"{value:.4g} is outside the {obj.category} range [{lo:.4g}, {hi:.4g}] "
+                f"(+-{assets.SCALE_SLACK:.0%} accepted)",
+            )
         self.attributes[name] = cur
 
     def sample_attributes(self) -> None:
@@ -120,9 +183,22 @@ class SceneBuilder:
 
     # ---------------------------------------------------------------- randomness
     def uniform(self, lo: float, hi: float) -> float:
+        ok = all(
+            isinstance(v, (int, float, np.integer, np.floating))
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+            for v in (lo, hi)
+        )
+        if not ok or lo > hi:
+            raise SceneProgramError(f"uniform(lo, hi) needs finite lo <= hi, got ({lo!r}, {hi!r})")
         return float(self.rng.uniform(lo, hi))
 
     def randint(self, lo: int, hi: int) -> int:
+        for v in (lo, hi):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise SceneProgramError(f"randint(lo, hi) needs integers, got ({lo!r}, {hi!r})")
+        if lo > hi:
+            raise SceneProgramError(f"randint(lo, hi) needs lo <= hi, got ({lo}, {hi})")
         return int(self.rng.integers(lo, hi + 1))
 
     def choice(self, options):
