@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 
@@ -12,6 +13,7 @@ from coda.memory import (
     MEMORY_MODES,
     SCHEMA_VERSION,
     EmbeddingSimilarity,
+    MemoryImportError,
     MemoryStore,
     get_similarity,
     open_memory,
@@ -339,3 +341,146 @@ def test_embedding_backend_behind_same_interface(tmp_path):
     m.close()
     with pytest.raises(ValueError, match="similarity"):
         open_memory(tmp_path / "e.db")  # default tfidf cannot read embedding states
+
+
+# ------------------------------------------------------------------ append-only, every statement
+def _statements(conn: sqlite3.Connection, table: str) -> dict[str, tuple[str, tuple]]:
+    """Every SQL form that could change an existing episodic row, aimed at the first row."""
+    row = conn.execute(f"SELECT * FROM {table} ORDER BY id LIMIT 1").fetchone()
+    cols = [d[0] for d in conn.execute(f"SELECT * FROM {table} LIMIT 0").description]
+    vals = list(row)
+    vals[cols.index("round")] = 99  # same id, rewritten content
+    c, q = ", ".join(cols), ", ".join("?" for _ in cols)
+    return {
+        "update": (f"UPDATE {table} SET round = 99", ()),
+        "update_or_replace": (f"UPDATE OR REPLACE {table} SET round = 99 WHERE id = ?", (row[0],)),
+        "delete": (f"DELETE FROM {table}", ()),
+        "replace": (f"REPLACE INTO {table} ({c}) VALUES ({q})", tuple(vals)),
+        "insert_or_replace": (f"INSERT OR REPLACE INTO {table} ({c}) VALUES ({q})", tuple(vals)),
+        "upsert": (
+            f"INSERT INTO {table} ({c}) VALUES ({q}) ON CONFLICT(id) DO UPDATE SET round = 99",
+            tuple(vals),
+        ),
+        "insert_or_ignore": (f"INSERT OR IGNORE INTO {table} ({c}) VALUES ({q})", tuple(vals)),
+        "insert_same_id": (f"INSERT INTO {table} ({c}) VALUES ({q})", tuple(vals)),
+    }
+
+
+@pytest.mark.parametrize("table", EPISODIC_TABLES)
+def test_no_statement_rewrites_episodic_history(mem, tmp_path, table):
+    """REPLACE deletes the old row without firing DELETE triggers; it must still fail."""
+    _populate(mem)
+    conn = sqlite3.connect(tmp_path / "memory.db", isolation_level=None)
+    before = conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+    assert before
+    for name, (sql, args) in _statements(conn, table).items():
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute(sql, args)
+        assert conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall() == before, name
+    cols = [d[0] for d in conn.execute(f"SELECT * FROM {table} LIMIT 0").description]
+    vals = list(before[0])
+    vals[0] = -1  # what an auto id reads as inside a BEFORE INSERT trigger: never stored
+    q = ", ".join("?" for _ in cols)
+    with pytest.raises(sqlite3.IntegrityError, match="must be positive"):
+        conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({q})", vals)
+    vals[0] = None  # appending still works, through SQL and through the store
+    conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({q})", vals)
+    assert len(conn.execute(f"SELECT id FROM {table}").fetchall()) == len(before) + 1
+    conn.close()
+    mem.add_scene_program("after", round=1)
+
+
+def test_version_1_memory_is_upgraded_to_refuse_replace(tmp_path):
+    from coda.memory.schema import MIGRATIONS
+
+    p = tmp_path / "v1.db"
+    conn = sqlite3.connect(p, isolation_level=None)
+    conn.executescript("BEGIN;\n" + MIGRATIONS[1] + "\nPRAGMA user_version=1;\nCOMMIT;")
+    conn.execute("INSERT INTO scene_programs (round, source, created_at) VALUES (0, 'g', 0.0)")
+    conn.close()
+    m = open_memory(p)
+    assert m.schema_version() == SCHEMA_VERSION == 2
+    m.close()
+    conn = sqlite3.connect(p, isolation_level=None)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute(
+            "REPLACE INTO scene_programs (id, round, source, created_at) VALUES (1, 5, 'h', 1.0)"
+        )
+    assert conn.execute("SELECT round, source FROM scene_programs").fetchall() == [(0, "g")]
+    conn.close()
+
+
+# ------------------------------------------------------------------ import: clear, all-or-nothing
+BAD_RECORDS = {  # appended after a good export's last line -> text the error must contain
+    "not_json": (b"{not json", "malformed record (not JSON"),
+    "no_row": (b'{"table": "scene_programs"}', "malformed record (expected"),
+    "unknown_table": (b'{"table": "users", "row": {}}', "unknown table 'users'"),
+    "sql_in_column": (
+        b'{"table": "modes", "row": {"id) VALUES (1); DROP TABLE modes; --": 1}}',
+        "table modes has no column(s)",
+    ),
+    "wrong_type": (
+        b'{"table": "scene_programs", "row": {"round": "three", "source": "g", "created_at": 0}}',
+        "scene_programs.round must be INTEGER",
+    ),
+    "not_null": (
+        b'{"table": "scene_programs", "row": {"round": 0, "created_at": 0}}',
+        "scene_programs record refused: NOT NULL constraint failed: scene_programs.source",
+    ),
+    "bad_json_column": (
+        b'{"table": "scene_programs", "row": {"round": 0, "source": "g", "meta": "{", '
+        b'"created_at": 0}}',
+        "scene_programs.meta is not JSON text",
+    ),
+    "bad_foreign_key": (
+        b'{"table": "verifiers", "row": {"round": 0, "scene_program_id": "x", "source": "nu", '
+        b'"created_at": 0}}',
+        "verifiers.scene_program_id must be INTEGER",
+    ),
+    "bad_n_docs": (b'{"table": "meta", "row": {"key": "n_docs", "value": "many"}}', "n_docs"),
+    "meta_no_value": (b'{"table": "meta", "row": {"key": "n_docs"}}', "needs key and value"),
+    "not_utf8": (b'{"table": "meta", "row": {"key": "\xff\xfe"}}', "not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RECORDS))
+def test_import_of_a_malformed_record_names_the_line_and_imports_nothing(mem, tmp_path, case):
+    bad, text = BAD_RECORDS[case]
+    _populate(mem)
+    good = tmp_path / "good.jsonl"
+    mem.export_jsonl(good)
+    lines = good.read_bytes().splitlines()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(b"\n".join([*lines, bad]) + b"\n")
+    dst = open_memory(tmp_path / "dst.db")
+    dst.add_diagnosis(round=0, factor="task", phase="grasp", cause=OCCLUDED)
+    before, n_docs = dst.counts(), dst.similarity.n_docs
+    with pytest.raises(MemoryImportError) as e:
+        dst.import_jsonl(broken)
+    msg = str(e.value)
+    assert msg.startswith(f"{broken}:{len(lines) + 1}: ") and text in msg, msg
+    assert "\n" not in msg
+    assert dst.counts() == before and dst.similarity.n_docs == n_docs  # all rows rolled back
+    assert dst.integrity_check() == "ok"
+    dst.import_jsonl(good)  # the store is still usable, and a good file imports
+    assert (
+        dst.counts()["scene_programs"] == before["scene_programs"] + mem.counts()["scene_programs"]
+    )
+    dst.close()
+
+
+@pytest.mark.parametrize(
+    "header, text",
+    [
+        (b"", "not a CoDA memory export"),
+        (b"{oops", "not a CoDA memory export"),
+        (b'{"format": "coda-memory", "schema_version": "2"}', "schema_version must be an integer"),
+        (b'{"format": "coda-memory", "schema_version": 99}', "schema version 99"),
+        (b'{"format": "coda-memory", "schema_version": 2, "similarity": "x"}', "similarity 'x'"),
+    ],
+)
+def test_import_header_errors_are_line_1(mem, tmp_path, header, text):
+    p = tmp_path / "h.jsonl"
+    p.write_bytes(header + b"\n")
+    with pytest.raises(MemoryImportError, match=rf"^{re.escape(str(p))}:1: .*{re.escape(text)}"):
+        mem.import_jsonl(p)

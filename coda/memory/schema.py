@@ -2,7 +2,9 @@
 
 Version 1 — tables by tier (JSON columns hold UTF-8 JSON text; times are UNIX seconds):
 
-Episodic tier B (append-only; triggers abort every UPDATE and DELETE):
+Episodic tier B (append-only; triggers abort every UPDATE and DELETE, and — since version 2 —
+every INSERT that names an existing id: REPLACE / INSERT OR REPLACE delete the old row without
+firing DELETE triggers, so they would otherwise rewrite history; ids are positive):
   scene_programs     id, round, mode_id?, parent_id? (-> scene_programs), factor?, source g, meta
   verifiers          id, round, scene_program_id, source ν, meta
   generation_traces  id, round, scene_program_id, violated [constraints], repair_steps [..],
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 EPISODIC_TABLES = (
     "scene_programs",
@@ -134,8 +136,30 @@ def _append_only_triggers() -> str:
     return "\n".join(out)
 
 
+def _no_rewrite_triggers() -> str:
+    """Version 2: an INSERT naming an existing id aborts before SQLite's REPLACE conflict
+    resolution deletes the old row (BEFORE INSERT runs first; an auto-assigned id reads as -1
+    there, so an AFTER INSERT trigger keeps ids positive and -1 never matches a stored row)."""
+    out = []
+    for t in EPISODIC_TABLES:
+        out.append(
+            f"CREATE TRIGGER IF NOT EXISTS {t}_no_replace BEFORE INSERT ON {t} "
+            f"WHEN EXISTS (SELECT 1 FROM {t} WHERE id = NEW.id) "
+            f"BEGIN SELECT RAISE(ABORT, 'episodic tier is append-only: id exists in {t} "
+            f"(REPLACE / INSERT OR REPLACE / duplicate id)'); END;"
+        )
+        out.append(
+            f"CREATE TRIGGER IF NOT EXISTS {t}_positive_id AFTER INSERT ON {t} WHEN NEW.id < 1 "
+            f"BEGIN SELECT RAISE(ABORT, 'episodic tier: ids in {t} must be positive'); END;"
+        )
+    return "\n".join(out)
+
+
 # version -> script that upgrades from version-1 to version.
-MIGRATIONS: dict[int, str] = {1: _DDL_V1 + _append_only_triggers()}
+MIGRATIONS: dict[int, str] = {
+    1: _DDL_V1 + _append_only_triggers(),
+    2: _no_rewrite_triggers(),
+}
 
 
 def apply_schema(conn: sqlite3.Connection) -> int:

@@ -34,6 +34,7 @@ __all__ = [
     "Deployment",
     "Diagnosis",
     "GenerationProgram",
+    "MemoryImportError",
     "MemoryStore",
     "Mode",
     "SceneProgram",
@@ -289,6 +290,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._tx_depth = 0
         self._prepared: dict[int, tuple[float, Any, dict[str, Any]]] = {}
+        self._column_types: dict[str, dict[str, str]] = {}  # import_jsonl's schema checks
         self._round = 0
         self._conn = self._connect()
 
@@ -997,39 +999,108 @@ class MemoryStore:
         """Add an exported memory to this one (ids are remapped; nothing existing changes).
 
         Use it to reuse a memory in another run, task family or policy backbone. All-or-nothing:
-        a malformed file leaves this memory untouched.
+        a malformed file raises `MemoryImportError` naming the file, line and field, and leaves
+        this memory untouched (one transaction; in-memory corpus statistics are reloaded).
         """
+        where = os.fspath(path)
         remap: dict[str, dict[int, int]] = {t: {} for t in _EXPORT_ORDER}
         counts = dict.fromkeys(_EXPORT_ORDER, 0)
-        with open(path, encoding="utf-8") as f:
-            header = json.loads(f.readline() or "null")
-            if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
-                raise ValueError(f"{path} is not a CoDA memory export (bad header {header!r})")
-            if int(header.get("schema_version", -1)) > SCHEMA_VERSION:
-                raise ValueError(
-                    f"{path} has schema version {header['schema_version']}; "
+        with open(path, "rb") as f:  # decoded per line, so an encoding error has a line number
+            header = self._import_header(f.readline(), where)
+            if int(header["schema_version"]) > SCHEMA_VERSION:
+                raise MemoryImportError(
+                    f"{where}:1: schema version {header['schema_version']}; "
                     f"this code knows up to {SCHEMA_VERSION}"
                 )
             if header.get("similarity") != self.similarity.name:
-                raise ValueError(
-                    f"{path} was built with similarity {header.get('similarity')!r}, "
+                raise MemoryImportError(
+                    f"{where}:1: built with similarity {header.get('similarity')!r}, "
                     f"this memory uses {self.similarity.name!r}"
                 )
             with self.batch():
-                for lineno, line in enumerate(f, start=2):
-                    if not line.strip():
-                        continue
-                    try:
-                        rec = json.loads(line)
-                        table, row = rec["table"], dict(rec["row"])
-                    except (json.JSONDecodeError, KeyError, TypeError) as e:
-                        raise ValueError(f"{path}:{lineno}: malformed record ({e})") from None
-                    if table not in remap:
-                        raise ValueError(f"{path}:{lineno}: unknown table {table!r}")
-                    self._import_row(table, row, remap)
-                    counts[table] += 1
+                for lineno, raw in enumerate(f, start=2):
+                    if raw.strip():
+                        counts[self._import_line(raw, remap, f"{where}:{lineno}")] += 1
                 self._load_corpus(self._conn)
         return counts
+
+    @staticmethod
+    def _import_header(raw: bytes, where: str) -> dict[str, Any]:
+        try:
+            header = json.loads(raw.decode("utf-8") or "null")
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise MemoryImportError(f"{where}:1: not a CoDA memory export ({e})") from None
+        if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+            raise MemoryImportError(f"{where}:1: not a CoDA memory export (bad header {header!r})")
+        if not _is_int(header.get("schema_version")):
+            raise MemoryImportError(
+                f"{where}:1: header schema_version must be an integer, "
+                f"got {header.get('schema_version')!r}"
+            )
+        return header
+
+    def _columns(self, table: str) -> dict[str, str]:
+        """{column: declared type} of a table (cached; the schema is fixed per version)."""
+        if table not in self._column_types:
+            info = self._conn.execute(f"PRAGMA table_info({table})").fetchall()
+            self._column_types[table] = {r[1]: str(r[2]).upper() for r in info}
+        return self._column_types[table]
+
+    def _import_line(self, raw: bytes, remap: dict[str, dict[int, int]], where: str) -> str:
+        """Checks one export record against the schema and inserts it; returns its table."""
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise MemoryImportError(f"{where}: malformed record (not UTF-8: {e.reason})") from None
+        except json.JSONDecodeError as e:
+            raise MemoryImportError(
+                f"{where}: malformed record (not JSON: {e.msg} at column {e.colno})"
+            ) from None
+        if not (
+            isinstance(rec, dict)
+            and isinstance(rec.get("table"), str)
+            and isinstance(rec.get("row"), dict)
+        ):
+            raise MemoryImportError(
+                f'{where}: malformed record (expected {{"table": name, "row": {{...}}}})'
+            )
+        table, row = rec["table"], dict(rec["row"])
+        if table not in remap:
+            raise MemoryImportError(
+                f"{where}: unknown table {table!r}; valid: {', '.join(_EXPORT_ORDER)}"
+            )
+        cols = self._columns(table)
+        unknown = sorted(set(row) - set(cols))
+        if unknown:
+            raise MemoryImportError(
+                f"{where}: table {table} has no column(s) {unknown}; columns: {sorted(cols)}"
+            )
+        for col, v in row.items():
+            kind = cols[col]
+            ok = (
+                v is None
+                or (kind == "INTEGER" and _is_int(v))
+                or (kind == "REAL" and (_is_int(v) or isinstance(v, float)))
+                or (kind == "TEXT" and isinstance(v, str))
+            )
+            if not ok:
+                raise MemoryImportError(f"{where}: {table}.{col} must be {kind}, got {v!r:.80}")
+            if col in _JSON_COLS and isinstance(v, str):
+                try:
+                    json.loads(v)
+                except json.JSONDecodeError:
+                    raise MemoryImportError(
+                        f"{where}: {table}.{col} is not JSON text: {v!r:.80}"
+                    ) from None
+        if table == "meta" and not ({"key", "value"} <= set(row)):
+            raise MemoryImportError(f"{where}: meta record needs key and value, got {sorted(row)}")
+        if table == "meta" and row["key"] == "n_docs" and not str(row["value"]).isdigit():
+            raise MemoryImportError(f"{where}: meta n_docs must be a count, got {row['value']!r}")
+        try:
+            self._import_row(table, row, remap)
+        except sqlite3.Error as e:  # NOT NULL, CHECK, the append-only triggers, ...
+            raise MemoryImportError(f"{where}: {table} record refused: {e}") from None
+        return table
 
     def _import_row(
         self, table: str, row: dict[str, Any], remap: dict[str, dict[int, int]]
@@ -1063,6 +1134,15 @@ class MemoryStore:
         new_id = self._insert(table, row)
         if old_id is not None:
             remap[table][int(old_id)] = new_id
+
+
+class MemoryImportError(ValueError):
+    """An export file is malformed; the message names the file, line and field. Nothing of the
+    file was imported."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _limit(limit: int | None) -> str:
