@@ -268,14 +268,28 @@ def _build_fruit(body, name, attrs, inst) -> Built:
             **kw,
         )
         return Built(half=np.array([hl + 0.55 * r, 0.55 * r, 0.55 * r]), geoms=[f"{name}/g0"])
-    if inst.variant == "pear":  # a big sphere under a small one
+    if inst.variant == "pear":  # a big sphere under a small one, standing on a flat base
         r2 = 0.65 * r
         top = -r + 2 * r + r2 * 1.2
         half_z = (top + r2 + r) / 2
         c0 = -half_z + r
-        _geom(body, f"{name}/g0", SPHERE, [r], pos=(0, 0, c0), mass=0.75 * m, **kw)
+        _geom(body, f"{name}/g0", SPHERE, [r], pos=(0, 0, c0), mass=0.65 * m, **kw)
         _geom(body, f"{name}/g1", SPHERE, [r2], pos=(0, 0, c0 + r + 0.2 * r2), mass=0.25 * m, **kw)
-        return Built(half=np.array([r, r, half_z]), geoms=[f"{name}/g0", f"{name}/g1"])
+        # Its centre of mass is above the big sphere's centre, so on the sphere alone it is a
+        # ball balanced on a point: any push topples it (verify's "fragile" check). The base
+        # (as a real pear's flat bottom) tips only past ~20 degrees.
+        foot = 0.003
+        _geom(
+            body,
+            f"{name}/g2",
+            BOX,
+            [0.45 * r, 0.45 * r, foot],
+            (0, 0, -half_z + foot),
+            mass=0.1 * m,
+            **kw,
+        )
+        geoms = [f"{name}/g0", f"{name}/g1", f"{name}/g2"]
+        return Built(half=np.array([r, r, half_z]), geoms=geoms)
     _geom(body, f"{name}/g0", SPHERE, [r], mass=m, **kw)  # apple, orange, plum
     return Built(half=np.array([r, r, r]), geoms=[f"{name}/g0"])
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from coda.sim import assets, robot
 from coda.sim.predicates import Predicate
-from coda.sim.scene import Scene
+from coda.sim.scene import Scene, check_table
 from coda.sim.state import FLOOR, LEFT, N_FIXED_ENTITIES, RIGHT, StateLayout, SymbolTable
 
 PER_VARIANT_FIELDS = (
@@ -73,6 +73,9 @@ PER_VARIANT_FIELDS = (
     "actuator_length0",
 )
 
+TABLE_GEOM = "table/top"  # the support surface (contact entity FLOOR)
+RESERVED_NAMES = ("table", "floor", "gripper")  # model names an object must not take
+
 SOLVER_ITERATIONS = 8  # Playground-style: few solver / line-search iterations
 LS_ITERATIONS = 12
 
@@ -110,8 +113,23 @@ def build_spec(scene: Scene):
     spec.visual.global_.offheight = 480
 
     wb = spec.worldbody
-    floor = wb.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[2, 2, 0.1])
-    floor.rgba = [0.82, 0.78, 0.72, 1]
+    reserved = {o.name for o in scene.objects} & set(RESERVED_NAMES)
+    if reserved:
+        raise ValueError(f"object names {sorted(reserved)} are reserved ({RESERVED_NAMES})")
+    table = check_table(scene.table)
+    # the table: a fixed box whose top is at z = 0; the ground lies a table height below, so an
+    # object pushed over an edge falls instead of resting on an infinite plane
+    top = wb.add_body(name="table", pos=[table["x"], table["y"], -table["height"] / 2])
+    g = top.add_geom(
+        name=TABLE_GEOM,
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[table["half_x"], table["half_y"], table["height"] / 2],
+    )
+    g.rgba = [0.82, 0.78, 0.72, 1]
+    g.friction = [1.0, 0.005, 0.0001]
+    floor = wb.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[3, 3, 0.1])
+    floor.pos = [table["x"], table["y"], -table["height"]]
+    floor.rgba = [0.45, 0.45, 0.48, 1]
     floor.friction = [1.0, 0.005, 0.0001]
     light = wb.add_light(name="top", pos=[0.4, 0, 1.5])
     light.dir = [0, 0, -1]
@@ -158,7 +176,7 @@ def build_spec(scene: Scene):
     for i, a in enumerate(names):
         if a not in movable:
             continue
-        pairs += [(ent[a], FLOOR, g, "floor") for g in geoms_of[a]]
+        pairs += [(ent[a], FLOOR, g, TABLE_GEOM) for g in geoms_of[a]]  # FLOOR: the table top
         for b in names:
             if b == a or (b in movable and names.index(b) < i):
                 continue

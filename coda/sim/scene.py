@@ -25,6 +25,41 @@ TABLE_REGION = ((0.32, 0.62), (-0.24, 0.24))
 BACK_REGION = ((0.66, 0.72), (-0.18, 0.18))  # cabinets, fronts facing the gripper (-x)
 MIN_GAP = 0.02  # m between footprints at sampling time
 
+# The table: a fixed box whose top surface is at z = 0 (every layout height, planner waypoint and
+# predicate is relative to it). Its centre (x, y), half extents and height are a scene attribute;
+# the default holds both sampling regions grown by the largest footprint radius sampled there
+# (a cabinet's 0.26 m at x 0.72 reaches x 0.98; a long bin at a region's corner y +-0.42), so
+# `sample_layout` never has to cut a region for it.
+TABLE_DEFAULT = {"x": 0.5, "y": 0.0, "half_x": 0.5, "half_y": 0.5, "height": 0.75}
+TABLE_LIMITS = {  # sensible ranges (m) for a person-scale tabletop
+    "x": (-1.0, 2.0),
+    "y": (-1.5, 1.5),
+    "half_x": (0.1, 1.5),
+    "half_y": (0.1, 1.5),
+    "height": (0.2, 1.2),
+}
+
+
+def check_table(table: dict[str, Any] | None) -> dict[str, float]:
+    """The table attribute completed with defaults and validated (a clear error names the field);
+    None means the default table."""
+    if table is None:
+        return dict(TABLE_DEFAULT)
+    if not isinstance(table, dict):
+        raise ValueError(f"table must be a dict of {sorted(TABLE_DEFAULT)}, got {table!r}")
+    unknown = set(table) - set(TABLE_DEFAULT)
+    if unknown:
+        raise ValueError(f"unknown table fields {sorted(unknown)}; valid: {sorted(TABLE_DEFAULT)}")
+    out = dict(TABLE_DEFAULT)
+    for k, v in table.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"table.{k} must be a finite number, got {v!r}")
+        lo, hi = TABLE_LIMITS[k]
+        if not lo <= v <= hi:
+            raise ValueError(f"table.{k}={v!r} outside [{lo}, {hi}] m")
+        out[k] = float(v)
+    return out
+
 
 class SceneFormatError(ValueError):
     """A scene record (JSON / dict) is malformed; the message says where and which field."""
@@ -136,6 +171,7 @@ class Scene:
     attributes: dict[str, dict[str, Any]]  # α: name -> {dims, mass, friction, rgba}
     seed: int = 0
     program: str | None = None
+    table: dict[str, float] = dataclasses.field(default_factory=lambda: dict(TABLE_DEFAULT))
 
     def object(self, name: str) -> ObjectSpec:
         for o in self.objects:
@@ -155,6 +191,7 @@ class Scene:
             "attributes": self.attributes,
             "seed": self.seed,
             "program": self.program,
+            "table": self.table,
         }
 
     def to_json(self) -> str:
@@ -172,6 +209,7 @@ class Scene:
             attributes=d["attributes"],
             seed=int(d.get("seed", 0)),
             program=d.get("program"),
+            table=check_table(d.get("table")),  # scenes saved before tables had one: default
         )
 
     @classmethod
@@ -221,8 +259,12 @@ def sample_layout(
     rng: np.random.Generator,
     fixed: dict[str, dict] | None = None,
     max_tries: int = 200,
+    table: dict[str, float] | None = None,
 ) -> dict[str, dict]:
-    """Rejection-samples non-overlapping poses; articulated fixtures go to the back region."""
+    """Rejection-samples non-overlapping poses; articulated fixtures go to the back region.
+    Each region is cut to where the object's footprint stays on the table (a smaller table
+    than the default shrinks the regions; one too small for a footprint pins it to the centre)."""
+    tb = check_table(table)
     layout: dict[str, dict] = dict(fixed or {})
     placed = [
         (p["x"], p["y"], footprint_radius(o.category, attributes[o.name], o.instance))
@@ -237,7 +279,7 @@ def sample_layout(
             continue
         cat = assets.get_category(o.category)
         r = footprint_radius(o.category, attributes[o.name], o.instance)
-        region = BACK_REGION if cat.articulated else TABLE_REGION
+        region = _on_table(BACK_REGION if cat.articulated else TABLE_REGION, tb, r)
         for _ in range(max_tries):
             x = float(rng.uniform(*region[0]))
             y = float(rng.uniform(*region[1]))
@@ -254,6 +296,18 @@ def sample_layout(
         layout[o.name] = {"x": round(x, 5), "y": round(y, 5), "yaw": round(yaw, 5)}
         placed.append((x, y, r))
     return layout
+
+
+def _on_table(region, table: dict[str, float], r: float):
+    """`region` ((x0, x1), (y0, y1)) cut to centres whose radius-r footprint is on the table."""
+    out = []
+    for (lo, hi), c, h in (
+        (region[0], table["x"], table["half_x"]),
+        (region[1], table["y"], table["half_y"]),
+    ):
+        a, b = max(lo, c - h + r), min(hi, c + h - r)
+        out.append((a, b) if a <= b else (c, c))
+    return tuple(out)
 
 
 def sample_attributes(
@@ -276,7 +330,7 @@ def resample(scene: Scene, factor: str, seed: int) -> Scene:
     rng = np.random.default_rng(seed)
     new = copy.deepcopy(scene)
     if factor == "layout":
-        new.layout = sample_layout(new.objects, new.attributes, rng)
+        new.layout = sample_layout(new.objects, new.attributes, rng, table=new.table)
     elif factor == "attributes":
         new.attributes = sample_attributes(new.objects, rng)
         tasks.get_family(new.task["family"]).couple_attributes(new)

@@ -7,6 +7,7 @@ A scene program is plain Python calling only these names:
     set_layout(name, x, y, yaw=0.0)                  # σ, one object
     set_attributes(name, dims=None, mass=None, friction=None, rgba=None)   # α, one object
     sample_layout() / sample_attributes()            # fill what the program did not set
+    set_table(x=None, y=None, half_x=None, half_y=None, height=None)   # the table (metres)
     uniform(lo, hi) / choice(options) / randint(lo, hi)   # the seeded RNG, for variation
 
 Exec(g, seed) is deterministic: every random draw comes from `numpy.random.default_rng(seed)`.
@@ -24,7 +25,7 @@ import numpy as np
 
 from coda.runconfig import SPLITS
 from coda.sim import assets
-from coda.sim.scene import ObjectSpec, Scene, sample_attributes, sample_layout
+from coda.sim.scene import ObjectSpec, Scene, check_table, sample_attributes, sample_layout
 
 
 class SceneProgramError(ValueError):
@@ -77,6 +78,7 @@ class SceneBuilder:
         self.task: dict[str, Any] | None = None
         self.layout: dict[str, dict] = {}
         self.attributes: dict[str, dict] = {}
+        self.table: dict[str, float] = check_table(None)
 
     # ---------------------------------------------------------------- objects
     def add_object(
@@ -174,12 +176,32 @@ class SceneBuilder:
             )
         self.attributes[name] = cur
 
+    def set_table(
+        self,
+        x: float | None = None,
+        y: float | None = None,
+        half_x: float | None = None,
+        half_y: float | None = None,
+        height: float | None = None,
+    ) -> None:
+        """The table's centre, half extents and height (its top stays at z = 0); unset fields
+        keep their current value."""
+        given = {"x": x, "y": y, "half_x": half_x, "half_y": half_y, "height": height}
+        try:
+            self.table = check_table(
+                {**self.table, **{k: v for k, v in given.items() if v is not None}}
+            )
+        except ValueError as e:
+            raise SceneProgramError(str(e)) from None
+
     def sample_attributes(self) -> None:
         self.attributes = sample_attributes(self.objects, self.rng, self.attributes)
 
     def sample_layout(self) -> None:
         self.sample_attributes()  # footprints depend on sizes
-        self.layout = sample_layout(self.objects, self.attributes, self.rng, self.layout)
+        self.layout = sample_layout(
+            self.objects, self.attributes, self.rng, self.layout, table=self.table
+        )
 
     # ---------------------------------------------------------------- randomness
     def uniform(self, lo: float, hi: float) -> float:
@@ -224,7 +246,13 @@ class SceneBuilder:
         from coda.sim import tasks
 
         scene = Scene(
-            list(self.objects), self.task, self.layout, self.attributes, self.seed, program
+            list(self.objects),
+            self.task,
+            self.layout,
+            self.attributes,
+            self.seed,
+            program,
+            table=dict(self.table),
         )
         tasks.get_family(self.task["family"]).couple_attributes(scene)
         return scene
@@ -238,6 +266,7 @@ class SceneBuilder:
             "set_attributes": self.set_attributes,
             "sample_layout": self.sample_layout,
             "sample_attributes": self.sample_attributes,
+            "set_table": self.set_table,
             "uniform": self.uniform,
             "randint": self.randint,
             "choice": self.choice,
