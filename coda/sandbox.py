@@ -10,7 +10,8 @@ the run:
    refused with a structured ``SandboxError`` (stage, line, reason) that can be sent back to the
    LLM for repair.
 2. ``execute`` (scene programs): run in a worker subprocess with ``RLIMIT_CPU`` and
-   ``RLIMIT_AS`` plus a wall-clock deadline, so infinite loops, huge allocations and recursion
+   ``RLIMIT_AS`` plus a CPU-time deadline in the worker and a wall-clock one in the parent, so
+   infinite loops, huge allocations and recursion
    bombs kill only the worker. The value of the program's ``result`` variable is returned.
 3. ``compile_function`` (potential programs): Text2potential must trace potentials with JAX in the
    host process, so they cannot live in a subprocess. They are validated with the stricter
@@ -24,7 +25,7 @@ the run:
        phi = jax.jit(fn)          # tracing runs the sandboxed Python once, under a deadline
        value = phi(state)         # compiled XLA afterwards; no sandboxed Python runs any more
 
-   In-process calls are guarded by a wall-clock deadline enforced with a line tracer; this
+   In-process calls are guarded by a CPU-time deadline enforced with a line tracer; this
    interrupts Python-level loops but not a single long C call, which is why the subprocess probe
    is the recommended first step for potentials.
 
@@ -528,21 +529,29 @@ class _Deadline(BaseException):
 
 
 def _install_deadline(limit_s: float | None) -> Callable[[], None]:
-    """Trace only sandboxed frames and interrupt them at the deadline; returns an uninstaller."""
+    """Trace only sandboxed frames and interrupt them at the deadline; returns an uninstaller.
+
+    The deadline counts the CPU time of the thread running the program (`time.thread_time`), not
+    wall-clock time: on a loaded machine (CI, parallel tests, JAX threads in the host) a program
+    that is descheduled would otherwise hit its time limit before the limit it really exceeds
+    (e.g. a doubling allocation reported as a timeout instead of a memory blow-up, depending on
+    the machine's load). Wall-clock time is still bounded by the parent's deadline
+    in subprocess isolation.
+    """
     if limit_s is None:
         return lambda: None
-    deadline = time.monotonic() + limit_s
+    deadline = time.thread_time() + limit_s
     previous = sys.gettrace()
 
     def local(frame: types.FrameType, event: str, arg: Any):
-        if time.monotonic() > deadline:
+        if time.thread_time() > deadline:
             raise _Deadline()
         return local
 
     def global_trace(frame: types.FrameType, event: str, arg: Any):
         if frame.f_code.co_filename != SANDBOX_FILENAME:
             return None
-        if time.monotonic() > deadline:
+        if time.thread_time() > deadline:
             raise _Deadline()
         return local
 
@@ -717,11 +726,18 @@ def _run_worker(
     except Exception as e:  # noqa: BLE001 - e.g. unpicklable namespace
         raise ValueError(f"could not start the sandbox worker: {type(e).__name__}: {e}") from e
     child.close()
-    # Grace period covers process start and unpickling of the namespace.
-    grace = 5.0
+    # The worker's own limits are CPU time (the tracer deadline, RLIMIT_CPU), which machine load
+    # does not change. The wall-clock backstop only catches a worker that stops making progress
+    # without using CPU; it is generous so that a loaded machine (worker start, unpickling, a
+    # descheduled program) cannot turn a memory or runtime failure into a timeout.
+    backstop = 4.0 * time_limit_s + 10.0
     try:
-        if not parent.poll(time_limit_s + grace):
-            raise SandboxError("timeout", f"program exceeded its time limit of {time_limit_s} s")
+        if not parent.poll(backstop):
+            raise SandboxError(
+                "timeout",
+                f"program exceeded its time limit of {time_limit_s} s "
+                f"(no answer within the {backstop:.0f} s wall-clock backstop)",
+            )
         try:
             status, value = pickle.loads(parent.recv_bytes())
         except (EOFError, OSError):
@@ -763,8 +779,9 @@ def execute(
     """Validate and run a program; return the value it bound to ``result_name``.
 
     ``isolation="subprocess"`` (default, required for scene programs) runs it in a worker with
-    ``RLIMIT_CPU``/``RLIMIT_AS`` and a wall-clock deadline; the namespace and the result travel by
-    pickle, so SDK objects mutated by the program come back only through the result.
+    ``RLIMIT_CPU``/``RLIMIT_AS``, a CPU-time deadline and a wall-clock backstop; the namespace and
+    the result travel by pickle, so SDK objects mutated by the program come back only through
+    the result.
     ``isolation="inprocess"`` runs it here with only the line-tracer deadline (no memory limit);
     use it for trusted-shape programs such as already-probed potentials.
     Raises ``SandboxError`` for every failure of the program.
@@ -843,9 +860,10 @@ def compile_function(
     """Validate a potential program and return its ``entry`` function, usable in-process.
 
     The function's globals are only ``namespace`` plus the safe builtins; calls run under a
-    wall-clock deadline of ``time_limit_s``. With ``probe_args`` the program is first run once in
-    a limited worker subprocess as ``entry(*probe_args)`` and its output must be finite, so a
-    non-terminating, memory-hungry or NaN-producing potential is refused before it runs here.
+    CPU-time deadline (of the calling thread) of ``time_limit_s``. With ``probe_args`` the
+    program is first run once in a limited worker subprocess as ``entry(*probe_args)`` and its
+    output must be finite, so a non-terminating, memory-hungry or NaN-producing potential is
+    refused before it runs here.
     The result may be passed to ``jax.jit``; JAX's own tracing errors propagate unchanged.
     """
     limits = limits or Limits()
