@@ -7,10 +7,13 @@ BIN := $(VENV)/bin
 CONFIG ?= configs/coda.py
 WORKDIR ?= runs/default
 PYTEST_ARGS ?= -m "not slow"
+# The full transitive set, resolved once from pyproject.toml's direct pins (`make lock`).
+LOCK := requirements.lock
+UV_VERSION := 0.13.9
 
-.PHONY: setup run smoke test test-slow lint format clean
+.PHONY: setup lock run smoke test test-slow lint format clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml $(LOCK)
 	@# python3-venv on minimal Debian/Ubuntu images (best effort, needs root + apt).
 	@if ! $(PY) -m venv --help >/dev/null 2>&1 && [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; fi
@@ -20,10 +23,18 @@ $(BIN)/.installed: pyproject.toml
 	  echo "warning: could not install libosmesa6/libegl1; rendering will report that no GL is available"; fi
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -r $(LOCK)
+	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip check
 	touch $@
 
 setup: $(BIN)/.installed
+
+# Re-resolve the lock after changing a pin in pyproject.toml (needs PyPI; commit the result).
+lock:
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q uv==$(UV_VERSION)
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --custom-compile-command "make lock" -o $(LOCK)
 
 run: setup
 	$(BIN)/python -m launch.main --config=$(CONFIG) --workdir=$(WORKDIR)
