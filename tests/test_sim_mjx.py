@@ -190,4 +190,7 @@ def test_sharded_equals_unsharded_and_batched_mjx_does_not_hang(tmp_path):
     assert "batch" in res["sharding"], res
     assert res["success_equal"]
     assert max(res["action_diff"]) < 1e-4, res  # float reassociation across shards only
-    assert res["max_diff"] < 1e-5, res
+    # body positions after 160 contact-rich physics steps: the table's box-box contacts amplify
+    # the reassociation noise more than an infinite floor plane did (measured 1.2e-5 m in 1 of
+    # 64 variants, the rest < 2e-6; 1.2e-6 on the plane)
+    assert res["max_diff"] < 5e-5, res

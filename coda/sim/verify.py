@@ -38,6 +38,7 @@ from coda.sim.compile import TABLE_GEOM, CompiledScene, group_buckets
 
 PENETRATION_TOL = 0.003  # m
 SUPPORT_TOL = 0.004  # m: a fixed object's gap to its support (objects are placed 0.5 mm clear)
+SUPPORT_SEARCH = 1.0  # m: how far below a fixed object a support is looked for
 EDGE_TOL = 0.002  # m a footprint may reach past the table edge
 REACH_TOL = 0.001  # m a needed wrist pose may lie outside the reachable box
 VIEW_ASPECT = 1.0  # policy images and the report's frames are square
@@ -183,8 +184,11 @@ def check_fixed_support(c: CompiledScene, d: mujoco.MjData | None = None) -> lis
             for g2, owner in static.items():
                 if owner == o.name:
                     continue
-                dist = mujoco.mj_geomDistance(m, d, g1, g2, 1.0, fromto)
-                if fromto[5] <= fromto[2] + 1e-3:  # the nearest point of g2 is below g1's
+                fromto[:] = 0.0
+                dist = mujoco.mj_geomDistance(m, d, g1, g2, SUPPORT_SEARCH, fromto)
+                # beyond SUPPORT_SEARCH fromto is not filled in; otherwise g2's nearest point
+                # must lie below g1's for g2 to hold it up
+                if dist < SUPPORT_SEARCH and fromto[5] <= fromto[2] + 1e-3:
                     gap = min(gap, float(dist))
         if gap > SUPPORT_TOL:
             out.append(
@@ -194,7 +198,7 @@ def check_fixed_support(c: CompiledScene, d: mujoco.MjData | None = None) -> lis
                     gap,
                     f"fixed {o.name} floats {gap:.3f} m above the table / what is under it"
                     if math.isfinite(gap)
-                    else f"fixed {o.name} has nothing under it",
+                    else f"fixed {o.name} has nothing under it within {SUPPORT_SEARCH} m",
                 )
             )
     return out
@@ -341,11 +345,10 @@ def cameras(c: CompiledScene, d: mujoco.MjData) -> list[tuple[str, np.ndarray, n
     from coda.sim import render
 
     m = c.model
-    out = [
-        (m.camera(k).name, d.cam_xpos[k].copy(), d.cam_xmat[k].reshape(3, 3).copy(), 0.0)
-        for k in range(m.ncam)
-    ]
-    out = [(n, p, r, math.radians(float(m.cam_fovy[k]))) for k, (n, p, r, _) in enumerate(out)]
+    out = []
+    for k in range(m.ncam):
+        rot = d.cam_xmat[k].reshape(3, 3).copy()
+        out.append((m.camera(k).name, d.cam_xpos[k].copy(), rot, math.radians(m.cam_fovy[k])))
     az, el = math.radians(render.DEFAULT_AZIMUTH), math.radians(render.DEFAULT_ELEVATION)
     fwd = np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
     up = np.array([-math.sin(el) * math.cos(az), -math.sin(el) * math.sin(az), math.cos(el)])
@@ -395,7 +398,7 @@ def check_view(c: CompiledScene, d: mujoco.MjData | None = None) -> list[Reason]
 
 def _free_bodies(c: CompiledScene) -> list[tuple[str, int, int, float, bool]]:
     """(object, qpos address, dof address, mass, round) of every movable object; a round one
-    (spheres only: a ball, an apple) has no orientation that could tip."""
+    (one sphere centred on the body: a ball, an apple) has no orientation that could tip."""
     m = c.model
     out = []
     for o in c.scene.objects:
@@ -404,7 +407,10 @@ def _free_bodies(c: CompiledScene) -> list[tuple[str, int, int, float, bool]]:
         j = m.joint(f"{o.name}/free").id
         b = m.body(o.name).id
         geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] == b]
-        rnd = all(m.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE for g in geoms)
+        rnd = all(
+            m.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE and not np.any(m.geom_pos[g])
+            for g in geoms
+        )
         out.append((o.name, m.jnt_qposadr[j], m.jnt_dofadr[j], float(m.body_subtreemass[b]), rnd))
     return out
 
