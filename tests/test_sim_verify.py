@@ -147,20 +147,30 @@ def test_planted_bad_scene_is_rejected_with_reason(name):
     _assert_rejected(verdict, check, obj, name)
 
 
-def test_new_checks_reject_planted_scenes_and_pass_their_twins():
-    """One batched verify call over every planted scene and its clean twin."""
+@pytest.fixture(scope="module")
+def planted_verdicts():
+    """{name: (verdict of the planted scene, verdict of its twin)}: one batched verify call."""
     names = sorted(NEW_CHECKS)
     bad = [_compile(NEW_CHECKS[n][0], lift=NEW_CHECKS[n][1]) for n in names]
     twins = [_compile(NEW_CHECKS[n][2], lift=NEW_CHECKS[n][3]) for n in names]
     verdicts = verify(bad + twins)
-    for k, n in enumerate(names):
-        check, obj = NEW_CHECKS[n][4:]
-        _assert_rejected(verdicts[k], check, obj, n)
-        twin = verdicts[len(names) + k]
-        assert twin.ok, f"{n}: clean twin rejected: {twin.reasons}"
+    return {n: (verdicts[k], verdicts[len(names) + k]) for k, n in enumerate(names)}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_CHECKS))
+def test_new_check_rejects_planted_scene_and_passes_its_twin(name, planted_verdicts):
+    bad, twin = planted_verdicts[name]
+    check, obj = NEW_CHECKS[name][4:]
+    _assert_rejected(bad, check, obj, name)
+    assert twin.ok, f"{name}: clean twin rejected: {twin.reasons}"
+
+
+def test_summary_counts_every_check(planted_verdicts):
+    verdicts = [v for pair in planted_verdicts.values() for v in pair]
     summary = V.summarize(verdicts)
     assert summary["pass_rate"] == pytest.approx(0.5, abs=1e-9)
-    for n in names:
+    assert set(summary["reasons"]) == set(V.CHECKS)
+    for n in NEW_CHECKS:
         assert summary["reasons"][NEW_CHECKS[n][4]] >= 1, summary
 
 
