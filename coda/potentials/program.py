@@ -312,6 +312,8 @@ def abstract_state(sym: SymbolTable, batch: tuple[int, ...] = (2,)) -> SimState:
         body_half=sd(nb, 3),
         inner=sd(nb, 4),
         joint_range=sd(nj, 2),
+        body_linvel=sd(nb, 3),
+        body_angvel=sd(nb, 3),
     )
 
 

@@ -238,6 +238,14 @@ def compile_scene(scene: Scene) -> CompiledScene:
             objtype=mujoco.mjtObj.mjOBJ_JOINT,
             objname=jname,
         )
+    for name in body_index:  # world-frame velocities: ν's "at rest" (e.g. released in a bin)
+        for kind in ("linvel", "angvel"):
+            spec.add_sensor(
+                name=f"{name}:{kind}",
+                type=getattr(mujoco.mjtSensor, f"mjSENS_FRAME{kind.upper()}"),
+                objtype=mujoco.mjtObj.mjOBJ_XBODY,
+                objname=name,
+            )
     for k, (_, _, g1, g2) in enumerate(pairs):
         s = spec.add_sensor(
             name=f"contact{k}",
@@ -256,7 +264,7 @@ def compile_scene(scene: Scene) -> CompiledScene:
         contact_pairs=tuple((a, b) for a, b, _, _ in pairs),
         nsensordata=int(model.nsensordata),
     )
-    assert model.nsensordata == 9 + 7 * layout.n_bodies + layout.n_joints + len(pairs)
+    assert model.nsensordata == layout.expected_nsensordata
     # symbol table: object names, task roles, and "<role>.<part>" for sub-bodies / joints
     role_of = {v: k for k, v in scene.task["roles"].items()}
     bodies: dict[str, int] = {}

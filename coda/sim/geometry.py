@@ -97,6 +97,14 @@ def upright(state: SimState, i: int, tol: float = 0.35) -> jnp.ndarray:
     return m[..., 2, 2] > jnp.cos(tol)
 
 
+def face_down(state: SimState, i: int, tol: float) -> jnp.ndarray:
+    """Some body axis (±x, ±y or ±z) within `tol` rad of world z: a box lies flat on one of its
+    six faces. Every face is a stable resting pose of a box (a cube on any face is as stacked as
+    one with +z up); a box leaning on an edge or corner is not."""
+    m = quat_to_mat(state.body_quat[..., i, :])  # [..., 3, 3]; row 2 = body axes' world z
+    return jnp.max(jnp.abs(m[..., 2, :]), axis=-1) > jnp.cos(tol)
+
+
 def aligned(
     qa: jnp.ndarray, qb: jnp.ndarray, tol: float = 0.2, symmetry: float = jnp.pi / 2
 ) -> jnp.ndarray:
@@ -132,14 +140,16 @@ def on_top(state: SimState, a: int, b: int, tol: float = 0.015) -> jnp.ndarray:
     )
 
 
-def inside(state: SimState, a: int, container: int, margin: float = 0.0) -> jnp.ndarray:
-    """a's centre lies in the container's interior, above its floor, and a's bottom is below
-    the rim. The centre (not the bounding box) decides height, so a tipped-over object that
-    lies in the container still counts."""
+def inside(
+    state: SimState, a: int, container: int, margin: float = 0.0, floor_tol: float = 0.005
+) -> jnp.ndarray:
+    """a's centre lies in the container's interior, above its floor (less `floor_tol`), and a's
+    bottom is below the rim. The centre (not the bounding box) decides height, so a tipped-over
+    object that lies in the container still counts. Geometry only: see `predicates` for ν."""
     inner_floor = pos(state, container)[..., 2] + state.inner[..., container, 3]
     rim = top(state, container)
     ok_xy = within_footprint(state, pos(state, a), container, margin, use_inner=True)
-    return ok_xy & (bottom(state, a) < rim) & (pos(state, a)[..., 2] > inner_floor - 0.005)
+    return ok_xy & (bottom(state, a) < rim) & (pos(state, a)[..., 2] > inner_floor - floor_tol)
 
 
 def in_contact(state: SimState, ea: int, eb: int) -> jnp.ndarray:
@@ -159,6 +169,54 @@ def grasped(state: SimState, a: int) -> jnp.ndarray:
     """Both finger pads touch body a."""
     e = N_FIXED_ENTITIES + a
     return in_contact(state, LEFT, e) & in_contact(state, RIGHT, e)
+
+
+def fingers_off(state: SimState, a: int) -> jnp.ndarray:
+    """No finger pad touches body a (stricter than `~grasped`: one pad pressing still holds)."""
+    e = N_FIXED_ENTITIES + a
+    return ~in_contact(state, LEFT, e) & ~in_contact(state, RIGHT, e)
+
+
+def supported_on(state: SimState, a: int, b: int) -> jnp.ndarray:
+    """a rests on b: a touches b, a's centre lies over b's footprint and above b's top surface.
+
+    Contact, not a height tolerance, separates resting from hovering (an object 1.5 cm above a
+    plate is not on it); the centre-over-footprint test rejects a touch from beside b."""
+    return (
+        touching(state, a, b)
+        & within_footprint(state, pos(state, a), b)
+        & (pos(state, a)[..., 2] > top(state, b))
+    )
+
+
+def linear_speed(state: SimState, i: int) -> jnp.ndarray:
+    """Speed (m/s) of body i's origin. Needs `SimState.body_linvel` (decode fills it)."""
+    if state.body_linvel is None:
+        raise ValueError("linear_speed needs SimState.body_linvel (states from decode have it)")
+    return jnp.linalg.norm(state.body_linvel[..., i, :], axis=-1)
+
+
+def angular_speed(state: SimState, i: int) -> jnp.ndarray:
+    """Angular speed (rad/s) of body i. Needs `SimState.body_angvel` (decode fills it)."""
+    if state.body_angvel is None:
+        raise ValueError("angular_speed needs SimState.body_angvel (states from decode have it)")
+    return jnp.linalg.norm(state.body_angvel[..., i, :], axis=-1)
+
+
+def tumble_speed(state: SimState, i: int) -> jnp.ndarray:
+    """Angular speed (rad/s) of body i about horizontal axes (rolling, tipping, rocking)."""
+    if state.body_angvel is None:
+        raise ValueError("tumble_speed needs SimState.body_angvel (states from decode have it)")
+    return jnp.linalg.norm(state.body_angvel[..., i, :2], axis=-1)
+
+
+def at_rest(state: SimState, i: int, max_speed: float, max_tumble: float) -> jnp.ndarray:
+    """Body i moves slower than `max_speed` m/s and rolls / tips slower than `max_tumble` rad/s.
+
+    Spin about the vertical is ignored: it cannot move a resting object, and MuJoCo's default
+    contacts (condim 3) have no torsional friction, so a ball released with a twist spins in
+    place indefinitely while its position does not change."""
+    return (linear_speed(state, i) < max_speed) & (tumble_speed(state, i) < max_tumble)
 
 
 def gripper_opening(state: SimState) -> jnp.ndarray:
@@ -206,6 +264,7 @@ HELPERS = {
         height,
         lifted,
         upright,
+        face_down,
         aligned,
         within_footprint,
         above,
@@ -215,6 +274,12 @@ HELPERS = {
         touching,
         on_table,
         grasped,
+        fingers_off,
+        supported_on,
+        linear_speed,
+        angular_speed,
+        tumble_speed,
+        at_rest,
         gripper_opening,
         gripper_open,
         joint_fraction,

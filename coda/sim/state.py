@@ -2,7 +2,9 @@
 
 Both backends fill MuJoCo's `sensordata` with the same sensors (added at compile time): the tcp
 frame, finger joints, the frame of every tracked body (object bodies, articulated parts,
-handles), articulated joint positions, and geom-pair contact counts. `decode` turns a sensordata
+handles), articulated joint positions, every tracked body's linear and angular velocity (world
+frame; ν needs "at rest", e.g. an object released inside a container, not still falling through
+it), and geom-pair contact counts. `decode` turns a sensordata
 array into a `SimState` pytree, so ν, the geometry helpers and potentials are the same jnp
 functions whether `mujoco.rollout` (native) or MJX produced the numbers.
 
@@ -42,11 +44,19 @@ class SimState:
     # integrated into. Proprioception, as on a real arm; without it the state is not Markov for
     # a delta-action policy (the tcp lags its setpoint while moving or pressing on something).
     ee_cmd: jnp.ndarray | None = None  # [..., 6]
+    # Tracked bodies' velocities (world frame; linear at the body origin). Optional so states
+    # built by hand stay valid; helpers that need them (`geometry.at_rest`) say so when absent.
+    body_linvel: jnp.ndarray | None = None  # [..., NB, 3] m/s
+    body_angvel: jnp.ndarray | None = None  # [..., NB, 3] rad/s
 
 
 @dataclasses.dataclass(frozen=True)
 class StateLayout:
-    """Static description of the sensordata vector of one bucket (hashable, jit-static)."""
+    """Static description of the sensordata vector of one bucket (hashable, jit-static).
+
+    Order: tcp pos (3), tcp quat (4), fingers (2), body frames (7 NB: pos, quat), articulated
+    joints (NJ), body velocities (6 NB: linvel, angvel), contact sensors (one per pair).
+    """
 
     body_names: tuple[str, ...]
     joint_names: tuple[str, ...]
@@ -66,6 +76,11 @@ class StateLayout:
         return N_FIXED_ENTITIES + self.n_bodies
 
     @property
+    def expected_nsensordata(self) -> int:
+        """Length of the sensordata vector this layout decodes."""
+        return 9 + 7 * self.n_bodies + self.n_joints + 6 * self.n_bodies + len(self.contact_pairs)
+
+    @property
     def state_dim(self) -> int:
         """Length of `flat_observation` (the policy's proprio + object state vector)."""
         return 3 + 4 + 2 + 6 + 7 * self.n_bodies + self.n_joints
@@ -77,6 +92,12 @@ def decode(
     """sensordata [..., S] + per-variant constants + commanded wrist pose [..., 6] -> SimState
     (pure jnp, jittable). The backends own the servo setpoint, so they pass it in."""
     s = sensordata
+    if s.shape[-1] != layout.expected_nsensordata:
+        raise ValueError(
+            f"sensordata has {s.shape[-1]} values but the StateLayout decodes "
+            f"{layout.expected_nsensordata} (bodies {layout.n_bodies}, joints {layout.n_joints}, "
+            f"contact pairs {len(layout.contact_pairs)}): compiled by another layout?"
+        )
     nb, nj = layout.n_bodies, layout.n_joints
     lead = s.shape[:-1]
     o = 0
@@ -86,6 +107,8 @@ def decode(
     o += 7 * nb
     joint_pos = s[..., o : o + nj]
     o += nj
+    vel = s[..., o : o + 6 * nb].reshape(lead + (nb, 6))  # [..., NB, 6] linvel, angvel
+    o += 6 * nb
     found = s[..., o : o + len(layout.contact_pairs)]
     ne = layout.n_entities
     if layout.contact_pairs:
@@ -112,6 +135,8 @@ def decode(
         inner=bc(consts["inner"]),
         joint_range=bc(consts["joint_range"]),
         ee_cmd=jnp.broadcast_to(jnp.asarray(cmd, s.dtype), lead + (6,)),
+        body_linvel=vel[..., 0:3],
+        body_angvel=vel[..., 3:6],
     )
 
 
