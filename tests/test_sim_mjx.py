@@ -80,6 +80,28 @@ def test_backends_agree_on_planner_success(both_results):
     )
 
 
+def test_backends_decode_the_same_body_velocities(cube_plate_bucket, both_results):
+    """The velocity sensors ν's "at rest" reads come out of MJX as out of MuJoCo: the carried
+    cube moves (> 0.1 m/s mid-episode) and comes to rest, with the same numbers on both."""
+    from coda.sim import predicates
+
+    m, n = both_results
+    i = cube_plate_bucket.sym.body("target")
+    lin_m, lin_n = (
+        np.asarray(m.states.body_linvel[:, :, i]),
+        np.asarray(n.states.body_linvel[:, :, i]),
+    )
+    ang_m, ang_n = (
+        np.asarray(m.states.body_angvel[:, :, i]),
+        np.asarray(n.states.body_angvel[:, :, i]),
+    )
+    np.testing.assert_allclose(lin_m, lin_n, atol=1e-2)  # measured < 1e-3 m/s
+    np.testing.assert_allclose(ang_m, ang_n, atol=5e-2)  # measured < 3e-3 rad/s
+    speed = np.linalg.norm(lin_m, axis=-1)  # [B, C+1]
+    assert (speed.max(1) > 0.1).all(), speed
+    assert (speed[:, -1] < predicates.REST_MAX_SPEED).all(), speed
+
+
 def test_commanded_setpoint_is_the_integrated_actions_on_both_backends(
     cube_plate_bucket, both_results
 ):
