@@ -2,14 +2,8 @@
 
 Every MJX episode compile costs ~1 minute on a 2-core CPU, so all tests in this file share one
 bucket shape (4 variants, 14 chunks) through session fixtures; the sharding / deadlock check
-runs in a subprocess with 4 forced host devices.
+lives in tests/test_mjx_deadlock.py (a subprocess with 4 forced host devices).
 """
-
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import jax
 import numpy as np
@@ -157,62 +151,3 @@ def test_nan_variant_is_isolated(
             np.asarray(r.states.body_pos)[ok], np.asarray(clean.states.body_pos)[ok], atol=1e-5
         )
         assert np.isfinite(np.asarray(r.states.body_pos)).all() or backend.name == "mjx"
-
-
-SHARD_SCRIPT = textwrap.dedent("""
-    import json, os, sys
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    import jax, numpy as np
-    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
-    from coda.sim.compile import compile_scene
-    from coda.sim.planner import planner_for
-    from coda.sim.rollout import MjxBackend, make_buckets
-    from coda.sim.sdk import exec_program
-    src = sys.argv[2]
-    comp = [compile_scene(exec_program(src, seed=k, isolation="inprocess")) for k in range(64)]
-    (bucket,) = make_buckets(comp)
-    planner = planner_for(bucket)
-    key = jax.random.PRNGKey(1)
-    assert len(jax.devices()) == 4
-    a = MjxBackend(shard=False).rollout(bucket, planner, None, key, 2)
-    b = MjxBackend().rollout(bucket, planner, None, key, 2)
-    jax.block_until_ready((a.states.body_pos, b.states.body_pos))
-    print(json.dumps({
-        "sharding": str(b.states.body_pos.sharding),
-        "max_diff": float(np.abs(np.asarray(a.states.body_pos) - np.asarray(b.states.body_pos)).max()),
-        "action_diff": np.abs(np.asarray(a.actions) - np.asarray(b.actions)).max(axis=(0, 2, 3)).tolist(),
-        "success_equal": bool((np.asarray(a.success) == np.asarray(b.success)).all()),
-        "n": int(a.success.shape[0]),
-    }))
-""")
-
-
-def test_sharded_equals_unsharded_and_batched_mjx_does_not_hang(tmp_path):
-    """N=64 over 4 forced host devices. Also the regression test for the jax 0.10 deadlock in
-    batched MJX rollouts: a hang fails this test via the timeout instead of stalling CI."""
-    from tests.conftest import _CACHE, CUBE_PLATE
-
-    script = tmp_path / "shard.py"
-    script.write_text(SHARD_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    try:
-        out = subprocess.run(
-            [sys.executable, str(script), _CACHE, CUBE_PLATE],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("batched MJX rollout hung for 600 s (the jax>=0.10 deadlock is back?)")
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    assert res["n"] == 64
-    assert "batch" in res["sharding"], res
-    assert res["success_equal"]
-    assert max(res["action_diff"]) < 1e-4, res  # float reassociation across shards only
-    # body positions after 160 contact-rich physics steps: the table's box-box contacts amplify
-    # the reassociation noise more than an infinite floor plane did (measured 1.2e-5 m in 1 of
-    # 64 variants, the rest < 2e-6; 1.2e-6 on the plane)
-    assert res["max_diff"] < 5e-5, res
