@@ -265,20 +265,8 @@ def compile_scene(scene: Scene) -> CompiledScene:
         nsensordata=int(model.nsensordata),
     )
     assert model.nsensordata == layout.expected_nsensordata
-    # symbol table: object names, task roles, and "<role>.<part>" for sub-bodies / joints
+    sym = symbol_table(scene.task["roles"], body_index, [j for j, _ in joints])
     role_of = {v: k for k, v in scene.task["roles"].items()}
-    bodies: dict[str, int] = {}
-    jmap: dict[str, int] = {}
-    for name, idx in body_index.items():
-        obj, _, part = name.partition("/")
-        keys = [obj] + ([role_of[obj]] if obj in role_of else [])
-        for k in keys:
-            bodies[f"{k}.{part}" if part else k] = idx
-    for j, (jname, _) in enumerate(joints):
-        obj = jname.split("/")[0]
-        for k in [obj] + ([role_of[obj]] if obj in role_of else []):
-            jmap[k] = j
-    sym = SymbolTable(tuple(sorted(bodies.items())), tuple(sorted(jmap.items())))
 
     consts = {
         "body_half": np.stack([h for _, h, _ in tracked]).astype(np.float32),
@@ -289,8 +277,9 @@ def compile_scene(scene: Scene) -> CompiledScene:
     for jname, rng in joints:
         obj = jname.split("/")[0]
         frac = scene.task.get("initial", {}).get("joint_fraction", {})
-        role = role_of.get(obj, obj)
-        f = frac.get(role, frac.get(obj, 0.0))
+        # keyed by role; an object name only counts when no role has that name (see symbol_table)
+        by_name = frac.get(obj, 0.0) if obj not in scene.task["roles"] else 0.0
+        f = frac.get(role_of[obj], by_name) if obj in role_of else by_name
         jid = model.joint(jname).id
         init_qpos[model.jnt_qposadr[jid]] = rng[0] + f * (rng[1] - rng[0])
     init_qpos[:6] = robot.HOME
@@ -312,6 +301,44 @@ def compile_scene(scene: Scene) -> CompiledScene:
         success,
         {o.name: body_index[o.name] for o in scene.objects},
     )
+
+
+def symbol_table(
+    roles: dict[str, str], body_index: dict[str, int], joint_names: Sequence[str]
+) -> SymbolTable:
+    """Roles (and object names) -> tracked body / joint indices; "<key>.<part>" for sub-bodies.
+
+    Task roles take precedence over object names: the SDK names an object after the role it
+    was added with, so after `resample(scene, "task")` swaps roles the object named "top" plays
+    "base". ν, the planner and potentials read roles, so a role key must never be overwritten
+    by a same-named object (that bound both "top" and "base" to one cube).
+    """
+    role_of = {v: k for k, v in roles.items()}
+    bodies: dict[str, int] = {}
+    jmap: dict[str, int] = {}
+    for name, idx in body_index.items():  # object names first ...
+        obj, _, part = name.partition("/")
+        bodies[f"{obj}.{part}" if part else obj] = idx
+    for j, jname in enumerate(joint_names):
+        jmap[jname.split("/")[0]] = j
+    for name, idx in body_index.items():  # ... then roles, which win a clash
+        obj, _, part = name.partition("/")
+        if obj in role_of:
+            bodies[f"{role_of[obj]}.{part}" if part else role_of[obj]] = idx
+    for j, jname in enumerate(joint_names):
+        obj = jname.split("/")[0]
+        if obj in role_of:
+            jmap[role_of[obj]] = j
+    return SymbolTable(tuple(sorted(bodies.items())), tuple(sorted(jmap.items())))
+
+
+def role_binding(c: CompiledScene) -> dict[str, int]:
+    """{role or "role.part": body index, "joint:<role>": joint index} for every task role:
+    the part of the symbol table that ν, the planner and potentials read."""
+    roles = set(c.scene.task["roles"])
+    out = {k: i for k, i in c.sym.bodies if k.partition(".")[0] in roles}
+    out.update({f"joint:{k}": j for k, j in c.sym.joints if k in roles})
+    return out
 
 
 def _structure_key(scene: Scene, model: mujoco.MjModel) -> str:

@@ -30,7 +30,7 @@ from absl import logging
 from flax import struct
 
 from coda.sim import robot
-from coda.sim.compile import PER_VARIANT_FIELDS, CompiledScene
+from coda.sim.compile import PER_VARIANT_FIELDS, CompiledScene, role_binding
 from coda.sim.state import SimState, StateLayout, SymbolTable, decode
 
 MAX_QVEL = 1e3  # |qvel| beyond this marks a variant as exploded
@@ -69,6 +69,7 @@ class Bucket:
     def __init__(self, variants: Sequence[CompiledScene], batch_size: int | None = None):
         if not variants:
             raise ValueError("empty bucket")
+        check_same_task(variants)  # ν, the planner and the symbol table come from variant 0
         keys = {v.structure_key for v in variants}
         if len(keys) != 1:
             raise ValueError(f"variants of different structure in one bucket: {sorted(keys)}")
@@ -123,6 +124,47 @@ class Bucket:
         if self._mjx is None:
             self._mjx = batch_mjx_models([v.model for v in self.padded])
         return self._mjx
+
+
+def _predicate_id(fn: Any) -> Any:
+    """Comparable identity of a ν (families return `functools.partial`s, equal only by id)."""
+    if isinstance(fn, functools.partial):
+        return (_predicate_id(fn.func), fn.args, tuple(sorted(fn.keywords.items())))
+    return fn
+
+
+def check_same_task(variants: Sequence[CompiledScene]) -> None:
+    """Raises unless every variant has variant 0's family, task params, role binding and ν.
+
+    A bucket is scored with one ν over one symbol table and planned for one task, so a variant
+    whose roles differ (e.g. `resample(scene, "task")` swapping which cube goes on top) would
+    silently be scored and planned as variant 0's task."""
+    v0 = variants[0]
+    t0 = v0.scene.task
+    b0 = role_binding(v0)
+    for i, v in enumerate(variants[1:], 1):
+        t = v.scene.task
+        what = f"bucket variant {i} ({t.get('instruction', '?')!r}) vs variant 0 "
+        what += f"({t0.get('instruction', '?')!r})"
+        if (t["family"], t.get("params", {})) != (t0["family"], t0.get("params", {})):
+            raise ValueError(
+                f"{what}: task differs (family {t['family']!r} vs {t0['family']!r}, params "
+                f"{t.get('params', {})} vs {t0.get('params', {})}); use separate buckets"
+            )
+        b = role_binding(v)
+        diff = sorted(k for k in set(b) | set(b0) if b.get(k) != b0.get(k))
+        if diff:
+            roles = sorted({k.removeprefix("joint:").partition(".")[0] for k in diff})
+            who = "; ".join(
+                f"{r!r}: object {t['roles'].get(r)!r} vs {t0['roles'].get(r)!r}" for r in roles
+            )
+            raise ValueError(
+                f"{what}: roles {roles} are bound to different bodies ({who}; symbol-table "
+                f"entries {[(k, b.get(k), b0.get(k)) for k in diff]}); ν and the planner would "
+                "read variant 0's roles: use separate buckets (make_buckets does)"
+            )
+        if _predicate_id(v.success) != _predicate_id(v0.success):
+            raise ValueError(f"{what}: success predicates ν differ; use separate buckets")
 
 
 def batch_mjx_models(models: Sequence[mujoco.MjModel]):

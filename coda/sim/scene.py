@@ -224,13 +224,19 @@ class Scene:
         return cls.from_dict(d, where)
 
     def structure(self) -> tuple:
-        """What must match for two scenes to share an MJX bucket (continuous values excluded)."""
+        """What must match for two scenes to share an MJX bucket (continuous values excluded).
+
+        A bucket is scored by one ν and planned by one planner, so everything they read is
+        structure: the family, the task params and which object plays each role (by position
+        in `objects`, i.e. by tracked body; "stack blue on red" is not "stack red on blue")."""
         objs = tuple(
             (o.category, assets.get_category(o.category).instance(o.instance).variant, o.role)
             for o in self.objects
         )
         params = tuple(sorted((k, str(v)) for k, v in self.task.get("params", {}).items()))
-        return (self.task["family"], params, objs)
+        index = {o.name: i for i, o in enumerate(self.objects)}
+        roles = tuple(sorted((r, index.get(n, -1)) for r, n in self.task.get("roles", {}).items()))
+        return (self.task["family"], params, roles, objs)
 
 
 def footprint_radius(category: str, attrs: dict[str, Any], instance: str | None = None) -> float:
