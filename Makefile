@@ -6,7 +6,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= configs/coda.py
 WORKDIR ?= runs/default
-PYTEST_ARGS ?= -m "not slow"
+# Whole test files per worker (module fixtures compile once), one worker per core.
+PYTEST_ARGS ?= -m "not slow" -n auto --dist loadfile --durations=25
 # The full transitive set, resolved once from pyproject.toml's direct pins (`make lock`).
 LOCK := requirements.lock
 UV_VERSION := 0.13.9
