@@ -22,7 +22,9 @@ import pytest
 
 SHARD_SCRIPT = textwrap.dedent("""
     import json, os, sys
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    )
     os.environ["JAX_PLATFORMS"] = "cpu"
     import jax, numpy as np
     jax.config.update("jax_compilation_cache_dir", sys.argv[1])
