@@ -15,6 +15,7 @@ from coda.sim.tasks.families import (
     PutInsideFamily,
     StackOrInsertFamily,
 )
+from coda.sim.tasks.phases import Phase, segment
 
 FAMILIES: dict[str, TaskFamily] = {
     f.name: f
@@ -28,6 +29,11 @@ def get_family(name: str) -> TaskFamily:
     return FAMILIES[name]
 
 
+def task_phases(task: dict) -> tuple[Phase, ...]:
+    """The ordered phases (last: ν) of a task dict, from the family that owns it."""
+    return get_family(task["family"]).task_phases(task)
+
+
 def register_family(family: TaskFamily, probe_seed: int = 0) -> None:
     """Adds a family after checking that its proposals come with a success predicate ν."""
     import numpy as np
@@ -39,6 +45,7 @@ def register_family(family: TaskFamily, probe_seed: int = 0) -> None:
 
 __all__ = [
     "FAMILIES",
+    "Phase",
     "ArticulatedFamily",
     "PickPlaceFamily",
     "PutInsideFamily",
@@ -48,4 +55,6 @@ __all__ = [
     "get_family",
     "noun_phrase",
     "register_family",
+    "segment",
+    "task_phases",
 ]

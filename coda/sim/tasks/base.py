@@ -10,6 +10,7 @@ import numpy as np
 from coda.sim import assets
 from coda.sim.predicates import Predicate
 from coda.sim.scene import ObjectSpec, Scene
+from coda.sim.tasks.phases import Phase
 
 # Head noun of a category's noun phrase, where it is not the category name itself.
 NOUNS = {"cabinet_drawer": "cabinet", "cabinet_door": "cabinet"}
@@ -82,6 +83,17 @@ class TaskFamily(abc.ABC):
 
     @abc.abstractmethod
     def success_fn(self, task: dict[str, Any]) -> Predicate | None: ...
+
+    def task_phases(self, task: dict[str, Any]) -> tuple[Phase, ...]:
+        """Ordered task phases with completion predicates; the last is always ν.
+
+        Default: one phase, success itself (a family without finer sub-goals). Families
+        override this with their own sub-goals (reach, grasp, ...) ahead of ν.
+        """
+        nu = self.success_fn(task)
+        if nu is None:
+            raise ValueError(f"family {self.name!r} has no success predicate ν for this task")
+        return (Phase("success", nu),)
 
     # ---------------------------------------------------------------- helpers
     @staticmethod

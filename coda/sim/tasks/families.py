@@ -8,6 +8,7 @@ from collections.abc import Collection
 from coda.sim import assets, predicates
 from coda.sim.predicates import Predicate
 from coda.sim.scene import Scene
+from coda.sim.tasks import phases as ph
 from coda.sim.tasks.base import TaskFamily, describe
 
 PICKABLE = ("block", "cube", "can", "ball", "fruit", "bottle")
@@ -93,6 +94,15 @@ class PickPlaceFamily(TaskFamily):
     def success_fn(self, task) -> Predicate:
         return functools.partial(predicates.placed_on, obj="target", support="goal")
 
+    def task_phases(self, task) -> tuple[ph.Phase, ...]:
+        return (
+            ph.Phase("reach", ph.reach("target")),
+            ph.Phase("grasp", ph.grasp("target")),
+            ph.Phase("lift", ph.lift("target")),
+            ph.Phase("transport", ph.over("target", "goal")),
+            ph.Phase("place", self.success_fn(task)),
+        )
+
 
 class PutInsideFamily(TaskFamily):
     name = "put_inside"
@@ -139,6 +149,15 @@ class PutInsideFamily(TaskFamily):
 
     def success_fn(self, task) -> Predicate:
         return functools.partial(predicates.placed_inside, obj="target", container="container")
+
+    def task_phases(self, task) -> tuple[ph.Phase, ...]:
+        return (
+            ph.Phase("reach", ph.reach("target")),
+            ph.Phase("grasp", ph.grasp("target")),
+            ph.Phase("lift", ph.lift("target")),
+            ph.Phase("transport", ph.over("target", "container", interior=True)),
+            ph.Phase("place", self.success_fn(task)),
+        )
 
 
 class ArticulatedFamily(TaskFamily):
@@ -195,6 +214,13 @@ class ArticulatedFamily(TaskFamily):
     def success_fn(self, task) -> Predicate:
         return functools.partial(
             predicates.articulated_at, obj="cabinet", action=task["params"]["action"]
+        )
+
+    def task_phases(self, task) -> tuple[ph.Phase, ...]:
+        return (
+            ph.Phase("reach", ph.reach("cabinet.handle")),
+            ph.Phase("grasp", ph.grasp("cabinet.handle")),
+            ph.Phase(task["params"]["action"], self.success_fn(task)),
         )
 
 
@@ -300,3 +326,16 @@ class StackOrInsertFamily(TaskFamily):
             return functools.partial(predicates.stacked, obj="top", base="base")
         depth = task["params"].get("depth", predicates.INSERT_DEPTH)
         return functools.partial(predicates.inserted, obj="peg", hole="hole", depth=depth)
+
+    def task_phases(self, task) -> tuple[ph.Phase, ...]:
+        if task["params"]["mode"] == "stack":
+            obj, dest, last = "top", "base", "stack"
+        else:
+            obj, dest, last = "peg", "hole", "insert"
+        return (
+            ph.Phase("reach", ph.reach(obj)),
+            ph.Phase("grasp", ph.grasp(obj)),
+            ph.Phase("lift", ph.lift(obj)),
+            ph.Phase("transport", ph.over(obj, dest, interior=last == "insert")),
+            ph.Phase(last, self.success_fn(task)),
+        )

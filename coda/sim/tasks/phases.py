@@ -1,0 +1,108 @@
+"""Task phases: ordered sub-goals of a task with a completion predicate each, and the phase
+segmentation of a trace.
+
+A family owns its phases (`TaskFamily.task_phases(task)`); the last phase is always ν, so a
+trace that completes every phase reached success. Completion predicates are pure JAX over
+`SimState` (built from `geometry` helpers) and map a state batch [...] to bool [...].
+
+`segment` reads a trace of chunk-endpoint states [B, T] and says, at each endpoint, how many
+phases have been completed *in order* so far: a phase counts once reached (it need not stay
+true: a lifted object is later put down), and only after every earlier phase counted. Several
+phases may complete at one endpoint (a chunk is many control steps). `stopped_at` is the
+first phase never completed (== number of phases when all were), i.e. where progress stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from coda.sim import geometry as G
+from coda.sim.state import SimState, SymbolTable
+
+PhasePredicate = Callable[[SimState, SymbolTable], jnp.ndarray]
+
+# Tolerances of the generic phase predicates (m).
+REACH_MARGIN = 0.02  # tcp within the body's bounding box grown by this on every side
+LIFT_HEIGHT = 0.02  # held object's bottom this far above the table
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """One ordered sub-goal: a name and its completion predicate (state, sym) -> bool [...]."""
+
+    name: str
+    done: PhasePredicate
+
+
+def segment(
+    states: SimState, sym: SymbolTable, phases: Sequence[Phase]
+) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Phase segmentation of chunk-endpoint traces (pure JAX, jittable with static phases).
+
+    states: leaves [B, T, ...] (t=0 and every chunk endpoint, as `RolloutResult.states`).
+    Returns phase_index [B, T] int32 (phases completed in order by endpoint t, monotone
+    non-decreasing in t) and stopped_at [B] int32 (first phase never completed; len(phases)
+    when all were).
+    """
+    if not phases:
+        raise ValueError("segment needs at least one phase")
+    if states.ee_pos.ndim != 3:
+        raise ValueError(
+            f"segment expects states with leaves [B, T, ...]; SimState.ee_pos has shape "
+            f"{states.ee_pos.shape}"
+        )
+    n = len(phases)
+    done = jnp.stack([p.done(states, sym) for p in phases], -1)  # [B, T, P] bool
+    done_t = jnp.moveaxis(done, 1, 0)  # [T, B, P]
+    ks = jnp.arange(n)  # [P]
+
+    def step(idx, d):  # idx [B] phases completed so far; d [B, P] completions now
+        # earlier phases already count; advance over the run of completions from idx on
+        ok = d | (ks[None, :] < idx[:, None])  # [B, P]
+        new = jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=-1), axis=-1).astype(jnp.int32)
+        new = jnp.maximum(new, idx)
+        return new, new
+
+    idx0 = jnp.zeros(done.shape[0], jnp.int32)
+    last, index = jax.lax.scan(step, idx0, done_t)
+    return jnp.moveaxis(index, 0, 1), last  # [B, T], [B]
+
+
+# ----------------------------------------------------------------------------- predicates
+
+
+def tcp_near(state: SimState, i: int, margin: float = REACH_MARGIN) -> jnp.ndarray:
+    """The tool centre point lies in body i's bounding box grown by `margin` (scale-free reach)."""
+    local = G.to_local(state, i, state.ee_pos)  # [..., 3]
+    return jnp.all(jnp.abs(local) <= G.half(state, i) + margin, axis=-1)
+
+
+def reach(role: str) -> PhasePredicate:
+    """Phase predicate: tcp at the body playing `role`."""
+    return lambda s, sym: tcp_near(s, sym.body(role))
+
+
+def grasp(role: str) -> PhasePredicate:
+    """Phase predicate: both finger pads touch the body playing `role`."""
+    return lambda s, sym: G.grasped(s, sym.body(role))
+
+
+def lift(role: str, height: float = LIFT_HEIGHT) -> PhasePredicate:
+    """Phase predicate: the body playing `role` is held with its bottom `height` off the table."""
+    return lambda s, sym: G.grasped(s, sym.body(role)) & G.lifted(s, sym.body(role), height)
+
+
+def over(role: str, dest: str, interior: bool = False) -> PhasePredicate:
+    """Phase predicate: `role`'s centre is over `dest`'s footprint (its interior if `interior`)
+    and its bottom not below `dest`'s top (less 1 cm, as `geometry.above`)."""
+
+    def done(s: SimState, sym: SymbolTable) -> jnp.ndarray:
+        a, b = sym.body(role), sym.body(dest)
+        xy = G.within_footprint(s, G.pos(s, a), b, use_inner=interior)
+        return xy & (G.bottom(s, a) > G.top(s, b) - 0.01)
+
+    return done
