@@ -223,14 +223,18 @@ def compile_scene(scene: Scene) -> CompiledScene:
             objtype=mujoco.mjtObj.mjOBJ_JOINT,
             objname=f"gripper/{side}_finger",
         )
-    for name in body_index:
-        for kind in ("pos", "quat"):
-            spec.add_sensor(
-                name=f"{name}:{kind}",
-                type=getattr(mujoco.mjtSensor, f"mjSENS_FRAME{kind.upper()}"),
-                objtype=mujoco.mjtObj.mjOBJ_XBODY,
-                objname=name,
-            )
+
+    def body_frame_sensors(kinds: tuple[str, ...]) -> None:
+        for name in body_index:
+            for kind in kinds:
+                spec.add_sensor(
+                    name=f"{name}:{kind}",
+                    type=getattr(mujoco.mjtSensor, f"mjSENS_FRAME{kind.upper()}"),
+                    objtype=mujoco.mjtObj.mjOBJ_XBODY,
+                    objname=name,
+                )
+
+    body_frame_sensors(("pos", "quat"))
     for jname, _ in joints:
         spec.add_sensor(
             name=f"{jname}:q",
@@ -238,14 +242,7 @@ def compile_scene(scene: Scene) -> CompiledScene:
             objtype=mujoco.mjtObj.mjOBJ_JOINT,
             objname=jname,
         )
-    for name in body_index:  # world-frame velocities: ν's "at rest" (e.g. released in a bin)
-        for kind in ("linvel", "angvel"):
-            spec.add_sensor(
-                name=f"{name}:{kind}",
-                type=getattr(mujoco.mjtSensor, f"mjSENS_FRAME{kind.upper()}"),
-                objtype=mujoco.mjtObj.mjOBJ_XBODY,
-                objname=name,
-            )
+    body_frame_sensors(("linvel", "angvel"))  # world frame: ν's "at rest" (released in a bin)
     for k, (_, _, g1, g2) in enumerate(pairs):
         s = spec.add_sensor(
             name=f"contact{k}",

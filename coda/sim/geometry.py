@@ -189,25 +189,28 @@ def supported_on(state: SimState, a: int, b: int) -> jnp.ndarray:
     )
 
 
+def _velocity(state: SimState, field: str, i: int, who: str) -> jnp.ndarray:
+    """`state.<field>[..., i, :]`; velocities are optional in hand-built states, so say so."""
+    v = getattr(state, field)
+    if v is None:
+        raise ValueError(f"{who} needs SimState.{field} (states from decode have it)")
+    return v[..., i, :]  # [..., 3]
+
+
 def linear_speed(state: SimState, i: int) -> jnp.ndarray:
-    """Speed (m/s) of body i's origin. Needs `SimState.body_linvel` (decode fills it)."""
-    if state.body_linvel is None:
-        raise ValueError("linear_speed needs SimState.body_linvel (states from decode have it)")
-    return jnp.linalg.norm(state.body_linvel[..., i, :], axis=-1)
+    """Speed (m/s) of body i's origin."""
+    return jnp.linalg.norm(_velocity(state, "body_linvel", i, "linear_speed"), axis=-1)
 
 
 def angular_speed(state: SimState, i: int) -> jnp.ndarray:
-    """Angular speed (rad/s) of body i. Needs `SimState.body_angvel` (decode fills it)."""
-    if state.body_angvel is None:
-        raise ValueError("angular_speed needs SimState.body_angvel (states from decode have it)")
-    return jnp.linalg.norm(state.body_angvel[..., i, :], axis=-1)
+    """Angular speed (rad/s) of body i."""
+    return jnp.linalg.norm(_velocity(state, "body_angvel", i, "angular_speed"), axis=-1)
 
 
 def tumble_speed(state: SimState, i: int) -> jnp.ndarray:
     """Angular speed (rad/s) of body i about horizontal axes (rolling, tipping, rocking)."""
-    if state.body_angvel is None:
-        raise ValueError("tumble_speed needs SimState.body_angvel (states from decode have it)")
-    return jnp.linalg.norm(state.body_angvel[..., i, :2], axis=-1)
+    w = _velocity(state, "body_angvel", i, "tumble_speed")
+    return jnp.linalg.norm(w[..., :2], axis=-1)
 
 
 def at_rest(state: SimState, i: int, max_speed: float, max_tumble: float) -> jnp.ndarray:

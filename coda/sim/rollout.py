@@ -345,30 +345,20 @@ class MjxBackend:
         self.devices = list(devices or jax.devices())
         self.shard = shard and len(self.devices) > 1
         self.n_devices = len(self.devices) if self.shard else 1  # buckets pad to a multiple
-        self._compiled: dict[Any, Any] = {}  # (episode, argument signature) -> executable
+        self._announced: set[tuple[Any, int]] = set()  # (episode, batch size) compiled once
         if not any(d.platform in _ACCELERATORS for d in self.devices):
             logging.warning(
                 "sim.backend=mjx without an accelerator: the native backend is typically 20-60x "
                 "faster on CPU (--config.sim.backend=native, or auto)"
             )
 
-    def _compile(self, episode, args: tuple, bucket: Bucket, num_chunks: int):
-        """The compiled episode for these argument shapes; logs the (minutes-long) compile."""
-        leaves, treedef = jax.tree_util.tree_flatten(args)
-        sig = (
-            episode,
-            treedef,
-            tuple(
-                (
-                    np.shape(x),
-                    str(getattr(x, "dtype", type(x).__name__)),
-                    bool(getattr(x, "weak_type", False)),
-                    str(getattr(x, "sharding", "")),
-                )
-                for x in leaves
-            ),
-        )
-        if sig not in self._compiled:
+    def _run_episode(self, episode, args: tuple, bucket: Bucket, num_chunks: int):
+        """Runs the jitted episode; the first run per (episode, batch size) compiles for minutes
+        on a CPU, so it is announced and timed instead of leaving the user in silence. jit keeps
+        the executables: nothing is cached here but what has been announced."""
+        first = (episode, bucket.batch_size) not in self._announced
+        if first:
+            self._announced.add((episode, bucket.batch_size))
             logging.info(
                 "MJX: compiling the episode for a %d-variant bucket (%s), %d chunks; the first "
                 "compile of a structure takes ~1 min on an accelerator, minutes on a CPU...",
@@ -376,10 +366,12 @@ class MjxBackend:
                 bucket.scene_task.get("family", "?"),
                 num_chunks,
             )
-            t0 = time.perf_counter()
-            self._compiled[sig] = episode.lower(*args).compile()
-            logging.info("MJX: episode compiled in %.1f s", time.perf_counter() - t0)
-        return self._compiled[sig]
+        t0 = time.perf_counter()
+        out = episode(*args)
+        if first:
+            jax.block_until_ready(out)
+            logging.info("MJX: episode compiled and run in %.1f s", time.perf_counter() - t0)
+        return out
 
     def _put(self, x, batched: bool):
         if not self.shard:
@@ -421,9 +413,7 @@ class MjxBackend:
         failed = self._put(jnp.zeros(bucket.batch_size, bool), True)
         episode = _mjx_episode(axes, bucket.layout, policy, num_chunks)
         args = (shard_model, data_b, consts, target, carry, failed, params, keys)
-        sens, cmd, qpos, acts, info, failed = self._compile(episode, args, bucket, num_chunks)(
-            *args
-        )
+        sens, cmd, qpos, acts, info, failed = self._run_episode(episode, args, bucket, num_chunks)
         states = decode(sens, bucket.layout, consts, cmd)
         return _finalize(bucket, states, qpos, acts, info, failed, num_chunks, policy.horizon)
 
