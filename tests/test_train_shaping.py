@@ -209,3 +209,46 @@ def test_endpoint_potential_once_per_endpoint():
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="non-finite"):
         endpoint_potential(lambda s: s.ee_pos[:, 0] / 0.0 * 0.0, states)
+
+
+def test_endpoint_potential_compiled_once_per_program():
+    """Φ's endpoint program is traced once per training program and endpoint shape: repeated
+    calls, and a second `Potential` compiled from the same source for the same symbol table,
+    reuse it; a new shape traces again (jit's own shape cache)."""
+    from coda.potentials import compile_program
+    from coda.sim.state import SymbolTable
+    from coda.train.shaping import endpoint_program, potential_key
+
+    sym = SymbolTable(bodies=(("target", 0), ("goal", 1)))
+    src = """
+SUBGOALS = [{"name": "reach", "tool": "bc"}]
+
+
+def subgoal_0_done(s, sym):
+    return ee_distance(s, sym.body("target")) < 0.05
+
+
+def subgoal_0_potential(s, sym):
+    return distance_progress(ee_distance(s, sym.body("target")), 0.2)
+"""
+    pot_a, pot_b = compile_program(src, sym), compile_program(src, sym)
+    assert potential_key(pot_a.phi) == potential_key(pot_b.phi)
+    fn = endpoint_program(pot_a.phi)
+    states = _states(3, 5)
+    out = endpoint_potential(pot_a.phi, states)
+    np.testing.assert_allclose(endpoint_potential(pot_b.phi, states), out, atol=0)
+    assert endpoint_program(pot_b.phi) is fn and fn._cache_size() == 1
+    endpoint_potential(pot_a.phi, _states(2, 5))
+    assert fn._cache_size() == 2
+    other = compile_program(src.replace("0.2)", "0.3)"), sym)  # another program: its own Φ
+    assert endpoint_program(other.phi) is not fn
+
+    traces = []
+
+    def phi(s):  # a plain callable is keyed by itself
+        traces.append(s.ee_pos.shape)
+        return s.ee_pos[:, 0]
+
+    for _ in range(3):
+        endpoint_potential(phi, states)
+    assert traces == [(3, 3)]

@@ -180,3 +180,41 @@ class StateEncoder(nn.Module):
         x = nn.swish(nn.Dense(self.hidden, dtype=self.dtype, name="Dense_1")(x))
         x = nn.Dense(self.num_tokens * self.width, dtype=self.dtype, name="Dense_2")(x)
         return x.reshape(state.shape[0], self.num_tokens, self.width)  # [B, T_s, W]
+
+
+# --- prompt length: pad to what the batch needs, not to max_token_len ---------------------------
+
+TOKEN_BUCKET = 8  # prompt widths are rounded up to a multiple of this (bounds recompiles)
+
+
+def token_bucket(needed: int, max_len: int, multiple: int = TOKEN_BUCKET) -> int:
+    """Prompt width for a batch whose longest prompt has `needed` tokens: the next multiple of
+    `multiple` (at least one), capped at `max_len`. A handful of widths → a handful of compiles.
+    """
+    if needed > max_len:
+        raise ValueError(f"prompt of {needed} tokens exceeds max_token_len {max_len}")
+    return min(max_len, max(multiple, -(-int(needed) // multiple) * multiple))
+
+
+def prompt_width(token_mask: np.ndarray | jax.Array) -> int:
+    """Columns up to the last valid token of any row: the width the batch needs. Host-side."""
+    cols = np.nonzero(np.asarray(token_mask, bool).any(axis=0))[0]
+    return int(cols[-1]) + 1 if cols.size else 0
+
+
+def fit_prompt(
+    tokens: np.ndarray | jax.Array, token_mask: np.ndarray | jax.Array, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pad (id 0, mask False) or cut prompt columns to `width`; only padding may be cut.
+
+    Padded prompt columns are masked keys that nothing attends to, so dropping them leaves the
+    policy's outputs unchanged (up to float reduction order) and saves their compute.
+    """
+    tokens, token_mask = np.asarray(tokens), np.asarray(token_mask, bool)
+    if prompt_width(token_mask) > width:
+        raise ValueError(f"prompts need {prompt_width(token_mask)} tokens; cannot cut to {width}")
+    n = tokens.shape[-1]
+    if width <= n:
+        return tokens[:, :width], token_mask[:, :width]
+    pad = ((0, 0), (0, width - n))
+    return np.pad(tokens, pad), np.pad(token_mask, pad)

@@ -98,6 +98,39 @@ def make_train_step(
     return jax.jit(step, donate_argnums=0) if jit else step
 
 
+def make_scan_train_step(
+    policy: Policy,
+    cfg: ConfigDict,
+    sample: Callable[[Any, jax.Array], Batch],
+    *,
+    shard: Callable[[Batch], Batch] | None = None,
+    jit: bool = True,
+) -> Callable[[TrainState, Any, jax.Array], tuple[TrainState, dict]]:
+    """K updates in one call: (state, data, keys [K]) -> (state, metrics of the last update).
+
+    A `lax.scan` over the keys; update i splits keys[i] into (k_batch, k_loss), draws its
+    minibatch with ``sample(data, k_batch)`` inside the scan (``data`` is any pytree of device
+    arrays, e.g. a `coda.train.replay.Replay`) and runs the same step as `make_train_step` with
+    k_loss. So K calls of the single step on ``sample(data, k_batch_i)`` give the same result.
+    One dispatch per K updates matters where dispatch dominates (accelerators). ``shard``
+    (optional) places each minibatch, e.g. a sharding constraint for data parallelism.
+    """
+    step = make_train_step(policy, cfg, jit=False)
+
+    def run(state: TrainState, data: Any, keys: jax.Array):
+        def body(s, k):
+            k_batch, k_loss = jax.random.split(k)
+            batch = sample(data, k_batch)
+            if shard is not None:
+                batch = shard(batch)
+            return step(s, batch, k_loss)
+
+        state, ms = jax.lax.scan(body, state, keys)
+        return state, jax.tree.map(lambda x: x[-1], ms)
+
+    return jax.jit(run, donate_argnums=0) if jit else run
+
+
 # --- orbax save / restore ---------------------------------------------------------------------
 
 

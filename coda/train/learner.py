@@ -2,8 +2,14 @@
 
 Host code stays thin: rollouts go through `coda.sim.rollout` backends with a `PolicyAgent`
 (params traced), rewards / shaping / n-step targets are computed on the rollout's endpoint
-states, and every update is a jitted step (the policy's `make_train_step`, the critic's
-`make_critic_train_step`).
+states. Everything the learner learns from lives on device in a `LearnerState` pytree (policy
+and critic train states, a `Replay` ring buffer of chunk transitions, a buffer of planner demos,
+the obs norm, an rng and step counters), which orbax saves and restores (`save` / `restore`: a
+round can resume). Updates run K per jitted call (`LearnerConfig.updates_per_call`): a
+`lax.scan` whose minibatches are drawn from the device buffers inside the scan
+(`coda.policy.train.make_scan_train_step`, `coda.train.multistep.make_critic_scan`). Prompts
+are cut to the width the data needs (`coda.policy.base.token_bucket`), not `max_token_len`.
+With a `mesh` (`multistep.data_mesh()`), minibatches are split over its devices (data parallel).
 
 Modes (`LearnerConfig.mode`):
 * ``shaped``: critic targets use r̃ with Φ (β > 0), AWR policy updates;
@@ -14,25 +20,34 @@ Modes (`LearnerConfig.mode`):
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
+from flax import struct
+from jax.sharding import Mesh
 
-from coda.policy import init_train_state, make_train_step, train_config
-from coda.policy.base import Batch, Observation, Policy
+from coda.policy import init_train_state, train_config
+from coda.policy.base import Batch, Observation, Policy, fit_prompt, prompt_width, token_bucket
+from coda.policy.train import TrainState, make_scan_train_step
 from coda.sim.state import SimState, flat_observation
 from coda.train import awr as awr_lib
 from coda.train.agent import AgentParams, ObsNorm, PolicyAgent
 from coda.train.critic import (
     ChunkCritic,
+    CriticState,
     Transitions,
     init_critic_state,
     make_critic_fit,
-    sample_batch,
 )
+from coda.train.multistep import check_divisible, make_critic_scan, replicate, shard_rows
+from coda.train.replay import Replay
+from coda.train.replay import insert as replay_insert
 from coda.train.shaping import chunk_rewards, chunk_transitions, concat_transitions
 
 MODES = ("shaped", "sparse", "frozen_policy")
@@ -63,21 +78,145 @@ class LearnerConfig:
     demo_fraction: float = 0.0
     awr_temperature: float = 0.1
     awr_max_weight: float = 20.0
-    replay_size: int = 20000  # transitions kept (oldest dropped)
+    replay_size: int = 20000  # transitions kept on device (ring buffer: oldest overwritten)
+    demo_capacity: int = 20000  # planner-demo rows `set_demos` can hold on device
+    # Updates per jitted call (lax.scan length); results do not depend on it, only dispatches.
+    updates_per_call: int = 16
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"unknown learner mode {self.mode!r}; valid: {list(MODES)}")
         if not 0.0 <= self.demo_fraction < 1.0:
             raise ValueError(f"demo_fraction must be in [0, 1), got {self.demo_fraction}")
+        if self.updates_per_call < 1:
+            raise ValueError(f"updates_per_call must be >= 1, got {self.updates_per_call}")
 
     @property
     def effective_beta(self) -> float:
         return 0.0 if self.mode == "sparse" else float(self.beta)
 
 
+@struct.dataclass
+class LearnerState:
+    """Everything the learner has learned or collected, as one pytree (orbax-checkpointable)."""
+
+    policy: TrainState
+    critic: CriticState
+    replay: Replay  # Transitions rows [replay_size, ...]
+    demos: Replay  # Batch rows [demo_capacity, ...] (planner demos D_t; size 0 = none set)
+    norm: ObsNorm
+    rng: jax.Array  # [2] uint32 raw key data (orbax stores no typed keys); see `next_key`
+    policy_updates: jax.Array  # [] int32
+    critic_updates: jax.Array  # [] int32
+    token_len: jax.Array  # [] int32: prompt columns the buffered data needs (bucketed)
+
+
+def empty_transitions(policy: Policy) -> Transitions:
+    """Abstract transition row shapes for `policy` (the replay's leaf shapes): [1, ...]."""
+    c = policy.config
+    d, length = int(c.max_state_dim), int(c.max_token_len)
+    h, a = int(c.action_horizon), int(c.env_action_dim)
+    sd = jax.ShapeDtypeStruct
+    return Transitions(
+        state=sd((1, d), jnp.float32),
+        state_mask=sd((1, d), jnp.bool_),
+        tokens=sd((1, length), jnp.int32),
+        token_mask=sd((1, length), jnp.bool_),
+        actions=sd((1, h, a), jnp.float32),
+        ret=sd((1,), jnp.float32),
+        boot_state=sd((1, d), jnp.float32),
+        boot_disc=sd((1,), jnp.float32),
+    )
+
+
+def empty_demos(policy: Policy) -> Batch:
+    """Abstract planner-demo row shapes (state-only BC rows with weights): [1, ...]."""
+    c = policy.config
+    d, length = int(c.max_state_dim), int(c.max_token_len)
+    sd = jax.ShapeDtypeStruct
+    obs = Observation(
+        sd((1, length), jnp.int32),
+        sd((1, length), jnp.bool_),
+        sd((1, d), jnp.float32),
+        sd((1, d), jnp.bool_),
+    )
+    return Batch(
+        obs,
+        sd((1, int(c.action_horizon), int(c.env_action_dim)), jnp.float32),
+        sd((1,), jnp.float32),
+    )
+
+
+def demo_rows(demos: Batch, width: int) -> Batch:
+    """A state-only BC batch in the buffer's layout: prompts padded to `width`, weights set."""
+    if demos.obs.state is None or demos.obs.images is not None:
+        raise ValueError("the learner's demo buffer holds state-only observations")
+    tok, tm = fit_prompt(demos.obs.tokens, demos.obs.token_mask, width)
+    n = demos.actions.shape[0]
+    w = jnp.ones((n,), jnp.float32) if demos.weights is None else demos.weights
+    obs = Observation(
+        jnp.asarray(tok, jnp.int32),
+        jnp.asarray(tm),
+        jnp.asarray(demos.obs.state, jnp.float32),
+        jnp.asarray(demos.obs.state_mask, bool),
+    )
+    return Batch(obs, jnp.asarray(demos.actions, jnp.float32), jnp.asarray(w, jnp.float32))
+
+
+def cut_batch(batch: Batch, token_len: int) -> Batch:
+    """Inside jit: keep the first `token_len` prompt columns (the rest is padding)."""
+    o = batch.obs
+    obs = o.replace(tokens=o.tokens[:, :token_len], token_mask=o.token_mask[:, :token_len])
+    return batch.replace(obs=obs)
+
+
+def awr_rows(
+    critic: ChunkCritic,
+    critic_params: Any,
+    replay: Replay,
+    demos: Replay,
+    key: jax.Array,
+    *,
+    batch: int,
+    n_demo: int,
+    temperature: float,
+    max_weight: float,
+    token_len: int,
+) -> Batch:
+    """One AWR batch drawn on device: replay rows weighted exp(A/λ) (normalised, clipped) with
+    A from the critic, then `n_demo` demo rows with weight 1. Pure and jittable."""
+    k_replay, k_demo = jax.random.split(key)
+    mb = replay.sample(k_replay, batch - n_demo)
+    obs = Observation(
+        mb.tokens[:, :token_len], mb.token_mask[:, :token_len], mb.state, mb.state_mask
+    )
+    adv = critic.advantage(critic_params, obs, mb.actions)
+    out = awr_lib.awr_batch(obs, mb.actions, adv, temperature, max_weight)
+    if n_demo == 0:
+        return out
+    d = cut_batch(demos.sample(k_demo, n_demo), token_len)
+    return awr_lib.concat_batches([out, d])
+
+
+def _cfg_key(cfg) -> tuple:
+    return tuple(sorted((k, v) for k, v in cfg.items()))
+
+
+def _critic_key(critic: ChunkCritic) -> tuple:
+    return tuple(getattr(critic, f.name) for f in dataclasses.fields(critic))
+
+
+@functools.lru_cache(maxsize=64)
+def _programs(policy: Policy, tcfg_key: tuple, critic_key: tuple, mesh: Mesh | None) -> dict:
+    """Compiled-once update programs shared by every Learner of one (policy, config, mesh)."""
+    tcfg = train_config(**dict(tcfg_key))
+    critic = ChunkCritic(*critic_key)
+    return {"tcfg": tcfg, "critic": critic, "mesh": mesh, "policy": {}, "critic_scan": {}}
+
+
 class Learner:
-    """Holds the policy / critic train states, the replay of chunk transitions and the obs norm."""
+    """The policy / critic train states, the device replay of chunk transitions and demos, the
+    obs norm — one `LearnerState` (`self.state`) — and the K-step update programs."""
 
     def __init__(
         self,
@@ -88,8 +227,11 @@ class Learner:
         policy_params: Any = None,
         norm: ObsNorm | None = None,
         total_policy_steps: int = 10000,
+        mesh: Mesh | None = None,
     ):
-        self.policy, self.cfg = policy, cfg
+        self.policy, self.cfg, self.mesh = policy, cfg, mesh
+        check_divisible(cfg.policy_batch, mesh, "policy batch")
+        check_divisible(cfg.critic_batch, mesh, "critic batch")
         k_pol, k_crit = jax.random.split(rng)
         params = policy_params if policy_params is not None else policy.init(k_pol)
         self.tcfg = train_config(
@@ -99,28 +241,69 @@ class Learner:
             decay_steps=max(total_policy_steps, cfg.policy_warmup + 1),
             ema_decay=cfg.policy_ema or None,
         )
-        self.pstate = init_train_state(params, self.tcfg)
-        self._pstep = make_train_step(policy, self.tcfg)
-        self.critic = ChunkCritic.for_policy(
+        critic = ChunkCritic.for_policy(
             policy, num_heads=cfg.critic_heads, hidden=cfg.critic_hidden
         )
-        self.cstate = init_critic_state(self.critic, k_crit, cfg.critic_lr)
-        self._cfit = make_critic_fit(self.critic, cfg.critic_lr, cfg.critic_tau, cfg.critic_batch)
-        self.norm = norm or ObsNorm.identity(int(policy.config.max_state_dim))
-        self.replay: Transitions | None = None
-        self.demos: Batch | None = None
-        self.policy_updates = 0
-        self._adv = jax.jit(self.critic.advantage)
+        self._progs = _programs(policy, _cfg_key(self.tcfg), _critic_key(critic), mesh)
+        self.critic = self._progs["critic"]
+        state = LearnerState(
+            policy=init_train_state(params, self.tcfg),
+            critic=init_critic_state(self.critic, k_crit, cfg.critic_lr),
+            replay=Replay.create(empty_transitions(policy), cfg.replay_size),
+            demos=Replay.create(empty_demos(policy), cfg.demo_capacity),
+            norm=norm or ObsNorm.identity(int(policy.config.max_state_dim)),
+            rng=jax.random.key_data(jax.random.fold_in(rng, 2)),
+            policy_updates=jnp.zeros((), jnp.int32),
+            critic_updates=jnp.zeros((), jnp.int32),
+            token_len=jnp.zeros((), jnp.int32),
+        )
+        self.state = replicate(state, mesh)
+
+    # ----------------------------------------------------------------- state views
+    pstate = property(lambda self: self.state.policy, lambda self, v: self._set(policy=v))
+    cstate = property(lambda self: self.state.critic, lambda self, v: self._set(critic=v))
+    norm = property(lambda self: self.state.norm, lambda self, v: self._set(norm=v))
+
+    def _set(self, **kw) -> None:
+        self.state = self.state.replace(**kw)
+
+    @property
+    def policy_updates(self) -> int:
+        return int(self.state.policy_updates)
+
+    @property
+    def critic_updates(self) -> int:
+        return int(self.state.critic_updates)
+
+    @property
+    def replay_size(self) -> int:
+        """Transitions currently in the device replay."""
+        return int(self.state.replay.size)
+
+    @property
+    def token_len(self) -> int:
+        """Prompt width (bucketed) every update trains on: what the buffered data needs."""
+        return max(int(self.state.token_len), 1)
+
+    def next_key(self) -> jax.Array:
+        """A fresh key from the learner's own rng (part of the state, so resumes continue it)."""
+        key, sub = jax.random.split(jax.random.wrap_key_data(self.state.rng))
+        self._set(rng=jax.random.key_data(key))
+        return sub
 
     # ----------------------------------------------------------------- acting
     def agent(self, bucket, num_candidates: int | None = None) -> PolicyAgent:
+        """The rollout agent for `bucket`, its prompts cut to the width they need."""
         j = self.cfg.num_candidates if num_candidates is None else num_candidates
         key = (id(bucket), j)
         cache = self.__dict__.setdefault("_agents", {})
         if key not in cache:
-            cache[key] = PolicyAgent.for_bucket(
+            agent = PolicyAgent.for_bucket(
                 self.policy, bucket, num_candidates=j, critic=self.critic if j > 1 else None
             )
+            width = token_bucket(prompt_width(agent.token_mask), agent.tokens.shape[1])
+            tok, tm = fit_prompt(agent.tokens, agent.token_mask, width)
+            cache[key] = dataclasses.replace(agent, tokens=tok, token_mask=tm)
         return cache[key]
 
     @property
@@ -143,7 +326,7 @@ class Learner:
     def add_rollout(
         self, result, bucket, phi_fn: Callable[[SimState], jax.Array] | None = None
     ) -> dict:
-        """Rewards (+ Φ at endpoints when shaping) -> n-step transitions appended to the replay."""
+        """Rewards (+ Φ at endpoints when shaping) -> n-step transitions into the replay."""
         beta = self.cfg.effective_beta
         cr = chunk_rewards(
             result,
@@ -166,71 +349,184 @@ class Learner:
             horizon=agent.horizon,
             n_step=self.cfg.n_step,
         )
-        parts = [self.replay, tr] if self.replay is not None else [tr]
-        self.replay = concat_transitions(parts)
-        if self.replay.size > self.cfg.replay_size:
-            self.replay = jax.tree.map(lambda x: x[-self.cfg.replay_size :], self.replay)
+        self.add_transitions(tr)
         return {"transitions": int(tr.size), "rewarded": int(cr.done.sum())}
 
-    # ----------------------------------------------------------------- updates
-    def update_critic(self, steps: int, rng: jax.Array) -> dict:
-        if self.replay is None:
-            raise ValueError("no transitions yet: add a rollout first")
-        self.cstate, metrics = self._cfit(self.cstate, self.replay, jax.random.split(rng, steps))
-        return {k: float(v) for k, v in metrics.items()}
-
-    def update_policy_awr(self, steps: int, rng: jax.Array) -> dict:
-        """AWR on replay transitions with advantages from the current critic."""
-        if self.cfg.mode == "frozen_policy":
-            return {"skipped": 1.0}
-        if self.replay is None:
-            raise ValueError("no transitions yet: add a rollout first")
-        metrics = {}
-        for k in jax.random.split(rng, steps):
-            k1, k2 = jax.random.split(k)
-            self.pstate, metrics = self._pstep(self.pstate, self.awr_policy_batch(k1), k2)
-            self.policy_updates += 1
-        return {k: float(v) for k, v in metrics.items()}
+    def add_transitions(self, tr: Transitions) -> None:
+        """Append chunk transitions [N] to the device replay (ring buffer, on device)."""
+        if tr.size == 0:
+            return
+        width = int(self.policy.config.max_token_len)
+        need = token_bucket(prompt_width(tr.token_mask), width)
+        tok, tm = fit_prompt(tr.tokens, tr.token_mask, width)
+        tr = tr.replace(tokens=jnp.asarray(tok, jnp.int32), token_mask=jnp.asarray(tm))
+        self._set(
+            replay=replay_insert(self.state.replay, replicate(tr, self.mesh)),
+            token_len=jnp.maximum(self.state.token_len, need),
+        )
 
     def set_demos(self, demos: Batch | None) -> None:
-        """Planner demos D_t mixed into AWR batches (`LearnerConfig.demo_fraction`)."""
-        self.demos = demos
-
-    def awr_policy_batch(self, rng: jax.Array) -> Batch:
-        """One AWR batch: replay rows weighted exp(A/λ) (normalised, clipped), then
-        round(demo_fraction · batch) demo rows with weight 1 when demos are set."""
-        k_replay, k_demo = jax.random.split(rng)
-        nb = self.cfg.policy_batch
-        n_demo = round(self.cfg.demo_fraction * nb) if self.demos is not None else 0
-        mb = sample_batch(self.replay, k_replay, nb - n_demo)
-        obs = mb.obs()
-        adv = self._adv(self.cstate.params, obs, mb.actions)
-        batch = awr_lib.awr_batch(
-            obs, mb.actions, adv, self.cfg.awr_temperature, self.cfg.awr_max_weight
+        """Planner demos D_t mixed into AWR batches (`LearnerConfig.demo_fraction`); None clears."""
+        empty = Replay.create(empty_demos(self.policy), self.cfg.demo_capacity)
+        if demos is None:
+            self._set(demos=replicate(empty, self.mesh))
+            return
+        n = int(demos.actions.shape[0])
+        if n > self.cfg.demo_capacity:
+            raise ValueError(f"{n} demo rows exceed LearnerConfig.demo_capacity")
+        width = int(self.policy.config.max_token_len)
+        need = token_bucket(prompt_width(demos.obs.token_mask), width)
+        rows = replicate(demo_rows(demos, width), self.mesh)
+        self._set(
+            demos=replay_insert(replicate(empty, self.mesh), rows),
+            token_len=jnp.maximum(self.state.token_len, need),
         )
-        if n_demo == 0:
-            return batch
-        idx = jax.random.randint(k_demo, (n_demo,), 0, self.demos.actions.shape[0])
-        return awr_lib.concat_batches([batch, awr_lib.take(self.demos, idx)])
 
-    def update_policy_bc(self, demos: Batch, steps: int, rng: jax.Array) -> dict:
-        """Behaviour cloning on planner demos D_t (weights 1)."""
+    @property
+    def has_demos(self) -> bool:
+        return int(self.state.demos.size) > 0
+
+    # ----------------------------------------------------------------- updates
+    def _chunks(self, rng: jax.Array, steps: int):
+        keys = jax.random.split(rng, steps)
+        k = self.cfg.updates_per_call
+        return [keys[i : i + k] for i in range(0, steps, k)]
+
+    def _critic_scan(self):
+        token_len = self.token_len
+        progs = self._progs["critic_scan"]
+        if token_len not in progs:
+            c = self.cfg
+            progs[token_len] = make_critic_scan(
+                self.critic,
+                c.critic_lr,
+                c.critic_tau,
+                c.critic_batch,
+                token_len=token_len,
+                mesh=self.mesh,
+            )
+        return progs[token_len]
+
+    def update_critic(self, steps: int, rng: jax.Array) -> dict:
+        """`steps` critic updates on replay minibatches, K per jitted call."""
+        if self.replay_size == 0:
+            raise ValueError("no transitions yet: add a rollout first")
+        fit, metrics = self._critic_scan(), {}
+        cstate = self.state.critic
+        for keys in self._chunks(rng, steps):
+            cstate, metrics = fit(cstate, self.state.replay, keys)
+        self._set(critic=cstate, critic_updates=self.state.critic_updates + steps)
+        return {k: float(v) for k, v in metrics.items()}
+
+    def _policy_scan(self, kind: str, token_len: int, n_demo: int = 0):
+        key = (kind, n_demo, token_len)
+        progs = self._progs["policy"]
+        if key not in progs:
+            c, mesh = self.cfg, self.mesh
+            if kind == "awr":
+                sample = functools.partial(
+                    _awr_sample,
+                    self.critic,
+                    batch=c.policy_batch,
+                    n_demo=n_demo,
+                    temperature=c.awr_temperature,
+                    max_weight=c.awr_max_weight,
+                    token_len=token_len,
+                )
+            else:
+                sample = functools.partial(_bc_sample, batch=c.policy_batch, token_len=token_len)
+            shard = functools.partial(shard_rows, mesh=mesh)
+            progs[key] = make_scan_train_step(self.policy, self.tcfg, sample, shard=shard)
+        return progs[key]
+
+    def _run_policy(self, run, data, steps: int, rng: jax.Array) -> dict:
+        pstate, metrics = self.state.policy, {}
+        for keys in self._chunks(rng, steps):
+            pstate, metrics = run(pstate, data, keys)
+        self._set(policy=pstate, policy_updates=self.state.policy_updates + steps)
+        return {k: float(v) for k, v in metrics.items()}
+
+    def _n_demo(self) -> int:
+        return round(self.cfg.demo_fraction * self.cfg.policy_batch) if self.has_demos else 0
+
+    def update_policy_awr(self, steps: int, rng: jax.Array) -> dict:
+        """AWR on replay transitions with advantages from the current critic, K per call."""
         if self.cfg.mode == "frozen_policy":
             return {"skipped": 1.0}
-        n = demos.actions.shape[0]
-        metrics = {}
-        for k in jax.random.split(rng, steps):
-            k1, k2 = jax.random.split(k)
-            idx = jax.random.randint(k1, (self.cfg.policy_batch,), 0, n)
-            self.pstate, metrics = self._pstep(self.pstate, awr_lib.take(demos, idx), k2)
-            self.policy_updates += 1
-        return {k: float(v) for k, v in metrics.items()}
+        if self.replay_size == 0:
+            raise ValueError("no transitions yet: add a rollout first")
+        run = self._policy_scan("awr", self.token_len, self._n_demo())
+        data = (self.state.critic.params, self.state.replay, self.state.demos)
+        return self._run_policy(run, data, steps, rng)
+
+    def awr_policy_batch(self, rng: jax.Array) -> Batch:
+        """One AWR batch as the updates draw it: replay rows weighted exp(A/λ) (normalised,
+        clipped), then round(demo_fraction · batch) demo rows with weight 1 when demos are set."""
+        c, n_demo, token_len = self.cfg, self._n_demo(), self.token_len
+        progs = self._progs["policy"]
+        key = ("awr_batch", n_demo, token_len)
+        if key not in progs:
+            progs[key] = jax.jit(
+                functools.partial(
+                    _awr_sample,
+                    self.critic,
+                    batch=c.policy_batch,
+                    n_demo=n_demo,
+                    temperature=c.awr_temperature,
+                    max_weight=c.awr_max_weight,
+                    token_len=token_len,
+                )
+            )
+        data = (self.state.critic.params, self.state.replay, self.state.demos)
+        return progs[key](data, rng)
+
+    def update_policy_bc(self, demos: Batch, steps: int, rng: jax.Array) -> dict:
+        """Behaviour cloning on planner demos D_t (weights 1), K per call."""
+        if self.cfg.mode == "frozen_policy":
+            return {"skipped": 1.0}
+        width = token_bucket(prompt_width(demos.obs.token_mask), demos.obs.tokens.shape[1])
+        data = replicate(Replay.from_rows(demo_rows(demos, width)), self.mesh)
+        return self._run_policy(self._policy_scan("bc", width), data, steps, rng)
 
     def demo_batch(self, result, bucket, only_success: bool = True) -> Batch:
         agent = self.agent(bucket, 1)
         return awr_lib.demo_batch(
             result, agent.tokens, agent.token_mask, self.norm, agent.max_state_dim, only_success
         )
+
+    # ----------------------------------------------------------------- checkpoints
+    def save(self, path: str) -> None:
+        """Write the whole `LearnerState` to `path` (a new directory) with orbax."""
+        save_learner_state(path, self.state)
+
+    def restore(self, path: str) -> None:
+        """Replace the state with the one saved at `path` (same config / policy structure)."""
+        self.state = replicate(restore_learner_state(path, self.state), self.mesh)
+
+
+def _awr_sample(critic, data, key, **kw) -> Batch:
+    critic_params, replay, demos = data
+    return awr_rows(critic, critic_params, replay, demos, key, **kw)
+
+
+def _bc_sample(demos: Replay, key: jax.Array, *, batch: int, token_len: int) -> Batch:
+    return cut_batch(demos.sample(key, batch), token_len)
+
+
+def save_learner_state(path: str, state: LearnerState) -> None:
+    """orbax: every array of the learner state (buffers included) to a new directory."""
+    path = os.path.abspath(os.fspath(path))
+    with ocp.StandardCheckpointer() as ckptr:
+        ckptr.save(path, state)
+        ckptr.wait_until_finished()
+
+
+def restore_learner_state(path: str, target: LearnerState) -> LearnerState:
+    """Restore into the structure, shapes and dtypes of `target`; values are bit-exact."""
+    path = os.path.abspath(os.fspath(path))
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
+    with ocp.StandardCheckpointer() as ckptr:
+        return ckptr.restore(path, abstract)
 
 
 def value_error(critic: ChunkCritic, params, obs: Observation, phi, beta, mc) -> float:

@@ -24,7 +24,9 @@ unchanged. Truncated episodes stay invariant because the bootstrap Ṽ(s_C) carr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import collections
+import hashlib
+from collections.abc import Callable, Hashable
 
 import jax
 import jax.numpy as jnp
@@ -55,9 +57,54 @@ def endpoint_success(result, success_fn, sym) -> np.ndarray:
     return np.asarray(nu, bool)
 
 
+_PHI_PROGRAMS: collections.OrderedDict = collections.OrderedDict()
+PHI_CACHE_SIZE = 64  # compiled Φ programs kept (least recently used dropped)
+
+
+def potential_key(phi_fn: Callable[[SimState], jax.Array]) -> Hashable:
+    """What identifies a Φ for caching its compiled endpoint program.
+
+    A compiled training program (`coda.potentials.Potential`, or one of its bound methods) is
+    keyed by its source text's hash, its symbol table (role indices are baked in) and the
+    method: every `Potential` compiled from the same program for the same scene structure
+    shares one compiled Φ. Any other callable is keyed by itself (identity / its own equality).
+    """
+    owner = getattr(phi_fn, "__self__", phi_fn)
+    source = getattr(owner, "source", None)
+    sym = getattr(owner, "sym", None)
+    if isinstance(source, str) and sym is not None:
+        name = getattr(phi_fn, "__name__", "__call__")
+        digest = hashlib.sha256(source.encode()).hexdigest()
+        try:
+            hash(sym)
+            sym_key = sym
+        except TypeError:
+            sym_key = repr(sym)
+        return ("program", digest, sym_key, name)
+    return ("callable", phi_fn)
+
+
+def endpoint_program(phi_fn: Callable[[SimState], jax.Array]) -> Callable[[SimState], jax.Array]:
+    """The jitted endpoint Φ (states [B, C+1] -> [B, C+1]) for `phi_fn`, built once per
+    training program; jit's own cache then keys it by the states' static shapes."""
+    key = potential_key(phi_fn)
+    fn = _PHI_PROGRAMS.get(key)
+    if fn is None:
+        fn = jax.jit(jax.vmap(phi_fn, in_axes=1, out_axes=1))
+        _PHI_PROGRAMS[key] = fn
+        while len(_PHI_PROGRAMS) > PHI_CACHE_SIZE:
+            _PHI_PROGRAMS.popitem(last=False)
+    else:
+        _PHI_PROGRAMS.move_to_end(key)
+    return fn
+
+
 def endpoint_potential(phi_fn: Callable[[SimState], jax.Array], states: SimState) -> np.ndarray:
-    """Φ once per chunk endpoint: states [B, C+1] -> [B, C+1] (vmapped over the time axis)."""
-    phi = jax.jit(jax.vmap(phi_fn, in_axes=1, out_axes=1))(states)
+    """Φ once per chunk endpoint: states [B, C+1] -> [B, C+1] (vmapped over the time axis).
+
+    Compiled once per training program and endpoint shape (`endpoint_program`), not per call.
+    """
+    phi = endpoint_program(phi_fn)(states)
     phi = np.asarray(phi, np.float64)
     if not np.all(np.isfinite(phi)):
         raise ValueError("potential returned non-finite values on rollout states")

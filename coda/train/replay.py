@@ -1,0 +1,97 @@
+"""A replay buffer that lives in device arrays: a fixed-capacity ring buffer as a pytree.
+
+Why on device: the learner samples its critic and policy minibatches *inside* a jitted
+`lax.scan` of K updates (`coda.train.multistep`), so the data must be arrays the compiled
+program can index — no host round trip per minibatch, one dispatch per K updates. The buffer is
+a `flax.struct` pytree (jit argument, orbax checkpoint leaf set); `capacity` is static, so every
+insert / sample compiles against fixed shapes.
+
+Semantics: items are rows of any pytree whose leaves share a leading axis. `insert` writes rows
+at the write pointer and wraps around (oldest rows are overwritten); a batch larger than the
+capacity keeps only its last `capacity` rows. `sample` draws uniformly (with replacement) over
+the filled slots. Until the first wrap-around, slot i holds the i-th row ever inserted, so
+sampling matches indexing the concatenation of everything inserted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class Replay:
+    """Ring buffer of rows: `data` leaves are [capacity, ...]."""
+
+    data: Any  # pytree, every leaf [capacity, ...]
+    ptr: jax.Array  # [] int32: next slot to write
+    size: jax.Array  # [] int32: filled slots (<= capacity)
+    capacity: int = struct.field(pytree_node=False)
+
+    @classmethod
+    def create(cls, example: Any, capacity: int) -> Replay:
+        """An empty buffer for rows shaped like `example` (a pytree of [N, ...] arrays or
+        `jax.ShapeDtypeStruct`s; N is ignored)."""
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        data = jax.tree.map(lambda x: jnp.zeros((capacity,) + tuple(x.shape[1:]), x.dtype), example)
+        return cls(data, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), int(capacity))
+
+    @classmethod
+    def from_rows(cls, rows: Any) -> Replay:
+        """A full buffer holding exactly `rows` (capacity = number of rows; no copy)."""
+        n = _num_rows(rows)
+        if n < 1:
+            raise ValueError("cannot build a buffer from zero rows")
+        return cls(rows, jnp.zeros((), jnp.int32), jnp.full((), n, jnp.int32), n)
+
+    def insert(self, rows: Any) -> Replay:
+        """Write rows [N, ...] at the pointer, wrapping around; jittable (N static)."""
+        n = _num_rows(rows)
+        if n == 0:
+            return self
+        cap = self.capacity
+        ptr = self.ptr
+        if n > cap:  # only the last `cap` rows survive; they start where row n - cap would go
+            ptr = (ptr + (n - cap)) % cap
+            rows = jax.tree.map(lambda x: x[n - cap :], rows)
+            m = cap
+        else:
+            m = n
+        idx = (ptr + jnp.arange(m, dtype=jnp.int32)) % cap  # [m] distinct slots
+        data = jax.tree.map(
+            lambda buf, x: buf.at[idx].set(jnp.asarray(x, buf.dtype)), self.data, rows
+        )
+        new_ptr = (self.ptr + n) % cap
+        size = jnp.minimum(self.size + n, cap).astype(jnp.int32)
+        return self.replace(data=data, ptr=new_ptr.astype(jnp.int32), size=size)
+
+    def sample_indices(self, key: jax.Array, batch: int) -> jax.Array:
+        """Uniform slots over the filled part: [batch] int32 (an empty buffer gives slot 0)."""
+        return jax.random.randint(key, (batch,), 0, jnp.maximum(self.size, 1))
+
+    def sample(self, key: jax.Array, batch: int) -> Any:
+        """A minibatch of `batch` rows drawn uniformly with replacement: pytree [batch, ...]."""
+        idx = self.sample_indices(key, batch)
+        return jax.tree.map(lambda x: x[idx], self.data)
+
+
+def _num_rows(rows: Any) -> int:
+    leaves = jax.tree.leaves(rows)
+    if not leaves:
+        raise ValueError("rows must contain at least one array")
+    n = int(leaves[0].shape[0])
+    if any(int(x.shape[0]) != n for x in leaves):
+        raise ValueError(f"all leaves need the same leading size; got {[x.shape for x in leaves]}")
+    return n
+
+
+_insert = jax.jit(Replay.insert, donate_argnums=0)
+
+
+def insert(buffer: Replay, rows: Any) -> Replay:
+    """Jitted, buffer-donating `Replay.insert` (the buffer's arrays are updated in place)."""
+    return _insert(buffer, rows)
