@@ -1,0 +1,375 @@
+"""The offline critic's cause rules: a cause label from measured evidence in the stopped phase.
+
+Inputs are an `Episode`'s per-endpoint features (`episode.trace_features`) and its scene. The
+stopped phase p is where progress stopped (`Episode.stopped_at`); the window is the endpoints
+from entering p to the end. Rules, first match wins (constants below; `CAUSES` in `types.py`
+defines the labels):
+
+0. the variant diverged (frozen by the rollout)                  -> simulation_unstable
+1. every phase completed at some endpoint, ν false at the end    -> success_not_held
+2. the object's start pose puts the wrist outside the reach box
+   (`verify.reach_box`) by more than REACH_OUT                    -> beyond_reach
+3. p is a reach phase:   a finger touched a distractor, or a distractor moved more than
+   DISTRACTOR_MOVE, before the stop                                -> collision_with_distractor
+                         else                                      -> did_not_approach
+4. p is a grasp phase:   the object's narrowest horizontal width exceeds the widest finger
+   gap seen before the grasp or the robot's maximum (2·FINGER_OPEN), by WIDTH_MARGIN
+                                                                   -> object_too_wide
+                         distractor touched / moved before the object was touched
+                                                                   -> collision_with_distractor
+                         object slid more than PUSHED without being grasped
+                                                                   -> object_pushed_away
+                         one pad touched it                        -> one_finger_contact
+                         else                                      -> no_finger_contact
+5. p is a lift phase:    mass above the grip's capacity 2·μ·F/g (μ = max(pad, object) friction,
+                         MuJoCo's default combination; F = finger force limit; both read from
+                         the compiled model)                       -> object_too_heavy
+                         grasped, then no pad touching             -> contact_lost
+                         else                                      -> not_lifted
+6. p is a transport phase: grasp lost after it held                -> contact_lost
+                         else                                      -> destination_not_reached
+7. p is the final (ν) phase, articulated (a joint): grasp lost     -> contact_lost
+                         joint moved less than JOINT_MOVE          -> joint_not_moving
+                         else                                      -> joint_short_of_goal
+   p is the final phase, placing: still held at the end, and the object is wider than the
+                         widest gap commanded in the episode       -> object_too_wide
+                         still held at the end                     -> not_released
+                         else                                      -> misplaced
+8. a rule that found no fault (did_not_approach, no_finger_contact, not_lifted,
+   destination_not_reached, not_released, joint_short_of_goal) becomes ran_out_of_time when
+   progress advanced within the last RECENT endpoints (the episode was cut short, not stuck).
+
+Phase kinds are read from the phase names (reach / grasp / lift / transport; the last phase is
+ν); an unknown name before the last is treated as its position's generic kind "other" and
+gets "other" unless rules 0-2 fire.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from coda.critic.episode import Episode
+from coda.sim import robot
+from coda.sim.tasks import phases as ph
+from coda.sim.verify import reach_box
+
+REACH_OUT = 0.01  # m the wrist would have to go beyond the reach box
+DISTRACTOR_MOVE = 0.015  # m a distractor moved (xy) = something hit it
+PUSHED = 0.02  # m the object slid (xy) without being grasped
+WIDTH_MARGIN = 0.002  # m
+JOINT_MOVE = 0.05  # joint fraction
+RECENT = 2  # endpoints
+GRAVITY = 9.81
+NO_FAULT = (
+    "did_not_approach",
+    "no_finger_contact",
+    "not_lifted",
+    "destination_not_reached",
+    "not_released",
+    "joint_short_of_goal",
+)
+KINDS = ("reach", "grasp", "lift", "transport")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """A cause label with its free text, the chunk endpoints that show it and the numbers."""
+
+    cause: str
+    text: str
+    chunks: tuple[int, ...]
+    numbers: dict[str, float]
+
+
+def grip_capacity(ep: Episode) -> tuple[float, float, float]:
+    """(capacity kg, friction μ, finger force N) of a two-pad friction grip on the object."""
+    m = ep.compiled.model
+    pad = float(m.geom("gripper/left_pad").friction[0])
+    force = float(m.actuator("act/left").forcerange[1])
+    mu = max(pad, float(ep.scene.attributes[ep.roles.obj_name].get("friction", 0.0)))
+    return 2.0 * mu * force / GRAVITY, mu, force
+
+
+def object_width(ep: Episode) -> float:
+    """Narrowest horizontal extent (m) of the object's bounding box: what parallel jaws span."""
+    half = np.asarray(ep.states.body_half)[0, ep.roles.obj]  # [3]
+    return float(2.0 * min(half[0], half[1]))
+
+
+def _first(mask: np.ndarray, start: int = 0) -> int | None:
+    hit = np.nonzero(mask[start:])[0]
+    return int(hit[0]) + start if hit.size else None
+
+
+def phase_kind(ep: Episode) -> str:
+    """reach / grasp / lift / transport / final / other for the stopped phase."""
+    k = min(ep.stopped_at, len(ep.phase_names) - 1)
+    if k == len(ep.phase_names) - 1:
+        return "final"
+    name = ep.phase_names[k]
+    return name if name in KINDS else "other"
+
+
+def _distractor_hit(ep: Episode, until: int) -> tuple[str, int, float] | None:
+    """(object name, endpoint, displacement m) of the first distractor touched or moved by
+    endpoint `until`, or None."""
+    touch, disp = ep.features["d_touch"], ep.features["d_disp"]  # [T, K]
+    best = None
+    for k, (_, name) in enumerate(ep.roles.distractors):
+        hit = touch[: until + 1, k] | (disp[: until + 1, k] > DISTRACTOR_MOVE)
+        t = _first(hit)
+        if t is not None and (best is None or t < best[1]):
+            best = (name, t, float(disp[: until + 1, k].max()))
+    return best
+
+
+def infer_cause(ep: Episode) -> Finding:
+    """The cause of a failed episode by the rules in this module's docstring."""
+    f = ep.features
+    t_last = ep.num_endpoints - 1
+    t0 = ep.entered_stopped_phase()
+    p = ep.stopped_phase
+    num: dict[str, float] = {
+        "stopped_at": float(ep.stopped_at),
+        "entered_stopped_phase_at": float(t0),
+        "min_tcp_gap_m": float(f["tcp_gap"].min()),
+        "max_obj_height_m": float(f["obj_height"].max()),
+    }
+    if ep.sim_failed:
+        return Finding("simulation_unstable", "the simulation diverged", (t_last,), num)
+    if ep.stopped_at >= len(ep.phase_names):
+        return Finding(
+            "success_not_held",
+            f"every phase completed by endpoint {t0} but ν is false at the end",
+            (t0, t_last),
+            num,
+        )
+    lo, hi = reach_box()
+    wrist = np.asarray(ep.states.body_pos)[0, ep.roles.obj] + np.array([0, 0, robot.TCP_OFFSET])
+    out_by = float(np.linalg.norm(np.maximum(lo - wrist, 0) + np.maximum(wrist - hi, 0)))
+    if out_by > REACH_OUT:
+        num["reach_excess_m"] = out_by
+        return Finding(
+            "beyond_reach",
+            f"{ep.roles.obj_name} needs the wrist {out_by:.3f} m outside the reachable box",
+            (0,),
+            num,
+        )
+    finding = _phase_rules(ep, phase_kind(ep), t0, num)
+    advanced = np.nonzero(np.diff(ep.phase_index) > 0)[0]
+    if finding.cause in NO_FAULT and advanced.size and advanced[-1] + 1 >= t_last - RECENT + 1:
+        num["last_progress_at"] = float(advanced[-1] + 1)
+        return Finding(
+            "ran_out_of_time",
+            f"entered {p!r} at endpoint {advanced[-1] + 1} of {t_last}; no fault measured "
+            f"({finding.cause} so far)",
+            (int(advanced[-1] + 1), t_last),
+            num,
+        )
+    return finding
+
+
+def _phase_rules(ep: Episode, kind: str, t0: int, num: dict[str, float]) -> Finding:
+    f = ep.features
+    t_last = ep.num_endpoints - 1
+    p = ep.stopped_phase
+    obj = ep.roles.obj_name
+    grasped, left, right = f["grasped"], f["left"], f["right"]
+    touched = left | right
+    t_grasp = _first(grasped)
+    if kind == "reach":
+        hit = _distractor_hit(ep, t_last)
+        if hit is not None:
+            name, t, d = hit
+            num["distractor_disp_m"] = d
+            return Finding(
+                "collision_with_distractor",
+                f"the gripper hit {name} at endpoint {t} (moved {d:.3f} m) before reaching {obj}",
+                (t,),
+                num,
+            )
+        t = int(np.argmin(f["tcp_gap"]))
+        return Finding(
+            "did_not_approach",
+            f"the tcp came no closer than {num['min_tcp_gap_m']:.3f} m to {obj}",
+            (t,),
+            num,
+        )
+    if kind == "grasp":
+        width = object_width(ep)
+        t_touch = _first(touched)
+        before = t_last if t_touch is None else t_touch
+        seen = max_opening(ep, before)
+        num.update(
+            {
+                "object_width_m": width,
+                "max_opening_m": seen,
+                "gripper_max_opening_m": 2 * robot.FINGER_OPEN,
+            }
+        )
+        if width > min(seen, 2 * robot.FINGER_OPEN) + WIDTH_MARGIN:
+            return Finding(
+                "object_too_wide",
+                f"{obj} is {width:.3f} m wide; the fingers opened to {seen:.3f} m "
+                f"(max {2 * robot.FINGER_OPEN:.3f} m)",
+                (before,),
+                num,
+            )
+        hit = _distractor_hit(ep, before)
+        if hit is not None:
+            name, t, d = hit
+            num["distractor_disp_m"] = d
+            return Finding(
+                "collision_with_distractor",
+                f"the gripper hit {name} at endpoint {t} (moved {d:.3f} m) before the grasp",
+                (t,),
+                num,
+            )
+        num["max_obj_disp_m"] = float(f["obj_disp"].max())
+        if num["max_obj_disp_m"] > PUSHED:
+            t = _first(f["obj_disp"] > PUSHED) or 0
+            return Finding(
+                "object_pushed_away",
+                f"{obj} slid {num['max_obj_disp_m']:.3f} m without being grasped",
+                (t,),
+                num,
+            )
+        n_left, n_right = int(left[t0:].sum()), int(right[t0:].sum())
+        num.update({"left_contact_endpoints": float(n_left), "right_contact_endpoints": n_right})
+        if n_left or n_right:
+            t = _first(touched, t0) or t0
+            return Finding(
+                "one_finger_contact",
+                f"only the {'left' if n_left else 'right'} pad touched {obj}",
+                (t,),
+                num,
+            )
+        return Finding(
+            "no_finger_contact",
+            f"no pad touched {obj} while in {p!r} (closest tcp gap "
+            f"{float(f['tcp_gap'][t0:].min()):.3f} m)",
+            (t0, t_last),
+            num,
+        )
+    if kind == "lift":
+        cap, mu, force = grip_capacity(ep)
+        mass = float(ep.scene.attributes[obj]["mass"])
+        num.update(
+            {"mass_kg": mass, "grip_capacity_kg": cap, "grip_mu": mu, "finger_force_n": force}
+        )
+        if mass > cap:
+            return Finding(
+                "object_too_heavy",
+                f"{obj} weighs {mass:.2f} kg; a {force:.0f} N grip at μ={mu:.2f} holds "
+                f"{cap:.2f} kg",
+                (t0,),
+                num,
+            )
+        lost = _lost_after(grasped, touched, t0)
+        if lost is not None:
+            num["lift_height_at_loss_m"] = float(f["obj_height"][lost])
+            return Finding(
+                "contact_lost",
+                f"the grasp on {obj} was lost at endpoint {lost} while lifting "
+                f"(height {float(f['obj_height'][lost]):.3f} m, needed {ph.LIFT_HEIGHT} m)",
+                (t_grasp if t_grasp is not None else t0, lost),
+                num,
+            )
+        return Finding(
+            "not_lifted",
+            f"{obj} held but raised only {num['max_obj_height_m']:.3f} m",
+            (t0, t_last),
+            num,
+        )
+    if kind == "transport":
+        lost = _lost_after(grasped, touched, t0)
+        if lost is not None:
+            return Finding(
+                "contact_lost",
+                f"{obj} was dropped at endpoint {lost} while carried",
+                (t0, lost),
+                num,
+            )
+        if "dest_dist" in f:
+            num["min_dest_dist_m"] = float(f["dest_dist"][t0:].min())
+        return Finding(
+            "destination_not_reached",
+            f"{obj} carried to within {num.get('min_dest_dist_m', float('nan')):.3f} m (xy) "
+            "of the destination, never over it",
+            (t0, t_last),
+            num,
+        )
+    if kind == "final" and "joint_frac" in f:
+        jf = f["joint_frac"]
+        moved = float(np.abs(jf[t0:] - jf[t0]).max())
+        num.update({"joint_moved_frac": moved, "joint_frac_end": float(jf[-1])})
+        lost = _lost_after(grasped, touched, t0)
+        if lost is not None:
+            return Finding(
+                "contact_lost",
+                f"the grasp on the handle was lost at endpoint {lost} while pulling",
+                (t0, lost),
+                num,
+            )
+        if moved < JOINT_MOVE:
+            return Finding(
+                "joint_not_moving",
+                f"the handle was held but the joint moved only {moved:.3f} of its range",
+                (t0, t_last),
+                num,
+            )
+        return Finding(
+            "joint_short_of_goal",
+            f"the joint moved {moved:.3f} of its range and ended at {float(jf[-1]):.3f}",
+            (t0, t_last),
+            num,
+        )
+    if kind == "final":
+        if "dest_dist" in f:
+            num["end_dest_dist_m"] = float(f["dest_dist"][-1])
+        num["end_obj_height_m"] = float(f["obj_height"][-1])
+        if bool(grasped[-1]):
+            width, seen = object_width(ep), max_opening(ep, t_last)
+            num.update({"object_width_m": width, "max_opening_m": seen})
+            if width > seen + WIDTH_MARGIN:
+                return Finding(
+                    "object_too_wide",
+                    f"{obj} ({width:.3f} m) is still wedged between the fingers at the end: "
+                    f"they never opened wider than {seen:.3f} m",
+                    (t0, t_last),
+                    num,
+                )
+            return Finding("not_released", f"{obj} is still held at the end", (t0, t_last), num)
+        return Finding(
+            "misplaced",
+            f"{obj} released {num.get('end_dest_dist_m', float('nan')):.3f} m (xy) from the "
+            f"destination's centre, bottom at {num['end_obj_height_m']:.3f} m",
+            (t0, t_last),
+            num,
+        )
+    return Finding("other", f"no rule for phase {p!r}", (t0, t_last), num)
+
+
+def max_opening(ep: Episode, until: int) -> float:
+    """Widest finger gap (m) the policy asked for in the chunks up to endpoint `until`: from
+    the gripper commands in its actions (a[6] = -1 fully open); without actions, the widest
+    measured gap at endpoints 1..until (t=0 is the home pose, open before any command; a
+    measured gap cannot tell a wide object forcing the pads apart from an open gripper)."""
+    if ep.actions is not None and until >= 1:
+        g = np.clip(np.asarray(ep.actions)[:until, :, 6], -1.0, 1.0)  # [C', H]
+        setpoint = robot.FINGER_OPEN + (robot.FINGER_CLOSED - robot.FINGER_OPEN) * (g + 1) / 2
+        return float(2.0 * setpoint.max())
+    opening = ep.features["opening"]
+    return float(opening[1 : until + 1].max()) if until >= 1 else float(opening[0])
+
+
+def _lost_after(grasped: np.ndarray, touched: np.ndarray, start: int) -> int | None:
+    """First endpoint after a grasp (at or after `start`) with no pad touching the object."""
+    tg = _first(grasped, start)
+    if tg is None:
+        tg = _first(grasped)
+        if tg is None:
+            return None
+    return _first(~touched, tg + 1)
