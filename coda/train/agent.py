@@ -57,6 +57,9 @@ class AgentParams:
     policy: Any
     norm: ObsNorm
     critic: Any = None  # critic params; required when num_candidates > 1
+    # (tokens [B, L] int32, mask [B, L] bool) overriding the agent's own instructions: one
+    # compiled agent then serves every bucket of its batch size (evaluation suites).
+    tokens: Any = None
 
 
 def state_features(state: SimState, norm: ObsNorm, max_state_dim: int) -> tuple[jax.Array, ...]:
@@ -158,7 +161,8 @@ class PolicyAgent:
         return jnp.zeros((batch,), jnp.int32)  # chunk counter (the policy itself is Markov)
 
     def observe(self, params: AgentParams, state: SimState) -> Observation:
-        return make_obs(state, self.tokens, self.token_mask, params.norm, self.max_state_dim)
+        tokens, mask = (self.tokens, self.token_mask) if params.tokens is None else params.tokens
+        return make_obs(state, tokens, mask, params.norm, self.max_state_dim)
 
     def act(self, params: AgentParams, state: SimState, carry: jax.Array, rng: jax.Array):
         obs = self.observe(params, state)

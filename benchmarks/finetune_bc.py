@@ -1,0 +1,130 @@
+"""BC from planner demos on one training program x N layouts, checkpointing the acting weights.
+
+The fine-tuning benchmarks (`benchmarks/finetune.py`) start from these checkpoints: BC is the
+expensive part on this CPU (~0.3-1 s per `small` update), so it runs once per family and every
+later experiment reuses the saved weights. Evaluation is not done here (see
+`benchmarks/finetune.py --bc-report`), only the loss curve is logged.
+
+    .venv/bin/python benchmarks/finetune_bc.py --family stack --layouts 64 --steps 8000 \
+        --out /tmp/coda_ft/bc_stack
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import sys
+import time
+
+import jax
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+jax.config.update(
+    "jax_compilation_cache_dir", os.environ.get("CODA_JAX_CACHE", os.path.join(ROOT, ".jax_cache"))
+)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+from coda.policy import get_policy  # noqa: E402
+from coda.sim.planner import planner_for  # noqa: E402
+from coda.sim.rollout import make_backend  # noqa: E402
+from coda.train import Learner, LearnerConfig  # noqa: E402
+
+# The training programs: one scene program per family, no distractors (the same ones as
+# benchmarks/text2potential.py and tests/test_train_bc_slow.py).
+PROGRAMS = {
+    "stack": """add_object("cube", role="top", instance="cube_red")
+add_object("cube", role="base", instance="cube_blue")
+set_task("stack_or_insert", mode="stack", top="top", base="base")
+sample_layout()
+""",
+    "pick_place": """add_object("cube", role="target", instance="cube_red")
+add_object("plate", role="goal", instance="plate_blue")
+set_task("pick_place", target="target", goal="goal")
+sample_layout()
+""",
+}
+NUM_CHUNKS = 14
+POLICY_OVERRIDES = dict(max_token_len=16)  # prompts here are < 16 tokens; same parameters
+
+
+def training_bucket(family: str, layouts: int):
+    from coda.eval import build_bucket
+
+    return build_bucket([PROGRAMS[family]] * layouts, list(range(layouts)), split="train")
+
+
+def save_checkpoint(path: str, learner: Learner, meta: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    blob = {
+        "params": jax.device_get(learner.acting_params),
+        "norm": jax.device_get(learner.norm),
+        **meta,
+    }
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(blob, f)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str) -> dict:
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--family", choices=sorted(PROGRAMS), required=True)
+    p.add_argument("--layouts", type=int, default=64)
+    p.add_argument("--steps", type=int, default=8000)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--ema", type=float, default=0.999)
+    p.add_argument("--save-every", type=int, default=1000)
+    p.add_argument("--out", required=True, help="directory for step_<n>.pkl checkpoints")
+    args = p.parse_args(argv)
+    t0 = time.time()
+    bucket = training_bucket(args.family, args.layouts)
+    backend = make_backend("native")
+    demos = backend.rollout(bucket, planner_for(bucket), None, jax.random.key(0), NUM_CHUNKS)
+    planner_success = float(np.asarray(demos.success)[bucket.valid].mean())
+    policy = get_policy("small", **POLICY_OVERRIDES)
+    learner = Learner(
+        policy,
+        LearnerConfig(policy_lr=args.lr, policy_batch=32, policy_warmup=100, policy_ema=args.ema),
+        jax.random.key(1),
+        total_policy_steps=args.steps,
+    )
+    learner.fit_norm(demos.states)
+    data = learner.demo_batch(demos, bucket)
+    n_demos = int(np.asarray(demos.success)[bucket.valid].sum())
+    rows = data.actions.shape
+    print(f"{args.family}: {n_demos}/{args.layouts} planner demos succeed; rows {rows}")
+    done, rng = 0, jax.random.key(2)
+    log = []
+    while done < args.steps:
+        n = min(args.save_every, args.steps - done)
+        rng, k = jax.random.split(rng)
+        m = learner.update_policy_bc(data, n, k)
+        done += n
+        log.append({"step": done, "loss": m["loss"], "t": time.time() - t0})
+        meta = {
+            "family": args.family,
+            "program": PROGRAMS[args.family],
+            "layouts": args.layouts,
+            "demos": n_demos,
+            "planner_success": planner_success,
+            "step": done,
+            "total_steps": args.steps,
+            "lr": args.lr,
+            "ema": args.ema,
+            "loss_curve": log,
+        }
+        save_checkpoint(os.path.join(args.out, f"step_{done}.pkl"), learner, meta)
+        print(json.dumps(log[-1]), flush=True)
+
+
+if __name__ == "__main__":
+    main()

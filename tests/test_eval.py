@@ -1,0 +1,154 @@
+"""Evaluation suites: held-out construction, determinism, and the planner / random references."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from coda.eval import (
+    SUITES,
+    SuiteResult,
+    evaluate,
+    evaluate_all,
+    heldout_category_programs,
+    heldout_instance_programs,
+    heldout_seeds,
+    make_suites,
+    planner_agent,
+    policy_agent,
+    pooled,
+    program_objects,
+    random_agent,
+)
+from coda.sim import assets
+
+PICK = """add_object("cube", role="target", instance="cube_red")
+add_object("plate", role="goal", instance="plate_blue")
+set_task("pick_place", target="target", goal="goal")
+sample_layout()
+"""
+STACK = """add_object("cube", role="top", instance="cube_red")
+add_object("cube", role="base", instance="cube_blue")
+set_task("stack_or_insert", mode="stack", top="top", base="base")
+sample_layout()
+"""
+CHUNKS = 14  # the planner needs the whole episode
+
+
+def test_suite_result_se_and_pooling():
+    r = SuiteResult.from_successes("s", [True, False, True, True])
+    assert (r.n, r.successes) == (4, 3)
+    assert r.rate == pytest.approx(0.75, abs=1e-12)
+    assert r.se == pytest.approx(math.sqrt(0.75 * 0.25 / 4), abs=1e-12)
+    p = pooled([r, SuiteResult.from_successes("s", [False] * 4)])
+    assert (p.n, p.successes) == (8, 3)
+    assert p.se == pytest.approx(math.sqrt(3 / 8 * 5 / 8 / 8), abs=1e-12)
+    empty = SuiteResult.from_successes("s", [])
+    assert empty.n == 0 and math.isnan(empty.rate)
+    with pytest.raises(ValueError, match="different suites"):
+        pooled([r, SuiteResult.from_successes("t", [True])])
+
+
+def test_heldout_programs_swap_one_task_object_into_the_heldout_pool():
+    inst = heldout_instance_programs(PICK)
+    objs = [dict((role, (cat, i)) for cat, role, i in program_objects(p)) for p in inst]
+    assert {o["target"] for o in objs} == {("cube", "cube_yellow"), ("cube", "cube_red")}
+    assert {o["goal"] for o in objs} == {("plate", "plate_blue"), ("plate", "plate_oval")}
+    for o in objs:  # exactly one object swapped, into a held-out instance
+        swapped = [v for v in o.values() if assets.split_of(*v) == "heldout"]
+        assert len(swapped) == 1
+    cats = heldout_category_programs(PICK)
+    assert cats and all(
+        dict((r, c) for c, r, _ in program_objects(p))["target"] in assets.HELDOUT_CATEGORIES
+        for p in cats
+    )
+    # stacking accepts only cubes / blocks: no held-out category fits, so that suite is empty
+    assert heldout_category_programs(STACK) == []
+    assert len(heldout_instance_programs(STACK)) == 2
+
+
+def test_heldout_seeds_are_disjoint_and_deterministic():
+    train = list(range(64))
+    a, b = heldout_seeds(train, 50, seed=3), heldout_seeds(train, 50, seed=3)
+    assert a == b and len(set(a)) == 50 and not set(a) & set(train)
+    assert heldout_seeds(train, 50, seed=4) != a
+
+
+def test_make_suites_shapes():
+    suites = make_suites([PICK] * 3, [0, 1, 2], episodes=8, seed=0)
+    assert list(suites) == list(SUITES)
+    assert all(s.n == 8 for s in suites.values())
+    assert suites["train_layouts"].seeds == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert not set(suites["heldout_layouts"].seeds) & {0, 1, 2}
+    stack = make_suites([STACK], [0], episodes=4, names=("heldout_categories",))
+    assert stack["heldout_categories"].n == 0
+    with pytest.raises(ValueError, match="unknown suites"):
+        make_suites([PICK], [0], names=("held_out",))
+
+
+@pytest.fixture(scope="module")
+def pick_suites():
+    return make_suites([PICK] * 4, [0, 1, 2, 3], episodes=4, seed=0, batch_size=4)
+
+
+def test_planner_succeeds_and_random_fails_on_every_suite(pick_suites, native_backend):
+    rng = jax.random.key(0)
+    planner = evaluate_all(planner_agent, pick_suites, native_backend, rng, CHUNKS)
+    for name, r in planner.items():
+        assert r.n == 4, name
+        assert r.rate >= 0.75, f"planner on {name}: {r}"
+    rand = evaluate(random_agent, pick_suites["heldout_layouts"], native_backend, rng, CHUNKS)
+    assert rand.n == 4 and rand.successes == 0
+
+
+def test_suites_are_deterministic_and_compiled_once(pick_suites):
+    again = make_suites([PICK] * 4, [0, 1, 2, 3], episodes=4, seed=0, batch_size=4)
+    for name, s in pick_suites.items():
+        assert (s.programs, s.seeds) == (again[name].programs, again[name].seeds), name
+    suite = pick_suites["heldout_layouts"]
+    assert suite.buckets is suite.buckets
+    assert all(b.batch_size == 4 for b in suite.buckets)
+
+
+def test_policy_agent_shares_one_compiled_agent_across_buckets(pick_suites):
+    from coda.policy import get_policy
+    from coda.train.agent import ObsNorm, bucket_prompts, instruction_tokens
+
+    policy = get_policy("small_tiny", max_state_dim=32)
+    # observe() reads no policy weights: None keeps this test free of an init
+    agent_for = policy_agent(policy, None, ObsNorm.identity(policy.config.max_state_dim))
+    b_pick = pick_suites["heldout_layouts"].buckets[0]
+    b_inst = pick_suites["heldout_instances"].buckets[0]
+    (a1, p1), (a2, p2) = agent_for(b_pick), agent_for(b_inst)
+    assert a1 is a2  # one PolicyAgent per batch size: the jitted chunk step is reused
+    for b, p in ((b_pick, p1), (b_inst, p2)):
+        tok, mask = instruction_tokens(policy, bucket_prompts(b))
+        np.testing.assert_array_equal(p.tokens[0], tok)
+        np.testing.assert_array_equal(p.tokens[1], mask)
+    obs = a1.observe(p2, _initial_state(b_inst))
+    np.testing.assert_array_equal(np.asarray(obs.tokens), p2.tokens[0])
+
+
+@pytest.mark.slow
+def test_untrained_policy_evaluates_to_zero(pick_suites, native_backend):
+    """~30 s (compiles the tiny policy's sampler): the full path with a neural policy."""
+    from coda.policy import get_policy
+    from coda.train.agent import ObsNorm
+
+    policy = get_policy("small_tiny", max_state_dim=32)
+    params = policy.init(jax.random.key(0))
+    agent_for = policy_agent(policy, params, ObsNorm.identity(policy.config.max_state_dim))
+    r = evaluate(agent_for, pick_suites["heldout_layouts"], native_backend, jax.random.key(1), 2)
+    assert (r.n, r.successes) == (4, 0)  # untrained, two chunks: nothing placed
+
+
+def _initial_state(bucket):
+    from coda.sim.state import decode
+
+    _, sens = bucket.initial_state()
+    consts = {k: jax.numpy.asarray(v) for k, v in bucket.consts.items()}
+    target = jax.numpy.asarray(bucket.init_ctrl[:, :6])
+    return decode(jax.numpy.asarray(sens, jax.numpy.float32), bucket.layout, consts, target)
