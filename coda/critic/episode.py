@@ -140,13 +140,20 @@ def _segmenter(task: dict, sym: SymbolTable):
     return _SEGMENTERS[key]
 
 
+def segment_states(
+    task: dict, sym: SymbolTable, states: SimState
+) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """(phase names, phase_index [B, T], stopped_at [B]) of traces (leaves [B, T, ...])."""
+    names, fn = _segmenter(task, sym)
+    idx, stop = fn(states)
+    return names, np.asarray(idx), np.asarray(stop)
+
+
 def segment_bucket(
     bucket: Bucket, states: SimState
 ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """(phase names, phase_index [B, T], stopped_at [B]) of a bucket's traces."""
-    names, fn = _segmenter(bucket.scene_task, bucket.sym)
-    idx, stop = fn(states)
-    return names, np.asarray(idx), np.asarray(stop)
+    return segment_states(bucket.scene_task, bucket.sym, states)
 
 
 @dataclasses.dataclass
@@ -240,6 +247,38 @@ def episodes_from_rollout(
             )
         )
     return out
+
+
+def make_episode(
+    compiled: CompiledScene,
+    states: SimState,
+    *,
+    qpos: np.ndarray | None = None,
+    actions: np.ndarray | None = None,
+    success: bool = False,
+    sim_failed: bool = False,
+) -> Episode:
+    """An episode from one trace of `compiled` (states: leaves [T, ...]; e.g. hand-built, or a
+    trace recorded elsewhere); qpos [T, nq] defaults to the initial pose at every endpoint."""
+    batched = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], states)  # [1, T, ...]
+    names, idx, stop = segment_states(compiled.scene.task, compiled.sym, batched)
+    roles = trace_roles(compiled)
+    feats = {k: np.asarray(v[0]) for k, v in trace_features(batched, roles).items()}
+    t = int(idx.shape[1])
+    return Episode(
+        compiled=compiled,
+        states=jax.tree_util.tree_map(np.asarray, states),
+        qpos=np.tile(compiled.init_qpos, (t, 1)) if qpos is None else np.asarray(qpos),
+        phase_names=names,
+        phase_index=idx[0],
+        stopped_at=int(stop[0]),
+        success=success,
+        sim_failed=sim_failed,
+        roles=roles,
+        features=feats,
+        actions=None if actions is None else np.asarray(actions),
+        structure_key=compiled.structure_key,
+    )
 
 
 def keyframe_indices(ep: Episode, extra: Sequence[int] = (), max_frames: int = 6) -> list[int]:
