@@ -34,8 +34,14 @@ class Reference:
         self.task, self.m = task, model
         self.objects = {n: c for n, c in task.problem.objects} | {n: c for n, c in task.fixtures}
         self.site_parts = {c: assets.site_parts(c) for c in set(self.objects.values())}
+        self._geom_cache: dict[str, set[int]] = {}
 
     def _geoms(self, obj: str) -> set[int]:
+        if obj not in self._geom_cache:
+            self._geom_cache[obj] = self._find_geoms(obj)
+        return self._geom_cache[obj]
+
+    def _find_geoms(self, obj: str) -> set[int]:
         root = self.m.body(obj).id
         out = set()
         for g in range(self.m.ngeom):
