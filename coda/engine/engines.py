@@ -1,0 +1,160 @@
+"""Engine backends: who turns a mode into a generation program. One interface, two backends.
+
+* ``offline`` (embedded default): `coda.engine.rules` — the documented rule table from
+  (δ, p, cause) to parameterised edits; the first rule whose roles the parent scenes provide.
+* ``llm``: `coda.engine.llm_engine.LLMEngine` — a coding agent (coda.llm, role "engine") writes
+  an edit program against the SDK's documentation; sandboxed, verified, repaired.
+
+`make_engine(name, **kwargs)` builds one by name; unknown names fail listing the valid ones.
+A mode is anything with ``factor``, ``phase`` and ``label`` (memory's `Mode`) or ``cause``
+(a critic's diagnosis), as attributes or mapping keys; ``id`` when it has one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from coda.engine.programs import Program, bind, load_programs, scene_factor
+from coda.engine.roles import RoleBindingError
+from coda.engine.rules import candidate_programs
+from coda.sim import tasks
+from coda.sim.scene import Scene
+
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "ModeSpec",
+    "OfflineEngine",
+    "make_engine",
+    "mode_spec",
+    "resolve_program",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModeSpec:
+    """What generation reads of a mode: factor (scene vocabulary), phase, cause label, id."""
+
+    factor: str
+    phase: str
+    cause: str
+    id: int | None = None
+
+
+def mode_spec(mode: Any) -> ModeSpec:
+    """Normalises a memory `Mode`, a critic diagnosis, a mapping or a `ModeSpec`."""
+    if isinstance(mode, ModeSpec):
+        return mode
+
+    def get(*names: str) -> Any:
+        for n in names:
+            v = mode.get(n) if isinstance(mode, Mapping) else getattr(mode, n, None)
+            if v is not None:
+                return v
+        return None
+
+    factor, phase = get("factor"), get("phase")
+    if factor is None or phase is None:
+        raise ValueError(f"a mode needs factor and phase, got {mode!r}")
+    mid = get("id", "mode_id")
+    return ModeSpec(
+        scene_factor(str(factor)),
+        str(phase),
+        str(get("label", "cause") or ""),
+        None if mid is None else int(mid),
+    )
+
+
+class Engine(Protocol):
+    name: str
+
+    def program_for(
+        self, mode: Any, parents: Sequence[Scene], *, seed: int = 0, round: int = 0
+    ) -> Program: ...
+
+
+def _is_final(phase: str, parents: Sequence[Scene]) -> bool | None:
+    """Whether `phase` is the ν phase of the parents' family (None if no parent says)."""
+    for p in parents:
+        try:
+            names = [ph.name for ph in tasks.task_phases(p.task)]
+        except (KeyError, ValueError):
+            continue
+        if phase in names:
+            return phase == names[-1]
+    return None
+
+
+class OfflineEngine:
+    """The rule table (`coda.engine.rules`): deterministic, no model, no network."""
+
+    name = "offline"
+
+    def program_for(
+        self, mode: Any, parents: Sequence[Scene], *, seed: int = 0, round: int = 0
+    ) -> Program:
+        """The first rule's program that binds to at least one parent (the fallback last).
+
+        Raises `NoProgram` for execution modes and `RoleBindingError` (of the first candidate)
+        if no candidate binds to any parent."""
+        m = mode_spec(mode)
+        first: RoleBindingError | None = None
+        for program, why in candidate_programs(
+            m.factor, m.phase, m.cause, final_phase=_is_final(m.phase, parents)
+        ):
+            for p in parents:
+                try:
+                    bind(program, p)
+                except RoleBindingError as e:
+                    first = first or e
+                    continue
+                return dataclasses.replace(program, note=program.note or why)
+        assert first is not None or not parents
+        if first is None:
+            raise ValueError("program_for needs at least one parent scene")
+        raise first
+
+
+def _llm_engine(**kwargs: Any) -> Engine:
+    from coda.engine.llm_engine import LLMEngine
+
+    return LLMEngine(**kwargs)
+
+
+ENGINES: dict[str, Callable[..., Engine]] = {"offline": OfflineEngine, "llm": _llm_engine}
+
+
+def make_engine(name: str = "offline", **kwargs: Any) -> Engine:
+    """An engine backend by name (``offline`` | ``llm``); unknown names list the valid ones."""
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine backend {name!r}; valid: {sorted(ENGINES)}")
+    return ENGINES[name](**kwargs)
+
+
+def resolve_program(
+    mode: Any,
+    parents: Sequence[Scene],
+    *,
+    engine: Engine | None = None,
+    memory: Any | None = None,
+    seed: int = 0,
+    round: int = 0,
+) -> Program:
+    """The mode's program: its newest Ω entry in `memory` that binds to a parent, else the
+    engine's (offline by default)."""
+    m = mode_spec(mode)
+    if memory is not None and m.id is not None:
+        for _, program in load_programs(memory, mode_id=m.id):
+            if any(_binds(program, p) for p in parents):
+                return program
+    return (engine or OfflineEngine()).program_for(m, parents, seed=seed, round=round)
+
+
+def _binds(program: Program, scene: Scene) -> bool:
+    try:
+        bind(program, scene)
+    except RoleBindingError:
+        return False
+    return True
