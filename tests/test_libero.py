@@ -267,3 +267,38 @@ def test_imported_task_rolls_out_in_one_bucket_on_the_native_backend():
     )
     assert res.states.body_pos.shape[:2] == (2, 2)
     assert not bool(res.failed.any()) and not bool(res.success.any())
+
+
+# ----------------------------------------------------------------------------- perturbations
+
+
+def test_libero_pro_perturbed_suites_are_registered_with_their_own_data():
+    from coda.libero import suites
+
+    assert len(suites.all_suites()) == 5 + 16
+    t = S.load_task(suites.perturbed("libero_goal", "task"), suites.tasks("libero_goal")[0])
+    base = S.load_task("libero_goal", suites.tasks("libero_goal")[0])
+    assert t.problem.goal != base.problem.goal  # a different goal in the same scene
+    assert t.problem.objects == base.problem.objects and t.states.shape[0] == 50
+    lan = S.load_task("libero_goal_lan", suites.tasks("libero_goal")[0])
+    assert lan.problem.language != base.problem.language and lan.problem.goal == base.problem.goal
+    with pytest.raises(KeyError, match="kinds"):
+        suites.perturbed("libero_goal", "lighting")
+
+
+def test_layout_shift_moves_table_objects_within_the_level_seeded():
+    from coda.libero import perturb
+
+    task = S.load_task(*SPATIAL_DRAWER)
+    movable = perturb.shiftable(task)
+    assert "plate_1" in movable and "akita_black_bowl_1" not in movable  # that one is in a drawer
+    a = perturb.layout_shift(*SPATIAL_DRAWER, 0, level=3, seed=7)
+    b = perturb.layout_shift(*SPATIAL_DRAWER, 0, level=3, seed=7)
+    c = perturb.layout_shift(*SPATIAL_DRAWER, 0, level=3, seed=8)
+    moved = a.scene.task["initial"]["perturbation"]["moved"]
+    assert set(moved) == set(movable)
+    assert all(math.hypot(*d) <= 0.03 + 1e-9 for d in moved.values())
+    np.testing.assert_allclose(a.init_qpos, b.init_qpos, atol=0.0)
+    assert not np.allclose(a.init_qpos, c.init_qpos, atol=1e-4)
+    with pytest.raises(ValueError, match="level"):
+        perturb.layout_shift(*SPATIAL_DRAWER, 0, level=6, seed=0)

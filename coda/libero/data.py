@@ -85,6 +85,18 @@ def suite_task_map() -> dict[str, list[str]]:
     raise ValueError("libero_suite_task_map.py has no libero_task_map")
 
 
+def folder_tasks(folder: str) -> list[str]:
+    """Task names that have both a BDDL file and initial states in a data folder."""
+    b = {n.rsplit("/", 1)[1][: -len(".bddl")] for n in members(f"{_ROOT}/bddl_files/{folder}/")}
+    suffix = ".pruned_init.npz"
+    i = {
+        n.rsplit("/", 1)[1][: -len(suffix)]
+        for n in members(f"{_ROOT}/init_files/{folder}/")
+        if n.endswith(suffix)
+    }
+    return sorted(b & i)
+
+
 def bddl_text(suite: str, task: str) -> str:
     return read_text(f"{_ROOT}/bddl_files/{suite}/{task}.bddl")
 

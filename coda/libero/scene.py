@@ -104,15 +104,15 @@ class LiberoTask:
 
 @functools.lru_cache(maxsize=256)
 def load_task(suite: str, name: str) -> LiberoTask:
-    """A LIBERO task by suite and task name (the wheel's BDDL file and initial states)."""
-    tasks = data.suite_task_map()
-    if suite not in tasks:
-        raise KeyError(f"unknown LIBERO suite {suite!r}; known: {sorted(tasks)}")
-    if name not in tasks[suite]:
-        raise KeyError(f"no task {name!r} in {suite}; tasks: {tasks[suite]}")
-    return LiberoTask(
-        suite, name, bddl.parse(data.bddl_text(suite, name)), data.init_states(suite, name)
-    )
+    """A LIBERO task by suite (one of `suites.all_suites()`, LIBERO-PRO's perturbed ones too)
+    and task name: the wheel's BDDL file and initial states."""
+    from coda.libero import suites
+
+    names = suites.tasks(suite)
+    if name not in names:
+        raise KeyError(f"no task {name!r} in {suite}; tasks: {names}")
+    problem = bddl.parse(data.bddl_text(suite, name))
+    return LiberoTask(suite, name, problem, data.init_states(suite, name))
 
 
 # ----------------------------------------------------------------------------- frames
