@@ -1,0 +1,27 @@
+"""LIBERO evaluation: `python -m launch.libero --config=configs/libero.py
+--config.suite=libero_spatial --config.perturbation=swap --config.policy=random`.
+
+Suites: libero_spatial | libero_object | libero_goal | libero_10 | libero_90.
+Perturbations: none | swap | object | lan | task (LIBERO-PRO's shipped suites) |
+layout1..layout5 (LIBERO-Plus layout shifts). Policies: random | hold.
+"""
+
+from ml_collections import ConfigDict
+
+
+def get_config(arg: str | None = None) -> ConfigDict:
+    c = ConfigDict()
+    c.suite = "libero_spatial"
+    c.perturbation = "none"
+    c.policy = "random"
+    c.tasks = ""  # "" = every task of the suite; else task ids, e.g. "0,3"
+    c.init_states = 0  # initial states per task; 0 = all 50
+    c.seed = 0
+    c.horizon = 10  # control steps per action chunk
+    c.num_chunks = 0  # 0 = the suite's LIBERO step cap in simulated time
+    c.nthread = 0  # native backend threads; 0 = all cores
+    if arg == "smoke":
+        c.tasks = "0"
+        c.init_states = 2
+        c.num_chunks = 2
+    return c

@@ -1,0 +1,31 @@
+"""LIBERO evaluation entry point: `python -m launch.libero --config=configs/libero.py
+--config.suite=libero_spatial --config.perturbation=swap --config.policy=random --workdir=runs/l`
+-> per-task and per-suite success over the fixed initial states (results.json, results.md)."""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", "configs/libero.py", "LIBERO evaluation config.", lock_config=True
+)
+_WORKDIR = flags.DEFINE_string("workdir", "runs/libero", "Run folder (created if missing).")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    from coda.libero.evaluate import evaluate
+
+    cfg = _CONFIG.value
+    res = evaluate(cfg, _WORKDIR.value)
+    summary = {k: v for k, v in res.items() if k != "per_task"}
+    with open(f"{_WORKDIR.value}/config.json", "w") as f:
+        f.write(cfg.to_json(indent=1))
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    app.run(main)
