@@ -1,0 +1,122 @@
+"""LIBERO evaluation speed on the native backend, against the reference implementation's
+~45 control steps/s for one environment on this CPU (the issue's measurement).
+
+    python benchmarks/libero_throughput.py --suite libero_spatial --states 50 --chunks 3
+
+Runs every task of the suite with `--states` initial states batched per task (one bucket),
+a random policy for `--chunks` chunks of 10 control steps, and reports: model sizes, raw
+physics steps/s of one model, wall time with and without the per-bucket JIT compile, and
+control steps/s; also whether `mjx.put_model` takes the imported models. Writes
+benchmarks/results/libero_throughput.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import mujoco  # noqa: E402
+
+from coda.libero import data, suites  # noqa: E402
+from coda.libero import scene as S  # noqa: E402
+from coda.sim import robot  # noqa: E402
+from coda.sim.planner import RandomPolicy  # noqa: E402
+from coda.sim.rollout import Bucket, NativeBackend  # noqa: E402
+
+REFERENCE_STEPS_PER_S = 45.0  # LIBERO's reference implementation, one env, this CPU (issue 13)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--suite", default="libero_spatial")
+    ap.add_argument("--states", type=int, default=50)
+    ap.add_argument("--chunks", type=int, default=3)
+    ap.add_argument("--nthread", type=int, default=1)
+    ap.add_argument("--out", default="benchmarks/results/libero_throughput.json")
+    args = ap.parse_args()
+    horizon = 10
+    policy = RandomPolicy(horizon=horizon)
+    backend = NativeBackend(nthread=args.nthread)
+    names = suites.tasks(args.suite)
+    rows = []
+    total_steps, total_wall, total_compile = 0, 0.0, 0.0
+    for k, name in enumerate(names):
+        t = time.time()
+        variants = [S.compile_task(args.suite, name, i) for i in range(args.states)]
+        t_compile_scene = time.time() - t
+        m = variants[0].model
+        d = mujoco.MjData(m)
+        d.qpos[:] = variants[0].init_qpos
+        d.ctrl[:] = robot.home_ctrl()
+        t = time.time()
+        for _ in range(400):
+            mujoco.mj_step(m, d)
+        phys = 400 / (time.time() - t)
+        bucket = Bucket(variants)
+        key = jax.random.PRNGKey(k)
+        t = time.time()
+        backend.rollout(bucket, policy, None, key, 1)  # JIT compile + one chunk
+        first = time.time() - t
+        t = time.time()
+        res = backend.rollout(bucket, policy, None, key, args.chunks)
+        jax.block_until_ready(res.success)
+        wall = time.time() - t
+        steps = args.states * args.chunks * horizon
+        total_steps += steps
+        total_wall += wall
+        total_compile += first
+        rows.append(
+            {
+                "task": name,
+                "nbody": int(m.nbody),
+                "ngeom": int(m.ngeom),
+                "nsensor": int(m.nsensor),
+                "scene_compile_s": round(t_compile_scene, 2),
+                "physics_steps_per_s_1_model": round(phys, 1),
+                "first_rollout_with_jit_s": round(first, 2),
+                "rollout_s": round(wall, 2),
+                "control_steps": steps,
+                "control_steps_per_s": round(steps / wall, 1),
+            }
+        )
+        print(rows[-1])
+    try:
+        from mujoco import mjx
+
+        mjx.put_model(S.compile_task(args.suite, names[0], 0).model)
+        mjx_status = "put_model ok"
+    except Exception as e:  # recorded, not hidden: the reason MJX cannot run these yet
+        mjx_status = f"{type(e).__name__}: {str(e)[:300]}"
+    out = {
+        "command": " ".join(["python"] + sys.argv),
+        "suite": args.suite,
+        "states_per_task": args.states,
+        "chunks": args.chunks,
+        "horizon": horizon,
+        "nthread": args.nthread,
+        "control_dt": robot.CONTROL_DT,
+        "substeps": robot.SUBSTEPS,
+        "control_steps": total_steps,
+        "rollout_wall_s": round(total_wall, 1),
+        "jit_and_first_chunk_s": round(total_compile, 1),
+        "control_steps_per_s": round(total_steps / total_wall, 1),
+        "control_steps_per_s_incl_jit": round(total_steps / (total_wall + total_compile), 1),
+        "reference_control_steps_per_s": REFERENCE_STEPS_PER_S,
+        "speedup_vs_reference": round(total_steps / total_wall / REFERENCE_STEPS_PER_S, 2),
+        "mjx": mjx_status,
+        "versions": data.versions(),
+        "note": "our control step is 0.04 s of simulated time, LIBERO's 0.05 s",
+        "per_task": rows,
+    }
+    pathlib.Path(args.out).write_text(json.dumps(out, indent=1))
+    print(json.dumps({k: v for k, v in out.items() if k != "per_task"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
