@@ -467,8 +467,10 @@ def test_offline_critic_names_the_planted_flaw(sized_bucket, native_backend):
         d = c.diagnosis
         assert (d.factor, d.phase, d.cause) == ("attributes", "place", "object_too_wide"), d
         n = d.evidence.numbers
-        assert n["flip_rate_attributes"] > 0 and n["flip_rate_layout"] == 0
-        assert n["repeat_success_rate"] == 0 and n["n_probes_task"] == 0  # no other cube
+        assert n["flip_rate_attributes"] > 0.3  # resampled sizes: most cubes fit
+        assert n["flip_rate_layout"] == pytest.approx(0.0, abs=1e-12)
+        assert n["repeat_success_rate"] == pytest.approx(0.0, abs=1e-12)
+        assert n["n_probes_task"] == pytest.approx(0.0, abs=1e-12)  # no other cube to bind
         assert "no probe for task" in d.cause_text
         assert n["object_width_m"] > n["max_opening_m"] == pytest.approx(0.04, abs=1e-6)
         assert d.critic == "offline" and c.assignment is not None and c.seconds > 0
@@ -490,5 +492,5 @@ def test_offline_critic_blames_execution_for_a_random_policy(sized_bucket, nativ
     (c,) = critic.diagnose(eps, jax.random.PRNGKey(2))
     assert c.diagnosis.factor == "execution"
     assert c.diagnosis.phase in eps[0].phase_names and c.diagnosis.cause in CAUSES
-    assert c.diagnosis.evidence.numbers["n_probes_layout"] == 2
+    assert c.diagnosis.evidence.numbers["n_probes_layout"] == pytest.approx(2.0, abs=1e-12)
     assert isinstance(c.diagnosis, Diagnosis) and isinstance(c.diagnosis.evidence, Evidence)
