@@ -15,6 +15,7 @@ from coda.engine.generate import (
     CONTROL_FACTOR,
     generate_targeted,
     make_validation_batches,
+    targeted_control_success,
     validate_mode,
 )
 from coda.engine.programs import (
@@ -312,6 +313,11 @@ def test_validate_mode_stores_omega_only_when_validated(parents):
     assert out2.targeted_success.all()  # moving a distractor does not hit the width flaw
     assert not out2.result.accepted and store.get_mode(false_mode).status == "refuted"
     assert out2.program_id is None and load_programs(store, mode_id=false_mode) == []
+    # the one-call form the planted-difficulty test uses
+    t, c = targeted_control_success(
+        ModeSpec("attributes", "grasp", "object_too_wide"), pp, policy, None, backend, key, 1, N=4
+    )
+    assert t.tolist() == [False] * 4 and c.tolist() == [True] * 4
 
 
 def test_program_to_source_is_the_same_program(parents):

@@ -16,11 +16,12 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from coda.engine.programs import Program, bind, load_programs, scene_factor
+from coda.engine.programs import Program, apply, bind, load_programs, scene_factor
 from coda.engine.roles import RoleBindingError
 from coda.engine.rules import candidate_programs
 from coda.sim import tasks
 from coda.sim.scene import Scene
+from coda.sim.sdk import SceneProgramError
 
 __all__ = [
     "ENGINES",
@@ -95,25 +96,27 @@ class OfflineEngine:
     def program_for(
         self, mode: Any, parents: Sequence[Scene], *, seed: int = 0, round: int = 0
     ) -> Program:
-        """The first rule's program that binds to at least one parent (the fallback last).
+        """The first rule's program that can be made on at least one parent (the fallback
+        last): its roles bind there and a trial edit succeeds (a put-inside scene has one
+        container, so "another object is the goal" cannot be made there).
 
-        Raises `NoProgram` for execution modes and `RoleBindingError` (of the first candidate)
-        if no candidate binds to any parent."""
+        Raises `NoProgram` for execution modes and the first candidate's error if no candidate
+        can be made on any parent."""
         m = mode_spec(mode)
-        first: RoleBindingError | None = None
+        if not parents:
+            raise ValueError("program_for needs at least one parent scene")
+        first: Exception | None = None
         for program, why in candidate_programs(
             m.factor, m.phase, m.cause, final_phase=_is_final(m.phase, parents)
         ):
             for p in parents:
                 try:
-                    bind(program, p)
-                except RoleBindingError as e:
+                    apply(program, p, seed)
+                except (RoleBindingError, SceneProgramError) as e:
                     first = first or e
                     continue
                 return dataclasses.replace(program, note=program.note or why)
-        assert first is not None or not parents
-        if first is None:
-            raise ValueError("program_for needs at least one parent scene")
+        assert first is not None
         raise first
 
 

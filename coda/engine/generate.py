@@ -59,6 +59,7 @@ __all__ = [
     "generate_targeted",
     "make_validation_batches",
     "rollout_success",
+    "targeted_control_success",
     "validate_mode",
     "validation_success",
 ]
@@ -408,6 +409,28 @@ def validation_success(
     t = rollout_success(batches.targeted, policy, params, backend, kt, num_chunks)
     c = rollout_success(batches.control, policy, params, backend, kc, num_chunks)
     return t, c
+
+
+def targeted_control_success(
+    mode: Any,
+    parents: Sequence[Scene],
+    policy: Any,
+    params: Any,
+    backend: Any,
+    key: jax.Array,
+    num_chunks: int,
+    *,
+    N: int = 32,
+    seed: int = 0,
+    program: Program | None = None,
+    control_factor: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mode + parents + policy -> (targeted_success [N], control_success [N]) in one call
+    (`make_validation_batches` then `validation_success`)."""
+    vb = make_validation_batches(
+        mode, parents, N, seed, program=program, control_factor=control_factor
+    )
+    return validation_success(vb, policy, params, backend, key, num_chunks)
 
 
 @dataclasses.dataclass
