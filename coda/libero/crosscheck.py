@@ -31,6 +31,8 @@ class Agreement:
     agree: int
     positives: int  # evaluations LIBERO's semantics call true
     disagreements: list[tuple[str, tuple, bool, bool]]  # (state, atom, ours, LIBERO's)
+    by_predicate: list[tuple[str, int, int]]  # (predicate, evaluations, LIBERO-true)
+    goal_holds: bool  # LIBERO's semantics accept the built whole-goal state
 
 
 def _joint_target(pred: str, cat: str) -> float:
@@ -161,4 +163,12 @@ def compare(suite: str, name: str, index: int = 0) -> Agreement:
         (states[i][0], atoms_b[k], bool(ours[i, k]), bool(truth[i, k]))
         for i, k in zip(*np.nonzero(ours != truth), strict=True)
     ]
-    return Agreement(name, int(truth.size), int((ours == truth).sum()), int(truth.sum()), dis)
+    preds = np.array([a[0] for a in atoms_b])
+    by = [
+        (p, int(truth[:, preds == p].size), int(truth[:, preds == p].sum()))
+        for p in sorted(set(preds.tolist()))
+    ]
+    goal = bool(truth[-1, : len(task.problem.goal)].all())  # the last state is the whole goal
+    return Agreement(
+        name, int(truth.size), int((ours == truth).sum()), int(truth.sum()), dis, by, goal
+    )

@@ -66,8 +66,10 @@ WORKSPACES = {  # from LIBERO's problem classes (table_full_size, *_table_offset
 }
 REGION_Z = -0.005  # m: a workspace region's site centre relative to the table top (TargetZone)
 REGION_HALF_Z = 0.007  # m: TargetZone's zone_height
-SETTLE_S = 0.5  # s: LIBERO's evaluation waits 10 control steps (0.5 s) after setting an initial
-#                 state, for objects placed a few cm above their support to land; so do we
+SETTLE_S = 1.0  # s of passive physics after setting LIBERO's stored state, whose objects hang
+#                 ~7 cm above their support. LIBERO's evaluation waits 0.5 s (10 control steps);
+#                 under our 5 ms physics a dropped wine bottle still rocks then (1-2 cm in the
+#                 next second), so we wait 1.0 s, after which every layout but one is at rest
 ROBOT_NQ, ROBOT_NV = 9, 9  # LIBERO's mounted Panda: 7 arm joints + 2 finger joints
 GRIPPER_NQ = 8  # ours: x, y, z, yaw, pitch, roll + 2 fingers
 
