@@ -13,271 +13,33 @@ A scene program is plain Python calling only these names:
 Exec(g, seed) is deterministic: every random draw comes from `numpy.random.default_rng(seed)`.
 Anything else (imports, attribute tricks, unknown names) is rejected before it runs: programs
 are untrusted (LLM-written) and go through `coda.sandbox` when it is available.
+
+`set_task` resolves family names through the registry `coda.sim.tasks.FAMILIES`; the builder
+itself (`coda.sim.builder`) knows no family, so the families can run their own proposals
+through it without an import circle.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-from typing import Any
+from coda.sim import builder as _builder
+from coda.sim.builder import SDK_NAMES, SceneProgramError, SceneValueError
+from coda.sim.scene_data import Scene
+from coda.sim.tasks import FAMILIES
 
-import numpy as np
-
-from coda.runconfig import SPLITS
-from coda.sim import assets
-from coda.sim.scene import ObjectSpec, Scene, check_table, sample_attributes, sample_layout
-
-
-class SceneProgramError(ValueError):
-    """A scene program called the SDK wrongly; the message is meant for the program's author."""
-
-
-class SceneValueError(SceneProgramError):
-    """An SDK call got an impossible or out-of-range value for one object's field.
-
-    Raised at the call (not later by MuJoCo's compiler, where one bad size aborts a whole
-    batch); `object` and `field` say what to repair. Values inside a category's metric range
-    widened by the slack that `verify`'s scale check allows are accepted, so a scene the SDK
-    builds never fails that check for a value the program set.
-    """
-
-    def __init__(self, obj: str, field: str, detail: str) -> None:
-        super().__init__(f"object {obj!r}, field {field}: {detail}")
-        self.object, self.field, self.detail = obj, field, detail
-
-    def __reduce__(self):  # pickles across the sandbox's worker boundary
-        return type(self), (self.object, self.field, self.detail)
+__all__ = [
+    "SDK_NAMES",
+    "SceneBuilder",
+    "SceneProgramError",
+    "SceneValueError",
+    "exec_program",
+]
 
 
-def _number(obj: str, field: str, v: Any, positive: bool = False) -> float:
-    """`v` as a finite float (positive if asked), else `SceneValueError` naming obj.field."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise SceneValueError(obj, field, f"must be a number, got {v!r}")
-    v = float(v)
-    if not math.isfinite(v):
-        raise SceneValueError(obj, field, f"must be finite, got {v!r}")
-    if positive and v <= 0:
-        raise SceneValueError(obj, field, f"must be positive, got {v!r}")
-    return v
+class SceneBuilder(_builder.SceneBuilder):
+    """The SDK with `set_task` resolving the registered families (`coda.sim.tasks.FAMILIES`)."""
 
-
-def _name(what: str, v: Any, optional: bool = False) -> str | None:
-    if (v is None and optional) or (isinstance(v, str) and v):
-        return v
-    raise SceneProgramError(f"{what} must be a non-empty string, got {v!r}")
-
-
-class SceneBuilder:
-    def __init__(self, seed: int, split: str = "train"):
-        if split not in SPLITS:  # a typo must not silently mean "all"
-            raise SceneProgramError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
-        self.seed = int(seed)
-        self.rng = np.random.default_rng(self.seed)
-        self.split = split
-        self.objects: list[ObjectSpec] = []
-        self.task: dict[str, Any] | None = None
-        self.layout: dict[str, dict] = {}
-        self.attributes: dict[str, dict] = {}
-        self.table: dict[str, float] = check_table(None)
-
-    # ---------------------------------------------------------------- objects
-    def add_object(
-        self,
-        category: str,
-        role: str | None = None,
-        instance: str | None = None,
-        name: str | None = None,
-    ) -> str:
-        _name("add_object: category", category)
-        _name("add_object: role", role, optional=True)
-        _name("add_object: instance", instance, optional=True)
-        _name("add_object: name", name, optional=True)
-        try:
-            cat = assets.get_category(category)
-        except KeyError as e:
-            raise SceneProgramError(str(e.args[0])) from None
-        if instance is None:
-            pool = assets.instances_for(category, self.split) or list(cat.instances)
-            instance = pool[int(self.rng.integers(len(pool)))].name
-        try:
-            cat.instance(instance)
-        except KeyError as e:
-            raise SceneProgramError(str(e.args[0])) from None
-        name = name or role or f"{category}_{sum(o.category == category for o in self.objects)}"
-        if any(o.name == name for o in self.objects):
-            raise SceneProgramError(f"object name {name!r} already used")
-        if role is not None and any(o.role == role for o in self.objects):
-            raise SceneProgramError(f"role {role!r} already assigned")
-        if len(self.objects) >= 8:
-            raise SceneProgramError("at most 8 objects per scene")
-        self.objects.append(ObjectSpec(name, category, instance, role))
-        return name
-
-    # ---------------------------------------------------------------- factors
-    def set_task(self, family: str, **params: Any) -> None:
-        from coda.sim import tasks
-
-        try:
-            fam = tasks.get_family(family)
-        except KeyError as e:
-            raise SceneProgramError(str(e.args[0])) from None
-        self.task = fam.make_task(self.objects, params)
-
-    def set_layout(self, name: str, x: float, y: float, yaw: float = 0.0) -> None:
-        self._check(name)
-        self.layout[name] = {k: _number(name, k, v) for k, v in (("x", x), ("y", y), ("yaw", yaw))}
-
-    def set_attributes(
-        self,
-        name: str,
-        dims: dict | None = None,
-        mass: float | None = None,
-        friction: float | None = None,
-        rgba: list | None = None,
-    ) -> None:
-        obj = self._check(name)
-        cat = assets.get_category(obj.category)
-        cur = self.attributes.get(name) or cat.default_attributes(cat.instance(obj.instance))
-        cur = {**cur, "dims": dict(cur["dims"])}
-        if dims is not None:
-            if not isinstance(dims, dict):
-                raise SceneValueError(
-                    name, "dims", f"must be a dict {{size: metres}}, got {dims!r}"
-                )
-            unknown = set(dims) - set(cat.dims)
-            if unknown:
-                raise SceneValueError(
-                    name,
-                    "dims",
-                    f"has unknown sizes {sorted(unknown)} for a {obj.category}; "
-                    f"valid: {sorted(cat.dims)}",
-                )
-            cur["dims"].update(
-                {k: _number(name, f"dims.{k}", v, positive=True) for k, v in dims.items()}
-            )
-        if mass is not None:
-            cur["mass"] = _number(name, "mass", mass, positive=True)
-        if friction is not None:
-            cur["friction"] = _number(name, "friction", friction, positive=True)
-        if rgba is not None:
-            if not isinstance(rgba, (list, tuple)) or len(rgba) != 4:
-                raise SceneValueError(name, "rgba", f"needs 4 values in [0, 1], got {rgba!r}")
-            cur["rgba"] = [_number(name, f"rgba[{i}]", c) for i, c in enumerate(rgba)]
-            if not all(0.0 <= c <= 1.0 for c in cur["rgba"]):
-                raise SceneValueError(name, "rgba", f"values must be in [0, 1], got {rgba!r}")
-        for field, value in cat.scale_problems(cur):  # the program set it: defaults are in range
-            key = field.split(".")[-1]
-            lo, hi = cat.dims[key] if field.startswith("dims.") else getattr(cat, field)
-            raise SceneValueError(
-                name,
-                field,
-                f"{value:.4g} is outside the {obj.category} range [{lo:.4g}, {hi:.4g}] "
-                f"(+-{assets.SCALE_SLACK:.0%} accepted)",
-            )
-        self.attributes[name] = cur
-
-    def set_table(
-        self,
-        x: float | None = None,
-        y: float | None = None,
-        half_x: float | None = None,
-        half_y: float | None = None,
-        height: float | None = None,
-    ) -> None:
-        """The table's centre, half extents and height (its top stays at z = 0); unset fields
-        keep their current value."""
-        given = {"x": x, "y": y, "half_x": half_x, "half_y": half_y, "height": height}
-        try:
-            self.table = check_table(
-                {**self.table, **{k: v for k, v in given.items() if v is not None}}
-            )
-        except ValueError as e:
-            raise SceneProgramError(str(e)) from None
-
-    def sample_attributes(self) -> None:
-        self.attributes = sample_attributes(self.objects, self.rng, self.attributes)
-
-    def sample_layout(self) -> None:
-        self.sample_attributes()  # footprints depend on sizes
-        self.layout = sample_layout(
-            self.objects, self.attributes, self.rng, self.layout, table=self.table
-        )
-
-    # ---------------------------------------------------------------- randomness
-    def uniform(self, lo: float, hi: float) -> float:
-        ok = all(
-            isinstance(v, (int, float, np.integer, np.floating))
-            and not isinstance(v, bool)
-            and math.isfinite(v)
-            for v in (lo, hi)
-        )
-        if not ok or lo > hi:
-            raise SceneProgramError(f"uniform(lo, hi) needs finite lo <= hi, got ({lo!r}, {hi!r})")
-        return float(self.rng.uniform(lo, hi))
-
-    def randint(self, lo: int, hi: int) -> int:
-        for v in (lo, hi):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise SceneProgramError(f"randint(lo, hi) needs integers, got ({lo!r}, {hi!r})")
-        if lo > hi:
-            raise SceneProgramError(f"randint(lo, hi) needs lo <= hi, got ({lo}, {hi})")
-        return int(self.rng.integers(lo, hi + 1))
-
-    def choice(self, options):
-        options = list(options)
-        if not options:
-            raise SceneProgramError("choice() of an empty sequence")
-        return options[int(self.rng.integers(len(options)))]
-
-    # ---------------------------------------------------------------- finish
-    def _check(self, name: str) -> ObjectSpec:
-        for o in self.objects:
-            if o.name == name:
-                return o
-        raise SceneProgramError(f"no object {name!r}; objects: {[o.name for o in self.objects]}")
-
-    def build(self, program: str | None = None) -> Scene:
-        if not self.objects:
-            raise SceneProgramError("the program added no objects")
-        if self.task is None:
-            raise SceneProgramError("the program never called set_task(...)")
-        self.sample_attributes()
-        self.sample_layout()
-        from coda.sim import tasks
-
-        scene = Scene(
-            list(self.objects),
-            self.task,
-            self.layout,
-            self.attributes,
-            self.seed,
-            program,
-            table=dict(self.table),
-        )
-        tasks.get_family(self.task["family"]).couple_attributes(scene)
-        return scene
-
-    def namespace(self) -> dict[str, Any]:
-        """The names a scene program may call."""
-        return {
-            "add_object": self.add_object,
-            "set_task": self.set_task,
-            "set_layout": self.set_layout,
-            "set_attributes": self.set_attributes,
-            "sample_layout": self.sample_layout,
-            "sample_attributes": self.sample_attributes,
-            "set_table": self.set_table,
-            "uniform": self.uniform,
-            "randint": self.randint,
-            "choice": self.choice,
-        }
-
-
-SDK_NAMES = tuple(SceneBuilder(0).namespace())
-
-
-def _finish(builder: SceneBuilder, program: str) -> dict[str, Any]:
-    return builder.build(program=program).to_dict()
+    def __init__(self, seed: int, split: str = "train") -> None:
+        super().__init__(seed, split, families=FAMILIES)
 
 
 def exec_program(
@@ -297,14 +59,12 @@ def exec_program(
     generators, which are trusted and need to be fast. SDK misuse surfaces as `SandboxError`
     (stage "runtime") carrying the SDK's message, so the writer can repair the program.
     """
-    from coda import sandbox
-
-    builder = SceneBuilder(seed, split)
-    ns = dict(builder.namespace())
-    ns["finish_scene"] = functools.partial(_finish, builder, source)
-    sandbox.validate(source, tuple(builder.namespace()))  # the user part, before the epilogue
-    full = source.rstrip("\n") + "\nresult = finish_scene()\n"
-    out = sandbox.execute(
-        full, ns, time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb, isolation=isolation
+    return _builder.run_program(
+        source,
+        seed,
+        split,
+        families=FAMILIES,
+        isolation=isolation,
+        time_limit_s=time_limit_s,
+        memory_limit_mb=memory_limit_mb,
     )
-    return Scene.from_dict(out)

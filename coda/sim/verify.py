@@ -238,84 +238,16 @@ def _outside(p: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
     return float(np.linalg.norm(np.maximum(lo - p, 0) + np.maximum(p - hi, 0)))
 
 
-def _top(d: mujoco.MjData, b: int, half: np.ndarray) -> float:
-    """Highest point of a body's bounding box (as `geometry.top`)."""
-    return float(d.xpos[b][2] + np.abs(d.xmat[b].reshape(3, 3)[2]) @ half)
-
-
 def planner_waypoints(c: CompiledScene, d: mujoco.MjData) -> list[tuple[str, str, np.ndarray]]:
     """(phase, object, tcp position [3]) the scripted planner needs, from the state at t = 0.
 
-    A numpy mirror of `ScriptedPlanner._waypoints` (the planner is jnp; evaluating it here
-    would compile a graph per scene structure): hover above the object, grasp, carry height over
-    the destination, place height (for every grasp offset the planner allows), retreat; for
-    articulated tasks, the hover above the handle and the handle and retreat over the joint's
-    whole range. tests/test_sim_verify.py checks it against the planner's own waypoints.
+    The task's family gives them (`TaskFamily.reach_targets`: a numpy mirror of its planner
+    waypoints, e.g. every grasp offset the planner allows, or a door's handle over the joint's
+    whole range); tests/test_sim_verify.py checks it against the planner's own waypoints.
     """
-    from coda.sim import geometry as G
-    from coda.sim.planner import ScriptedPlanner
+    from coda.sim.tasks import get_family
 
-    m, sym, task = c.model, c.sym, c.scene.task
-    params = tuple(sorted(task.get("params", {}).items()))
-    planner = ScriptedPlanner(task["family"], params, sym)
-    half = c.consts["body_half"].astype(float)  # [NB, 3]
-    name = c.layout.body_names
-
-    def body(role: str) -> tuple[int, int, str]:  # (tracked index, model body id, object)
-        i = sym.body(role)
-        return i, m.body(name[i]).id, name[i].split("/")[0]
-
-    out = []
-    if task["family"] == "articulated":
-        ic, bc, obj = body("cabinet")
-        _, bh, _ = body("cabinet.handle")
-        hp = d.xpos[bh].copy()
-        out += [
-            ("approach", obj, np.array([hp[0], hp[1], _top(d, bc, half[ic]) + 0.05])),
-            ("descend", obj, hp),
-        ]
-        jname = c.layout.joint_names[sym.joint("cabinet")]
-        lo, hi = c.consts["joint_range"][sym.joint("cabinet")].astype(float)
-        adr = m.jnt_qposadr[m.joint(jname).id]
-        door = m.jnt_type[m.joint(jname).id] == mujoco.mjtJoint.mjJNT_HINGE
-        rot = d.xmat[bc].reshape(3, 3)
-        cab_yaw = math.atan2(rot[1, 0], rot[0, 0])
-        dk = mujoco.MjData(m)
-        dk.qpos[:] = d.qpos
-        for q in np.linspace(lo, hi, 5):
-            dk.qpos[adr] = q
-            mujoco.mj_kinematics(m, dk)
-            h = dk.xpos[bh].copy()
-            yaw = cab_yaw + (q if door else 0.0)
-            back = np.array([-0.06 * math.cos(yaw), -0.06 * math.sin(yaw), 0.1])
-            out += [
-                (f"pull (joint at {q:.2f})", obj, h),
-                (f"retreat (joint at {q:.2f})", obj, h + back),
-            ]
-        return out
-    obj_role, dest_role = planner._roles()
-    io, bo, oname = body(obj_role)
-    idst, bd, dname = body(dest_role)
-    op, dp = d.xpos[bo], d.xpos[bd]
-    ohz = float(half[io][2])
-    top_d = _top(d, bd, half[idst])
-    carry_z = max(top_d + 2 * ohz + 0.05, 0.14)
-    out += [
-        ("approach", oname, np.array([op[0], op[1], _top(d, bo, half[io]) + 0.07])),
-        ("descend", oname, np.array([op[0], op[1], max(op[2], 0.012)])),
-        ("lift", oname, np.array([op[0], op[1], carry_z])),
-        ("transport", dname, np.array([dp[0], dp[1], carry_z])),
-    ]
-    for offset in (-0.02, 0.04):  # the planner clips the tcp's height above the object to this
-        if task["family"] == "put_inside":
-            z = dp[2] + float(c.consts["inner"][idst][3]) + ohz + offset + 0.012
-        elif dict(params).get("mode") == "insert":
-            z = G.TABLE_Z + ohz + offset + 0.004
-        else:
-            z = top_d + ohz + offset + 0.008
-        out.append(("lower", dname, np.array([dp[0], dp[1], z])))
-    out.append(("retreat", dname, np.array([dp[0], dp[1], carry_z + 0.05])))
-    return out
+    return get_family(c.scene.task["family"]).reach_targets(c, d)
 
 
 def check_reach(c: CompiledScene, d: mujoco.MjData | None = None) -> list[Reason]:

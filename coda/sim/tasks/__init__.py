@@ -1,21 +1,24 @@
 """Task families: generators of task proposals (instruction, roles, initial / terminal states, ν).
 
-A family proposes scene programs (source text against the SDK), builds the τ factor from a
-list of objects (`make_task`), resamples τ keeping σ and α fixed, and returns the success
-predicate ν for a task. A proposal whose family has no verifier (ν) is discarded by
-`propose` — the engine only ever sees verifiable proposals.
+One module per family (`pick_place`, `put_inside`, `articulated`, `stack_or_insert`) owns all
+that family knows: program templates and proposals, roles and τ, ν, the ordered task phases and
+the segmentation of a trace, the scripted planner's waypoints and the potential templates
+(`base.TaskFamily` lists the hooks; `carry` is the pick → carry → place skeleton three of them
+share). Everything else reads them from the registry `FAMILIES[name]`. A proposal whose family
+has no verifier (ν) is discarded by `propose` — the engine only ever sees verifiable proposals.
 """
 
 from __future__ import annotations
 
-from coda.sim.tasks.base import TaskFamily, describe, noun_phrase
-from coda.sim.tasks.families import (
-    ArticulatedFamily,
-    PickPlaceFamily,
-    PutInsideFamily,
-    StackOrInsertFamily,
-)
+import numpy as np
+
+from coda.sim.tasks.articulated import ArticulatedFamily
+from coda.sim.tasks.base import PotentialTemplate, TaskFamily, describe, noun_phrase
 from coda.sim.tasks.phases import Phase, segment
+from coda.sim.tasks.pick_place import PickPlaceFamily
+from coda.sim.tasks.put_inside import PutInsideFamily
+from coda.sim.tasks.stack_or_insert import StackOrInsertFamily
+from coda.sim.tasks.waypoints import Waypoint
 
 FAMILIES: dict[str, TaskFamily] = {
     f.name: f
@@ -24,6 +27,7 @@ FAMILIES: dict[str, TaskFamily] = {
 
 
 def get_family(name: str) -> TaskFamily:
+    """The registered family `name` (KeyError listing the valid names otherwise)."""
     if name not in FAMILIES:
         raise KeyError(f"unknown task family {name!r}; valid: {sorted(FAMILIES)}")
     return FAMILIES[name]
@@ -36,8 +40,6 @@ def task_phases(task: dict) -> tuple[Phase, ...]:
 
 def register_family(family: TaskFamily, probe_seed: int = 0) -> None:
     """Adds a family after checking that its proposals come with a success predicate ν."""
-    import numpy as np
-
     if family.propose(np.random.default_rng(probe_seed), max_tries=3) is None:
         raise ValueError(f"family {family.name!r} has no success predicate ν; not registered")
     FAMILIES[family.name] = family
@@ -45,12 +47,14 @@ def register_family(family: TaskFamily, probe_seed: int = 0) -> None:
 
 __all__ = [
     "FAMILIES",
-    "Phase",
     "ArticulatedFamily",
+    "Phase",
     "PickPlaceFamily",
+    "PotentialTemplate",
     "PutInsideFamily",
     "StackOrInsertFamily",
     "TaskFamily",
+    "Waypoint",
     "describe",
     "get_family",
     "noun_phrase",
