@@ -164,3 +164,23 @@ def test_snap_gripper():
     out = snap_gripper(a)
     np.testing.assert_array_equal(out[:, :6], a[:, :6])
     np.testing.assert_array_equal(out[:, 6], [1.0, -1.0])
+
+
+def test_awr_positive_only_zeroes_non_positive_rows(setup):
+    """awr_positive_only: replay rows with A <= 0 get weight 0; the filtered learner compiles
+    its own batch program (programs are shared across learners, keyed by the AWR settings)."""
+    bucket, policy, backend = setup
+    out = {}
+    for pos in (False, True):
+        cfg = LearnerConfig(policy_batch=8, critic_hidden=16, n_step=2, awr_positive_only=pos)
+        learner = Learner(policy, cfg, jax.random.key(0))
+        res = learner.rollout(backend, bucket, jax.random.key(1), 3, num_candidates=1)
+        learner.add_rollout(res, bucket)
+        b = learner.awr_policy_batch(jax.random.key(2))
+        adv = learner.critic.advantage(learner.cstate.params, b.obs, b.actions)
+        out[pos] = (np.asarray(b.weights), np.asarray(adv))
+    (w0, a0), (w1, a1) = out[False], out[True]
+    np.testing.assert_allclose(a0, a1, atol=1e-6)  # same critic init, same rows
+    assert (a1 > 0).any() and (a1 <= 0).any()
+    np.testing.assert_array_equal(w1[a1 <= 0], 0.0)
+    assert (w1[a1 > 0] > 0).all() and (w0 > 0).all()

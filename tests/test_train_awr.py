@@ -100,3 +100,18 @@ def test_refinement_flags_unhelpful_potentials():
     assert not bad.useful and bad.speedup < 1.0
     with pytest.raises(ValueError):
         refinement_report(steps, [0.1], [0.2, 0.3, 0.1, 0.1])
+
+
+def test_positive_only_weights_drop_non_positive_advantages():
+    adv = jnp.array([0.3, -0.2, 0.0, 0.1])
+    w = awr_weights(adv, temperature=0.1, max_weight=100.0, positive_only=True)
+    assert np.asarray(w)[[1, 2]] == pytest.approx([0.0, 0.0], abs=0.0)
+    # kept rows: exp(A/λ) ratio e^2, mean 1 over the kept pair, then x 2/4 kept
+    e = np.exp(2.0)
+    assert np.asarray(w)[[0, 3]] == pytest.approx([e / (1 + e), 1 / (1 + e)], abs=1e-5)
+    none = awr_weights(jnp.array([-0.1, 0.0]), 0.1, positive_only=True)
+    assert np.asarray(none) == pytest.approx([0.0, 0.0], abs=0.0)  # no NaN, no update
+    masked = awr_weights(
+        adv, 0.1, 100.0, mask=jnp.array([False, True, True, True]), positive_only=True
+    )
+    assert np.asarray(masked) == pytest.approx([0.0, 0.0, 0.0, 1.0 / 3.0], abs=1e-6)

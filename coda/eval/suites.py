@@ -255,14 +255,26 @@ AgentFor = Callable[[Any], tuple[Any, Any]]
 
 
 def evaluate(
-    agent_for: AgentFor, suite: Suite, backend, rng: jax.Array, num_chunks: int
+    agent_for: AgentFor,
+    suite: Suite,
+    backend,
+    rng: jax.Array,
+    num_chunks: int,
+    max_episodes: int | None = None,
 ) -> SuiteResult:
-    """ν success at the last chunk endpoint over all episodes of a suite (failed = 0)."""
-    success = []
+    """ν success at the last chunk endpoint over the episodes of a suite (failed = 0).
+
+    `max_episodes` evaluates only the first buckets holding at least that many episodes (cheap
+    intermediate evaluations; the result's n and s.e. say what was measured).
+    """
+    success, n = [], 0
     for i, bucket in enumerate(suite.buckets):
+        if max_episodes is not None and n >= max_episodes:
+            break
         agent, params = agent_for(bucket)
         res = backend.rollout(bucket, agent, params, jax.random.fold_in(rng, i), num_chunks)
         success.append(np.asarray(res.success)[bucket.valid])
+        n += success[-1].size
     return SuiteResult.from_successes(suite.name, np.concatenate(success) if success else [])
 
 
@@ -294,15 +306,18 @@ def random_agent(bucket) -> tuple[Any, None]:
     return RandomPolicy(), None
 
 
-def policy_agent(policy, params: Any, norm, critic_params: Any = None) -> AgentFor:
+def policy_agent(
+    policy, params: Any, norm, critic_params: Any = None, agents: dict | None = None
+) -> AgentFor:
     """A `coda.policy` policy as a (cached) `PolicyAgent` per batch size, plain sampling (j = 1).
 
     The instruction tokens travel in the traced params (`AgentParams.tokens`), so every bucket
-    of one structure and batch size reuses one compiled chunk step.
+    of one structure and batch size reuses one compiled chunk step; pass the same `agents`
+    dict to later calls (new weights) to keep reusing it.
     """
     from coda.train.agent import AgentParams, PolicyAgent, bucket_prompts, instruction_tokens
 
-    agents: dict[int, PolicyAgent] = {}
+    agents = {} if agents is None else agents
 
     def agent_for(bucket):
         tokens, mask = instruction_tokens(policy, bucket_prompts(bucket))

@@ -22,12 +22,25 @@ def awr_weights(
     temperature: float = 1.0,
     max_weight: float = 20.0,
     mask: jax.Array | None = None,
+    positive_only: bool = False,
 ) -> jax.Array:
-    """exp(A/λ) normalised to mean 1 over valid samples, clipped at `max_weight`: [B]."""
+    """exp(A/λ) normalised to mean 1 over valid samples, clipped at `max_weight`: [B].
+
+    `positive_only` gives rows with A <= 0 weight exactly 0 (advantage filtering, as in CRR's
+    binary filter / filtered BC): the policy never imitates a chunk the critic rates no better
+    than its own average, however flat exp(A/λ) is. The kept rows are normalised to mean 1 over
+    *all* valid rows' count, so a batch with few positive rows makes a proportionally smaller
+    step; a batch without any gives all-zero weights (no update).
+    """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     adv = jnp.asarray(adv, jnp.float32)
     m = jnp.ones_like(adv, bool) if mask is None else jnp.asarray(mask, bool)
+    if positive_only:
+        n_valid = jnp.maximum(jnp.sum(m), 1)
+        keep = m & (adv > 0)
+        w = awr_weights(adv, temperature, max_weight, keep)  # mean 1 over the kept rows
+        return jnp.where(keep, w, 0.0) * (jnp.sum(keep) / n_valid)  # none kept: all 0, no NaN
     top = jnp.max(jnp.where(m, adv, -jnp.inf))
     w = jnp.where(m, jnp.exp((adv - top) / temperature), 0.0)
     w = w / (jnp.sum(w) / jnp.maximum(jnp.sum(m), 1))
@@ -40,9 +53,11 @@ def awr_batch(
     adv: jax.Array,
     temperature: float = 1.0,
     max_weight: float = 20.0,
+    positive_only: bool = False,
 ) -> Batch:
     """Batch(obs [B], actions [B, H, A], weights exp(A/λ) normalised and clipped)."""
-    return Batch(obs, actions, awr_weights(adv, temperature, max_weight))
+    w = awr_weights(adv, temperature, max_weight, positive_only=positive_only)
+    return Batch(obs, actions, w)
 
 
 def bc_batch(obs: Observation, actions: jax.Array) -> Batch:

@@ -78,6 +78,8 @@ class LearnerConfig:
     demo_fraction: float = 0.0
     awr_temperature: float = 0.1
     awr_max_weight: float = 20.0
+    # Advantage filtering: replay rows with A <= 0 get weight 0 (`awr.awr_weights`).
+    awr_positive_only: bool = False
     replay_size: int = 20000  # transitions kept on device (ring buffer: oldest overwritten)
     demo_capacity: int = 20000  # planner-demo rows `set_demos` can hold on device
     # Updates per jitted call (lax.scan length); results do not depend on it, only dispatches.
@@ -182,6 +184,7 @@ def awr_rows(
     temperature: float,
     max_weight: float,
     token_len: int,
+    positive_only: bool = False,
 ) -> Batch:
     """One AWR batch drawn on device: replay rows weighted exp(A/λ) (normalised, clipped) with
     A from the critic, then `n_demo` demo rows with weight 1. Pure and jittable."""
@@ -191,7 +194,7 @@ def awr_rows(
         mb.tokens[:, :token_len], mb.token_mask[:, :token_len], mb.state, mb.state_mask
     )
     adv = critic.advantage(critic_params, obs, mb.actions)
-    out = awr_lib.awr_batch(obs, mb.actions, adv, temperature, max_weight)
+    out = awr_lib.awr_batch(obs, mb.actions, adv, temperature, max_weight, positive_only)
     if n_demo == 0:
         return out
     d = cut_batch(demos.sample(k_demo, n_demo), token_len)
@@ -419,7 +422,9 @@ class Learner:
         return {k: float(v) for k, v in metrics.items()}
 
     def _policy_scan(self, kind: str, token_len: int, n_demo: int = 0):
-        key = (kind, n_demo, token_len)
+        c = self.cfg  # programs are shared across learners: the AWR settings are part of the key
+        key = (kind, n_demo, token_len, c.policy_batch, c.awr_temperature, c.awr_max_weight)
+        key += (c.awr_positive_only,)
         progs = self._progs["policy"]
         if key not in progs:
             c, mesh = self.cfg, self.mesh
@@ -432,6 +437,7 @@ class Learner:
                     temperature=c.awr_temperature,
                     max_weight=c.awr_max_weight,
                     token_len=token_len,
+                    positive_only=c.awr_positive_only,
                 )
             else:
                 sample = functools.partial(_bc_sample, batch=c.policy_batch, token_len=token_len)
@@ -464,7 +470,8 @@ class Learner:
         clipped), then round(demo_fraction · batch) demo rows with weight 1 when demos are set."""
         c, n_demo, token_len = self.cfg, self._n_demo(), self.token_len
         progs = self._progs["policy"]
-        key = ("awr_batch", n_demo, token_len)
+        key = ("awr_batch", n_demo, token_len, c.policy_batch, c.awr_temperature)
+        key += (c.awr_max_weight, c.awr_positive_only)
         if key not in progs:
             progs[key] = jax.jit(
                 functools.partial(
@@ -475,6 +482,7 @@ class Learner:
                     temperature=c.awr_temperature,
                     max_weight=c.awr_max_weight,
                     token_len=token_len,
+                    positive_only=c.awr_positive_only,
                 )
             )
         data = (self.state.critic.params, self.state.replay, self.state.demos)
