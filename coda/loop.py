@@ -21,30 +21,27 @@ from absl import logging
 from ml_collections import ConfigDict
 
 from coda import report, runconfig
+from coda.engine.seeding import propose_scenes
 from coda.sim import tasks
 from coda.sim.compile import CompiledScene, compile_scene
 from coda.sim.planner import RandomPolicy, planner_for
 from coda.sim.rollout import RolloutResult, make_backend, make_buckets
-from coda.sim.sdk import exec_program
 from coda.sim.verify import summarize, verify
 
 
 def seed_scenes(config: ConfigDict, rng: np.random.Generator) -> dict[str, list]:
-    """Scene programs per family, executed for several seeds each: {family: [Scene]}."""
-    out: dict[str, list] = {}
-    for name in config.sim.families:
-        fam = tasks.get_family(name)
-        scenes = []
-        for _ in range(config.sim.programs_per_family):
-            src = fam.propose(rng, split=config.sim.split)
-            if src is None:
-                logging.warning("family %s produced no verifiable proposal", name)
-                continue
-            for _ in range(config.sim.seeds_per_program):
-                seed = int(rng.integers(2**31))
-                scenes.append(exec_program(src, seed, config.sim.split, isolation="inprocess"))
-        out[name] = scenes
-    return out
+    """Scene programs per family, executed for several seeds each: {family: [Scene]}
+    (the engine's seeding, `coda.engine.seeding.propose_scenes`; verified below)."""
+    return {
+        name: propose_scenes(
+            name,
+            config.sim.programs_per_family,
+            config.sim.seeds_per_program,
+            config.sim.split,
+            rng,
+        )
+        for name in config.sim.families
+    }
 
 
 def _rollout_all(
