@@ -24,4 +24,6 @@ def get_config(arg: str | None = None) -> ConfigDict:
         c.tasks = "0"
         c.init_states = 2
         c.num_chunks = 2
+    elif arg not in (None, ""):
+        raise ValueError(f"unknown config variant {arg!r}; valid: '', 'smoke'")
     return c

@@ -5,7 +5,9 @@ a native rollout of an imported task. Needs the `[libero]` extra (`make setup` i
 from __future__ import annotations
 
 import collections
+import importlib.util
 import math
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +20,7 @@ from coda.libero import predicates as P
 from coda.libero import scene as S
 from coda.sim.state import N_FIXED_ENTITIES, SimState
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 holds = jax.jit(P.atom_holds, static_argnums=1)  # one small compile per static atom
 SPATIAL_DRAWER = (
     "libero_spatial",
@@ -256,17 +259,55 @@ def test_nu_agrees_with_libero_s_semantics(suite, index):
     assert 0 < a.positives < a.atoms  # both answers occur
 
 
-def test_imported_task_rolls_out_in_one_bucket_on_the_native_backend():
-    from coda.sim.planner import RandomPolicy
-    from coda.sim.rollout import Bucket, NativeBackend
+def test_initial_states_of_a_task_share_one_bucket():
+    from coda.sim.rollout import Bucket
 
     variants = [S.compile_task(*SPATIAL_DRAWER, i) for i in (0, 1)]
-    bucket = Bucket(variants)  # ν and roles agree across initial states
-    res = NativeBackend(nthread=1).rollout(
-        bucket, RandomPolicy(horizon=2), None, jax.random.PRNGKey(0), num_chunks=1
-    )
-    assert res.states.body_pos.shape[:2] == (2, 2)
-    assert not bool(res.failed.any()) and not bool(res.success.any())
+    bucket = Bucket(variants)  # raises unless ν, roles and structure agree across variants
+    assert bucket.init_qpos.shape == (2, variants[0].model.nq)
+    assert not np.allclose(bucket.init_qpos[0], bucket.init_qpos[1], atol=1e-3)
+
+
+def _config_module():
+    spec = importlib.util.spec_from_file_location("libero_config", ROOT / "configs" / "libero.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_libero_config_and_its_refusals():
+    from coda.libero import evaluate as E
+
+    cfg_mod = _config_module()
+    assert cfg_mod.get_config("smoke").init_states == 2
+    with pytest.raises(ValueError, match="valid"):
+        cfg_mod.get_config("nonsense")
+    with pytest.raises(ValueError, match="planner"):
+        E.make_policy("planner", 10)
+    with pytest.raises(ValueError, match="random"):
+        E.make_policy("pi0", 10)
+    with pytest.raises(ValueError, match="layout1"):
+        E.compile_variants("libero_spatial", "x", [0], "lighting", 0)
+    # LIBERO's step cap in simulated time: 220 steps x 0.05 s = 11 s = 275 of our 0.04 s steps
+    assert E.num_chunks("libero_spatial", 10) == 28
+
+
+@pytest.mark.slow
+def test_evaluation_command_runs_a_perturbed_suite_natively(tmp_path):
+    """launch.libero's path end to end at smoke scale (JIT-bound: ~15-30 s on 2 CPUs)."""
+    import json
+
+    import configs.libero as cfg_mod
+    from coda.libero.evaluate import evaluate
+
+    cfg = cfg_mod.get_config("smoke")
+    cfg.perturbation = "swap"
+    res = evaluate(cfg, tmp_path)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["episodes"] == 2 and saved["per_task"][0]["init_indices"] == [0, 1]
+    assert saved["per_task"][0]["data_suite"] == "libero_spatial_swap"
+    assert res["versions"]["mujoco"] == mujoco.__version__
+    assert (tmp_path / "results.md").read_text().startswith("# libero_spatial")
 
 
 # ----------------------------------------------------------------------------- perturbations
