@@ -103,6 +103,8 @@ class OfflineCritic:
             text = finding.text
             if st.unavailable:
                 text += "; no probe for " + ", ".join(sorted(st.unavailable))
+            elif st.confounded and not st.n.get("task"):
+                text += "; no task probe (every re-bound role changed the object's shape)"
             diag = Diagnosis(factor, ep.stopped_phase, finding.cause, text, evidence)
             # the offline critic's own output passes the same validation as a VLM's
             diag = validate_diagnosis(
