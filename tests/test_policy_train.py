@@ -15,6 +15,9 @@ from coda.policy import (
     make_train_step,
     train_config,
 )
+from coda.policy.base import fit_prompt, prompt_width, token_bucket
+from coda.policy.train import make_scan_train_step
+from coda.train.replay import Replay
 
 
 def _synthetic_batch(policy, b, seed=0):
@@ -66,3 +69,78 @@ def test_small_overfits_fixed_batch():
 def test_oft_overfits_fixed_batch():
     before, after, _, _ = _overfit("oft", b=16, steps=300, lr=1e-3)
     assert before / after >= 5.0, (before, after)  # L1 loss: a 5x drop is a 25x drop in L2
+
+
+def test_scan_of_k_updates_equals_k_single_steps():
+    """K updates in one jitted lax.scan, minibatches drawn from a device buffer inside it, give
+    the same train state as K jitted single steps on the same draws (float32 tolerance)."""
+    policy = get_policy("small_tiny")
+    pool = _synthetic_batch(policy, 16)
+    buf = Replay.from_rows(pool)
+    cfg = train_config(peak_lr=1e-3, warmup_steps=2, decay_steps=20, ema_decay=0.9)
+    params = policy.init(jax.random.key(0))
+    k = 3
+    keys = jax.random.split(jax.random.key(1), k)
+    scan = make_scan_train_step(policy, cfg, lambda data, key: data.sample(key, 4))
+    s_scan, m_scan = scan(init_train_state(params, cfg), buf, keys)
+    step = make_train_step(policy, cfg)
+    state = init_train_state(params, cfg)
+    for key in keys:
+        k_batch, k_loss = jax.random.split(key)
+        state, m = step(state, buf.sample(k_batch, 4), k_loss)
+    assert int(s_scan.step) == int(state.step) == k
+    for a, b in zip(jax.tree.leaves(s_scan), jax.tree.leaves(state), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(float(m_scan["loss"]), float(m["loss"]), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["small_tiny", "oft_tiny"])
+def test_prompt_cut_to_needed_width_leaves_the_loss_unchanged(name):
+    """Padded prompt columns are masked keys: cutting them (32-style fixed width -> the bucket
+    the batch needs) leaves every sample's loss unchanged up to float tolerance."""
+    policy = get_policy(name)
+    c = policy.config
+    batch = _synthetic_batch(policy, 4)  # 8 prompt tokens, all valid
+    rows = np.arange(8)[None, :] < np.array([[5], [8], [3], [6]])  # ragged prompts [4, 8]
+    tok = np.where(rows, np.asarray(batch.obs.tokens), 0)
+    full_tok, full_mask = fit_prompt(tok, rows, c.max_token_len)  # padded to max_token_len
+    assert full_tok.shape[1] == 16 and prompt_width(full_mask) == 8
+    width = token_bucket(prompt_width(full_mask), c.max_token_len)
+    assert width == 8
+    cut_tok, cut_mask = fit_prompt(full_tok, full_mask, width)
+
+    @jax.jit
+    def loss(tokens, mask):  # per-sample losses [4]
+        obs = batch.obs.replace(tokens=tokens, token_mask=mask)
+        return policy.per_sample_loss(params, batch.replace(obs=obs), rng)
+
+    params, rng = policy.init(jax.random.key(0)), jax.random.key(3)
+    full, cut = loss(full_tok, full_mask), loss(cut_tok, cut_mask)
+    np.testing.assert_allclose(np.asarray(cut), np.asarray(full), rtol=1e-5, atol=1e-6)
+    assert token_bucket(1, 32) == 8 and token_bucket(9, 32) == 16 and token_bucket(30, 32) == 32
+    with pytest.raises(ValueError, match="cannot cut"):
+        fit_prompt(full_tok, full_mask, 4)
+
+
+@pytest.mark.parametrize("name", ["small", "oft"])
+def test_flops_at_the_needed_prompt_width_match_xla(name):
+    """The analytic count used for utilisation (pi0.5 and OFT, at a cut prompt width) agrees
+    with XLA's unoptimised-HLO cost analysis (depth 1: scan bodies count once)."""
+    from coda.policy import get_config
+    from coda.policy.flops import oft_forward_flops, pi05_forward_flops
+
+    c = get_config(name)
+    c.vlm.depth = c.expert.depth = 1
+    policy = get_policy(c)
+    obs = policy.dummy_obs(1)
+    obs = obs.replace(tokens=obs.tokens[:, :16], token_mask=obs.token_mask[:, :16])
+    if name == "oft":
+        lowered = jax.jit(policy.predict).lower(policy.param_shapes(), obs)
+        ours = oft_forward_flops(c, token_len=16)["total"]
+    else:
+        x = jax.ShapeDtypeStruct((1, c.action_horizon, c.action_dim), jnp.float32)
+        t = jax.ShapeDtypeStruct((1,), jnp.float32)
+        lowered = jax.jit(policy.velocity).lower(policy.param_shapes(), obs, x, t)
+        ours = pi05_forward_flops(c, token_len=16)["total"]
+    xla = lowered.cost_analysis()["flops"]
+    assert ours == pytest.approx(xla, rel=0.05, abs=0.0)

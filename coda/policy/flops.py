@@ -1,8 +1,10 @@
-"""Analytic FLOP counts of pi0.5 (matmuls and attention; 1 multiply-add = 2 FLOPs).
+"""Analytic FLOP counts of pi0.5 and OFT (matmuls and attention; 1 multiply-add = 2 FLOPs).
 
-Counts what the joint forward actually computes: every camera through SigLIP, the full
-``max_token_len`` prompt, the whole (masked) attention matrix. Norms, softmax, activations and
-embedding lookups are ignored (a few percent). Training ≈ 3 × forward (backward ≈ 2 × forward).
+Counts what the joint forward actually computes: every camera through SigLIP, the prompt at
+``token_len`` columns (default ``max_token_len``: a fixed-width batch; pass the width the batch
+needs to count useful work only), the whole (masked) attention matrix. Norms, softmax,
+activations and embedding lookups are ignored (a few percent). Training ≈ 3 × forward
+(backward ≈ 2 × forward).
 """
 
 from __future__ import annotations
@@ -12,10 +14,8 @@ from ml_collections import ConfigDict
 from coda.policy.pi05 import Pi05Spec
 
 
-def pi05_forward_flops(config: ConfigDict) -> dict[str, int]:
-    """Forward FLOPs per sample of the joint (training) forward, by part."""
-    s = Pi05Spec.from_config(config)
-    out: dict[str, int] = {}
+def _prefix_flops(s, out: dict[str, int], token_len: int | None) -> int:
+    """SigLIP and state-encoder FLOPs into ``out``; returns the prefix token count."""
     n_prefix = 0
     if s.siglip is not None:
         g = s.siglip
@@ -32,14 +32,26 @@ def pi05_forward_flops(config: ConfigDict) -> dict[str, int]:
             2 * s.max_state_dim * h + h * h + h * s.num_state_tokens * s.vlm.width
         )
         n_prefix += s.num_state_tokens
-    n_prefix += s.max_token_len
+    length = s.max_token_len if token_len is None else int(token_len)
+    if not 0 < length <= s.max_token_len:
+        raise ValueError(f"token_len {token_len} outside (0, max_token_len={s.max_token_len}]")
+    return n_prefix + length
+
+
+def _expert(e, t: int) -> int:
+    proj = t * e.width * (e.num_heads * e.head_dim * 2 + 2 * e.num_kv_heads * e.head_dim)
+    mlp = 3 * t * e.width * e.mlp_dim
+    return 2 * e.depth * (proj + mlp)
+
+
+def pi05_forward_flops(config: ConfigDict, token_len: int | None = None) -> dict[str, int]:
+    """Forward FLOPs per sample of the joint (training) forward, by part."""
+    s = Pi05Spec.from_config(config)
+    out: dict[str, int] = {}
+    n_prefix = _prefix_flops(s, out, token_len)
     n_suffix = s.action_horizon
     total_tokens = n_prefix + n_suffix
-
-    def expert(e, t):
-        proj = t * e.width * (e.num_heads * e.head_dim * 2 + 2 * e.num_kv_heads * e.head_dim)
-        mlp = 3 * t * e.width * e.mlp_dim
-        return 2 * e.depth * (proj + mlp)
+    expert = _expert
 
     out["vlm_expert"] = expert(s.vlm, n_prefix)
     ada = (
@@ -55,5 +67,29 @@ def pi05_forward_flops(config: ConfigDict) -> dict[str, int]:
     return out
 
 
-def pi05_train_flops_per_sample(config: ConfigDict) -> int:
-    return 3 * pi05_forward_flops(config)["total"]
+def pi05_train_flops_per_sample(config: ConfigDict, token_len: int | None = None) -> int:
+    return 3 * pi05_forward_flops(config, token_len)["total"]
+
+
+def oft_forward_flops(config: ConfigDict, token_len: int | None = None) -> dict[str, int]:
+    """Forward FLOPs per sample of OFT's parallel-decoding pass (prefix + H queries) + head."""
+    from coda.policy.oft import OFTSpec
+
+    s = OFTSpec.from_config(config)
+    out: dict[str, int] = {}
+    n_prefix = _prefix_flops(s, out, token_len)
+    total_tokens = n_prefix + s.action_horizon
+    out["vlm_expert"] = _expert(s.vlm, total_tokens)
+    e = s.vlm
+    out["attention"] = 2 * e.depth * 2 * total_tokens * total_tokens * e.num_heads * e.head_dim
+    out["action_head"] = 2 * s.action_horizon * s.head_hidden * (e.width + s.action_dim)
+    out["total"] = sum(out.values())
+    return out
+
+
+def train_flops_per_sample(config: ConfigDict, token_len: int | None = None) -> int:
+    """Training FLOPs per sample (≈ 3 × forward) for either backbone."""
+    fwd = {"pi05": pi05_forward_flops, "oft": oft_forward_flops}
+    if config.backbone not in fwd:
+        raise ValueError(f"no FLOP count for backbone {config.backbone!r}; valid: {sorted(fwd)}")
+    return 3 * fwd[config.backbone](config, token_len)["total"]

@@ -1,0 +1,187 @@
+"""The learner on device: K-step critic scans from the device replay, LearnerState resume,
+data parallel over forced host devices equals one device."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from coda.policy import Batch, Observation, get_policy
+from coda.train import ChunkCritic, Learner, LearnerConfig, init_critic_state
+from coda.train.critic import make_critic_fit, make_critic_train_step
+from coda.train.multistep import make_critic_scan
+from coda.train.replay import Replay, insert
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def synthetic_transitions(policy, n: int, seed: int, prompt: int = 5):
+    """Chunk transitions [n] shaped for `policy` (state-only), prompts of `prompt` tokens."""
+    from coda.train.critic import Transitions
+
+    c = policy.config
+    rng = np.random.default_rng(seed)
+    d, length, h = c.max_state_dim, c.max_token_len, c.action_horizon
+    state_mask = np.broadcast_to(np.arange(d) < d - 3, (n, d))
+    tok_mask = np.broadcast_to(np.arange(length) < prompt, (n, length))
+    f32 = lambda *s: jnp.asarray(rng.normal(size=s), jnp.float32)  # noqa: E731
+    return Transitions(
+        state=f32(n, d) * state_mask,
+        state_mask=jnp.asarray(state_mask),
+        tokens=jnp.asarray(np.where(tok_mask, rng.integers(4, 500, (n, length)), 0), jnp.int32),
+        token_mask=jnp.asarray(tok_mask),
+        actions=jnp.tanh(f32(n, h, c.env_action_dim)),
+        ret=jnp.asarray(rng.random(n), jnp.float32),
+        boot_state=f32(n, d) * state_mask,
+        boot_disc=jnp.asarray(rng.random(n) * 0.9, jnp.float32),
+    )
+
+
+def synthetic_demos(policy, n: int, seed: int) -> Batch:
+    tr = synthetic_transitions(policy, n, seed, prompt=7)
+    obs = Observation(tr.tokens, tr.token_mask, tr.state, tr.state_mask)
+    return Batch(obs, tr.actions, jnp.ones((n,), jnp.float32))
+
+
+def test_critic_k_step_scan_equals_k_single_steps_and_the_old_fit():
+    policy = get_policy("small_tiny")
+    critic = ChunkCritic.for_policy(policy, hidden=16)
+    data = synthetic_transitions(policy, 24, seed=0)
+    buf = insert(Replay.create(data, 64), data)  # not wrapped: slot i = row i
+    state0 = init_critic_state(critic, jax.random.key(0), 1e-3)
+    keys = jax.random.split(jax.random.key(1), 3)
+    scan = make_critic_scan(critic, 1e-3, 0.05, 8)
+    s_scan, m_scan = scan(jax.tree.map(jnp.copy, state0), buf, keys)
+    step = make_critic_train_step(critic, 1e-3, 0.05)
+    s = state0
+    for k in keys:
+        s, m = step(s, buf.sample(k, 8))
+    s_fit, _ = make_critic_fit(critic, 1e-3, 0.05, 8)(state0, data, keys)  # on the raw rows
+    for ref in (s, s_fit):
+        for a, b in zip(jax.tree.leaves(s_scan), jax.tree.leaves(ref), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float(m_scan["loss"]), float(m["loss"]), rtol=1e-5, atol=1e-6)
+
+
+CFG = LearnerConfig(
+    critic_hidden=16,
+    critic_batch=8,
+    policy_batch=4,
+    n_step=2,
+    replay_size=20,  # wraps around within two rounds
+    demo_capacity=16,
+    demo_fraction=0.5,
+    policy_ema=0.9,
+    updates_per_call=2,
+)
+
+
+def _round(learner: Learner, r: int, demos: Batch, policy: bool) -> None:
+    learner.add_transitions(synthetic_transitions(learner.policy, 12, seed=10 + r))
+    learner.update_critic(2, learner.next_key())
+    if policy:
+        learner.update_policy_awr(2, learner.next_key())
+        learner.update_policy_bc(demos, 2, learner.next_key())
+
+
+def _resume_equals_no_resume(tmp_path, policy_updates: bool) -> None:
+    """k rounds, save, restore into a fresh Learner, continue == the uninterrupted run."""
+    policy = get_policy("small_tiny")
+    demos = synthetic_demos(policy, 10, seed=3)
+    a = Learner(policy, CFG, jax.random.key(0))
+    a.set_demos(demos)
+    b = Learner(policy, CFG, jax.random.key(0))
+    b.set_demos(demos)
+    for r in range(2):
+        _round(a, r, demos, policy_updates)
+    _round(b, 0, demos, policy_updates)
+    b.save(str(tmp_path / "ckpt"))
+    c = Learner(policy, CFG, jax.random.key(99))  # different init: everything comes from disk
+    c.restore(str(tmp_path / "ckpt"))
+    assert c.critic_updates == b.critic_updates == 2 and c.replay_size == 12
+    _round(c, 1, demos, policy_updates)
+    assert a.replay_size == c.replay_size == 20 and a.critic_updates == c.critic_updates == 4
+    assert a.policy_updates == c.policy_updates == (8 if policy_updates else 0)
+    assert a.token_len == 8  # prompts of 5 and 7 tokens train at width 8, not max_token_len
+    leaves_a, leaves_c = jax.tree.leaves(a.state), jax.tree.leaves(c.state)
+    assert len(leaves_a) == len(leaves_c)
+    for x, y in zip(leaves_a, leaves_c, strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=0, atol=1e-6)
+
+
+def test_learner_resume_equals_no_resume(tmp_path):
+    """Critic updates, the wrapping replay, demos, rng, counters and the (EMA) policy state
+    survive an orbax save / restore: resuming equals never stopping."""
+    _resume_equals_no_resume(tmp_path, policy_updates=False)
+
+
+@pytest.mark.slow
+def test_learner_resume_equals_no_resume_with_policy_updates(tmp_path):
+    """The same with AWR (demo-mixed) and BC policy updates in every round."""
+    _resume_equals_no_resume(tmp_path, policy_updates=True)
+
+
+PARALLEL_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    )
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax, numpy as np
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    sys.path.insert(0, sys.argv[2])
+    from tests.test_train_learner import CFG, synthetic_demos, synthetic_transitions
+    from coda.policy import get_policy
+    from coda.train import Learner
+    from coda.train.multistep import data_mesh
+    assert len(jax.devices()) == 4
+    policy = get_policy("small_tiny")
+    demos = synthetic_demos(policy, 10, seed=3)
+    out = {}
+    for name, mesh in (("one", None), ("four", data_mesh())):
+        learner = Learner(policy, CFG, jax.random.key(0), mesh=mesh)
+        learner.set_demos(demos)
+        learner.add_transitions(synthetic_transitions(policy, 12, seed=10))
+        learner.update_critic(2, jax.random.key(1))
+        learner.update_policy_awr(2, jax.random.key(2))
+        learner.update_policy_bc(demos, 2, jax.random.key(3))
+        out[name] = [np.asarray(x) for x in jax.tree.leaves(learner.state)]
+        if mesh is not None:
+            (prog,) = learner._progs["critic_scan"].values()
+            st = learner.state
+            hlo = prog.lower(st.critic, st.replay, jax.random.split(jax.random.key(0), 2))
+            out["all_reduce"] = "all-reduce" in hlo.compile().as_text()
+            out["devices"] = len(st.policy.params["PaliGemma"]["llm"]["embedder"]["input_embedding"].sharding.device_set)
+    diffs = [float(np.max(np.abs(a - b), initial=0.0)) for a, b in zip(out["one"], out["four"])]
+    print(json.dumps({"max_diff": max(diffs), "all_reduce": out["all_reduce"],
+                      "devices": out["devices"]}))
+""")
+
+
+@pytest.mark.slow
+def test_data_parallel_on_four_host_devices_equals_one_device(tmp_path):
+    """Critic / AWR / BC updates with minibatches split over 4 forced host devices (params
+    replicated, gradients all-reduced) give the single-device learner state (atol)."""
+    from tests.conftest import _CACHE
+
+    script = tmp_path / "parallel.py"
+    script.write_text(PARALLEL_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), _CACHE, ROOT],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["all_reduce"] and res["devices"] == 4, res
+    assert res["max_diff"] == pytest.approx(0.0, abs=1e-4), res
