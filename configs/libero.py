@@ -3,7 +3,8 @@
 
 Suites: libero_spatial | libero_object | libero_goal | libero_10 | libero_90.
 Perturbations: none | swap | object | lan | task (LIBERO-PRO's shipped suites) |
-layout1..layout5 (LIBERO-Plus layout shifts). Policies: random | hold.
+layout1..layout5 (LIBERO-Plus layout shifts). Policies: planner (scripted pick-and-place for
+single On / In goals; other goals count as failed, with the reason) | random | hold.
 """
 
 from ml_collections import ConfigDict
@@ -13,7 +14,7 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c = ConfigDict()
     c.suite = "libero_spatial"
     c.perturbation = "none"
-    c.policy = "random"
+    c.policy = "planner"
     c.tasks = ""  # "" = every task of the suite; else task ids, e.g. "0,3"
     c.init_states = 0  # initial states per task; 0 = all 50
     c.seed = 0

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+import pathlib
+import sys
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -21,6 +23,8 @@ def main(argv: list[str]) -> None:
 
     cfg = _CONFIG.value
     res = evaluate(cfg, _WORKDIR.value)
+    res["command"] = " ".join(["python -m launch.libero"] + sys.argv[1:])
+    pathlib.Path(_WORKDIR.value, "results.json").write_text(json.dumps(res, indent=1))
     summary = {k: v for k, v in res.items() if k != "per_task"}
     with open(f"{_WORKDIR.value}/config.json", "w") as f:
         f.write(cfg.to_json(indent=1))

@@ -282,8 +282,7 @@ def test_libero_config_and_its_refusals():
     assert cfg_mod.get_config("smoke").init_states == 2
     with pytest.raises(ValueError, match="valid"):
         cfg_mod.get_config("nonsense")
-    with pytest.raises(ValueError, match="planner"):
-        E.make_policy("planner", 10)
+    assert E.make_policy("planner", 10) is None  # built per task from its goal
     with pytest.raises(ValueError, match="random"):
         E.make_policy("pi0", 10)
     with pytest.raises(ValueError, match="layout1"):
@@ -343,3 +342,53 @@ def test_layout_shift_moves_table_objects_within_the_level_seeded():
     assert not np.allclose(a.init_qpos, c.init_qpos, atol=1e-4)
     with pytest.raises(ValueError, match="level"):
         perturb.layout_shift(*SPATIAL_DRAWER, 0, level=6, seed=0)
+
+
+# ----------------------------------------------------------------------------- planner
+
+
+def test_planner_takes_single_on_in_goals_and_refuses_others():
+    from coda.libero import planner as LP
+
+    c = S.compile_task(*SPATIAL_DRAWER, 0)
+    p = LP.planner_for(c)
+    assert p.atom[0] == "on_obj" and p.phase_names[2] == "grasp"
+    knob = S.compile_task("libero_goal", suites.tasks("libero_goal")[7])  # turn on the stove
+    with pytest.raises(ValueError, match="one On / In goal"):
+        LP.planner_for(knob)
+
+
+def test_planner_jaws_close_across_the_narrow_axis():
+    from coda.libero import planner as LP
+
+    # a box long along world x (half 0.08) and narrow along y (half 0.02): jaws (closing along
+    # the gripper's y) must stay at yaw 0; turned 90 deg about z, at yaw +-pi/2
+    atom = ("on_region", 0, -1, (0.6, 0.2, 0.0), (1.0, 0, 0, 0), (0.05, 0.05, 0.01), None)
+    p = LP.LiberoPickPlace("libero", (), None, 10, atom)
+    for q, want in (
+        ((1.0, 0, 0, 0), 0.0),
+        ((math.cos(math.pi / 4), 0, 0, math.sin(math.pi / 4)), math.pi / 2),
+    ):
+        s = _state([[0.5, 0.0, 0.02]], quat=[q])
+        s = s.replace(body_half=jnp.array([[0.08, 0.02, 0.02]]))
+        s = jax.tree_util.tree_map(lambda x: x[None], s)
+        _, yaw, _ = p._waypoints(s, None)
+        assert abs(abs(float(yaw[0, 0])) - want) < 1e-5
+
+
+@pytest.mark.slow
+def test_planner_puts_the_alphabet_soup_in_the_basket():
+    """libero_object task 0 on 2 initial states, the suite's step cap (~40 s on 2 CPUs)."""
+    from coda.libero import evaluate as E
+    from coda.libero import planner as LP
+    from coda.sim.rollout import Bucket, NativeBackend
+
+    vs = [S.compile_task("libero_object", suites.tasks("libero_object")[0], i) for i in (0, 1)]
+    res = NativeBackend(nthread=1).rollout(
+        Bucket(vs),
+        LP.planner_for(vs[0]),
+        None,
+        jax.random.PRNGKey(0),
+        E.num_chunks("libero_object", 10),
+    )
+    assert bool(np.asarray(res.success_any).all())
