@@ -62,3 +62,17 @@ def test_from_rows_and_errors():
         Replay.create(_rows(0, 1), 0)
     with pytest.raises(ValueError, match="same leading size"):
         Replay.create(_rows(0, 1), 2).insert({"x": jnp.zeros((2, 2)), "flag": jnp.zeros((3,))})
+
+
+def test_inserts_of_any_size_share_one_compiled_program():
+    """Rows are padded to a power of two on the host and the padding dropped on device."""
+    from coda.train import replay
+
+    buf = Replay.create(_rows(0, 1), 128)
+    before = replay._insert._cache_size()
+    for start, n in ((0, 3), (3, 7), (10, 50)):
+        buf = insert(buf, _rows(start, n))
+    assert replay._insert._cache_size() - before <= 1  # all three padded to 64 rows
+    assert int(buf.size) == 60 and int(buf.ptr) == 60
+    np.testing.assert_array_equal(_ids(buf)[:60], np.arange(60))
+    np.testing.assert_array_equal(_ids(buf)[60:], 0)  # padding never written

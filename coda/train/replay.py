@@ -48,26 +48,26 @@ class Replay:
             raise ValueError("cannot build a buffer from zero rows")
         return cls(rows, jnp.zeros((), jnp.int32), jnp.full((), n, jnp.int32), n)
 
-    def insert(self, rows: Any) -> Replay:
-        """Write rows [N, ...] at the pointer, wrapping around; jittable (N static)."""
+    def insert(self, rows: Any, count: jax.Array | int | None = None) -> Replay:
+        """Write the first `count` rows of [N, ...] (default all N) at the pointer, wrapping
+        around; jittable (N static, `count` may be traced). Of more rows than the capacity only
+        the last `capacity` are kept. Rows past `count` (padding) are dropped, not written."""
         n = _num_rows(rows)
         if n == 0:
             return self
         cap = self.capacity
-        ptr = self.ptr
-        if n > cap:  # only the last `cap` rows survive; they start where row n - cap would go
-            ptr = (ptr + (n - cap)) % cap
-            rows = jax.tree.map(lambda x: x[n - cap :], rows)
-            m = cap
-        else:
-            m = n
-        idx = (ptr + jnp.arange(m, dtype=jnp.int32)) % cap  # [m] distinct slots
+        count = jnp.asarray(n if count is None else count, jnp.int32)
+        i = jnp.arange(n, dtype=jnp.int32)  # [N]
+        keep = (i < count) & (i >= count - cap)  # written rows: the last <= cap valid ones
+        dest = jnp.where(keep, (self.ptr + i) % cap, cap)  # distinct slots; cap = dropped
         data = jax.tree.map(
-            lambda buf, x: buf.at[idx].set(jnp.asarray(x, buf.dtype)), self.data, rows
+            lambda buf, x: buf.at[dest].set(jnp.asarray(x, buf.dtype), mode="drop"),
+            self.data,
+            rows,
         )
-        new_ptr = (self.ptr + n) % cap
-        size = jnp.minimum(self.size + n, cap).astype(jnp.int32)
-        return self.replace(data=data, ptr=new_ptr.astype(jnp.int32), size=size)
+        ptr = ((self.ptr + count) % cap).astype(jnp.int32)
+        size = jnp.minimum(self.size + count, cap).astype(jnp.int32)
+        return self.replace(data=data, ptr=ptr, size=size)
 
     def sample_indices(self, key: jax.Array, batch: int) -> jax.Array:
         """Uniform slots over the filled part: [batch] int32 (an empty buffer gives slot 0)."""
@@ -92,6 +92,13 @@ def _num_rows(rows: Any) -> int:
 _insert = jax.jit(Replay.insert, donate_argnums=0)
 
 
-def insert(buffer: Replay, rows: Any) -> Replay:
-    """Jitted, buffer-donating `Replay.insert` (the buffer's arrays are updated in place)."""
-    return _insert(buffer, rows)
+def insert(buffer: Replay, rows: Any, min_rows: int = 64) -> Replay:
+    """Jitted, buffer-donating insert (the buffer's arrays are updated in place). Rows are
+    padded to the next power of two (at least `min_rows`) and the padding dropped on device, so
+    rollouts of any size share a handful of compiled inserts."""
+    n = _num_rows(rows)
+    if n == 0:
+        return buffer
+    padded = max(int(min_rows), 1 << (n - 1).bit_length())
+    rows = jax.tree.map(lambda x: jnp.pad(x, [(0, padded - n)] + [(0, 0)] * (x.ndim - 1)), rows)
+    return _insert(buffer, rows, jnp.int32(n))
