@@ -67,3 +67,38 @@ def family_variants():
             for k in range(6)
         ]
     return out
+
+
+PLANNER_DEMO_CHUNKS = 14
+
+
+def _demo(backend, bucket, policy):
+    return backend.rollout(bucket, policy, None, jax.random.PRNGKey(0), PLANNER_DEMO_CHUNKS)
+
+
+@pytest.fixture(scope="session")
+def planner_demos(family_variants, native_backend):
+    """Scripted-planner rollouts of every bucket of `family_variants` (PRNGKey(0),
+    `PLANNER_DEMO_CHUNKS` chunks): {family: [(bucket, RolloutResult)]}, rolled out once for the
+    task and phase tests."""
+    from coda.sim.planner import planner_for
+    from coda.sim.rollout import make_buckets
+
+    return {
+        name: [(b, _demo(native_backend, b, planner_for(b))) for b in make_buckets(compiled)]
+        for name, compiled in family_variants.items()
+    }
+
+
+@pytest.fixture(scope="session")
+def random_demos(family_variants, native_backend):
+    """`RandomPolicy` rollouts of each family's first variant (PRNGKey(0),
+    `PLANNER_DEMO_CHUNKS` chunks): {family: (bucket, RolloutResult)}."""
+    from coda.sim.planner import RandomPolicy
+    from coda.sim.rollout import make_buckets
+
+    out = {}
+    for name, compiled in family_variants.items():
+        (b,) = make_buckets(compiled[:1])
+        out[name] = (b, _demo(native_backend, b, RandomPolicy()))
+    return out

@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 
 from coda.sim import tasks
-from coda.sim.planner import RandomPolicy, planner_for
-from coda.sim.rollout import make_buckets
+from coda.sim.planner import planner_for
 from coda.sim.state import SimState, SymbolTable
 from coda.sim.tasks.phases import REACH_MARGIN, segment
 
-NUM_CHUNKS = 14
+NUM_CHUNKS = 14  # = conftest.PLANNER_DEMO_CHUNKS, the length of the shared demos
 
 # Planner phase (by name) -> (min, max) task phases completed at a chunk endpoint reached while
 # the planner was in it. Pick-like families: task phases reach, grasp, lift, transport, ν.
@@ -37,24 +36,23 @@ ARTICULATED_LINK = {
 }
 
 
-def _segment_rollout(backend, bucket, policy):
-    phases = tasks.task_phases(bucket.scene_task)
-    r = backend.rollout(bucket, policy, None, jax.random.PRNGKey(0), NUM_CHUNKS)
-    index, stopped = jax.jit(lambda s: segment(s, bucket.sym, phases))(r.states)
+def _segment(bucket, r):
+    """(phases, index [B, T], stopped [B]) of a rollout's valid variants, by its family."""
+    task = bucket.scene_task
+    phases = tasks.task_phases(task)
+    fam = tasks.get_family(task["family"])
+    index, stopped = jax.jit(lambda s: fam.segment(s, bucket.sym, task))(r.states)
     n = len(bucket.variants)
-    return r, phases, np.asarray(index)[:n], np.asarray(stopped)[:n]
+    return phases, np.asarray(index)[:n], np.asarray(stopped)[:n]
 
 
 @pytest.fixture(scope="module")
-def planner_traces(family_variants, native_backend):
+def planner_traces(planner_demos):
     """{family: [(bucket, rollout, phases, index [B, T], stopped [B])]} for planner demos."""
-    out = {}
-    for family, compiled in family_variants.items():
-        out[family] = [
-            (b, *_segment_rollout(native_backend, b, planner_for(b)))
-            for b in make_buckets(compiled)
-        ]
-    return out
+    return {
+        family: [(b, r, *_segment(b, r)) for b, r in demos]
+        for family, demos in planner_demos.items()
+    }
 
 
 @pytest.mark.parametrize("family", sorted(tasks.FAMILIES))
@@ -94,11 +92,10 @@ def test_task_phases_follow_planner_labels(family, planner_traces):
         assert (np.diff(task.ravel()[order]) >= 0).all()
 
 
-def test_random_policy_stops_early(family_variants, native_backend):
+def test_random_policy_stops_early(random_demos):
     stops = []
-    for family in sorted(family_variants):
-        (bucket,) = make_buckets(family_variants[family][:1])
-        _, _, index, stopped = _segment_rollout(native_backend, bucket, RandomPolicy())
+    for family in sorted(random_demos):
+        _, index, stopped = _segment(*random_demos[family])
         assert (np.diff(index, axis=1) >= 0).all()
         stops.extend(stopped.tolist())
     assert np.mean(np.asarray(stops) <= 1) >= 0.75, stops
