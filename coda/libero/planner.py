@@ -82,11 +82,23 @@ class LiberoPickPlace(ScriptedPlanner):
             surface = pt[..., 2] + (ext if kind == "on_region" else -ext)
         place_z = surface + hold + RELEASE_GAP
         carry = jnp.maximum(CARRY_Z, place_z + 0.05)
+        if kind != "on_obj" and self.atom[2] >= 0:  # clear the rim of the region's owner
+            owner = self.atom[2]
+            rim = G.pos(s, owner)[..., 2] + jnp.sum(
+                jnp.abs(P._quat_mat(s.body_quat[..., owner, :])[..., 2, :])
+                * s.body_half[..., owner, :],
+                -1,
+            )
+            carry = jnp.maximum(carry, rim + hold + RELEASE_GAP)
 
         def at(x, y, z):
             return jnp.stack([x, y, z], -1)
 
-        ox, oy, tx, ty = po[..., 0], po[..., 1], pt[..., 0], pt[..., 1]
+        # once held, aim the object (not the tcp) at the target: the tcp-to-object offset of
+        # the chunk-start state (a long bottle grasped off its centre swings in the jaws)
+        off = s.ee_pos[..., :2] - po[..., :2]  # [B, 2]
+        ox, oy = po[..., 0], po[..., 1]
+        tx, ty = pt[..., 0] + off[..., 0], pt[..., 1] + off[..., 1]
         xyz = jnp.stack(
             [
                 at(ox, oy, top + 0.08),
