@@ -231,6 +231,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=8, help="updates per jitted call (scan length)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--models", default="small,oft,dense")
+    ap.add_argument("--big-batch", type=int, default=128, help="extra small variant; 0 = off")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     out = {
@@ -255,9 +256,10 @@ def main() -> None:
     peaks = []
 
     def sample_peak(when: str) -> None:
-        r = matmul_rate(2048, 2048, 2048, repeats=5, inner=2)
-        peaks.append({"when": when, **r, "load": load()})
-        print("peak", peaks[-1], flush=True)
+        for n in (1024, 2048):
+            r = matmul_rate(n, n, n, repeats=5, inner=16 if n == 1024 else 2)
+            peaks.append({"when": when, **r, "load": load()})
+            print("peak", peaks[-1], flush=True)
 
     sample_peak("start")
     small = get_policy("small")
@@ -309,16 +311,23 @@ def main() -> None:
                 "scan_w32": (full, True, executed),
                 "scan": (cut, True, useful),
             }
+            if name == "small" and args.big_batch:  # larger matmuls: the small-GEMM effect
+                f = args.big_batch / args.batch
+                variants[f"scan_b{args.big_batch}"] = (cut, True, useful * f, args.big_batch)
         res["useful_flops_per_update"] = useful
         res["variants"] = {}
-        for vname, (data, scan, ex) in variants.items():
-            r = bench_variant(model, data, args.batch, args.k, scan, args.repeats)
+        for vname, spec in variants.items():
+            data, scan, ex = spec[:3]
+            b = spec[3] if len(spec) > 3 else args.batch
+            use = ex if len(spec) > 3 else useful
+            r = bench_variant(model, data, b, args.k, scan, args.repeats)
+            r["batch"] = b
             r["executed_flops_per_update"] = ex
-            r["useful_gflops"] = useful * r["updates_per_s_best"] / 1e9
+            r["useful_gflops"] = use * r["updates_per_s_best"] / 1e9
             r["executed_gflops"] = ex * r["updates_per_s_best"] / 1e9
             res["variants"][vname] = r
             print(name, vname, json.dumps(r), flush=True)
-        last = next(reversed(variants.values()))
+        last = variants["scan"]
         fwd = forward_rate(model, last[0], args.batch, args.repeats)
         res["forward_per_s"] = fwd
         res["forward_useful_gflops"] = useful / 3 * fwd / 1e9

@@ -160,7 +160,8 @@ PARALLEL_SCRIPT = textwrap.dedent("""
             hlo = prog.lower(st.critic, st.replay, jax.random.split(jax.random.key(0), 2))
             out["all_reduce"] = "all-reduce" in hlo.compile().as_text()
             out["devices"] = len(st.policy.params["PaliGemma"]["llm"]["embedder"]["input_embedding"].sharding.device_set)
-    diffs = [float(np.max(np.abs(a - b), initial=0.0)) for a, b in zip(out["one"], out["four"])]
+    diffs = [float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0))
+             for a, b in zip(out["one"], out["four"])]
     print(json.dumps({"max_diff": max(diffs), "all_reduce": out["all_reduce"],
                       "devices": out["devices"]}))
 """)
