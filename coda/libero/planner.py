@@ -6,7 +6,7 @@ state: above the object, down to a grasp height below its top, close, lift, over
 (an object's origin or a region site's centre), down until the object's bottom is a little above
 the target surface, open, up. The jaws close across the object's narrowest horizontal axis.
 Our parallel gripper opens 9 cm: objects wider than that everywhere (LIBERO's bowls) cannot be
-grasped by it, which the evaluation reports as failures rather than hides.
+taken round the middle: the planner straddles the near rim wall instead (a rim grasp).
 """
 
 from __future__ import annotations
@@ -23,13 +23,17 @@ from coda.sim.state import SimState
 CARRY_Z = 0.22  # m: tcp height while carrying
 GRASP_BELOW_TOP = 0.03  # m: tcp below the object's top at the grasp
 RELEASE_GAP = 0.03  # m: the object's bottom above the target surface at release
+WIDE_HALF = 0.04  # m: narrowest half width beyond which the jaws (9 cm) take the rim instead
+RIM_INSET = 0.004  # m: the tcp's distance inside the object's outline for a rim grasp
+RIM_BELOW_TOP = 0.025  # m: tcp below the rim for a rim grasp
+MAX_HOLD_OFFSET = 0.08  # m: largest tcp-to-object offset the placement compensates
 
 PHASES = (
     Waypoint("approach", OPEN),
     Waypoint("descend", OPEN, speed=0.5, tol=0.004),
     Waypoint("grasp", CLOSE, tol=0.01, settle=8),
     Waypoint("lift", CLOSE, tol=0.01),
-    Waypoint("transport", CLOSE, tol=0.01),
+    Waypoint("transport", CLOSE, tol=0.01, settle=8),  # let a swinging object calm down
     Waypoint("lower", CLOSE, speed=0.5, tol=0.006),
     Waypoint("release", OPEN, tol=0.01, settle=6),
     Waypoint("retreat", OPEN, tol=0.02),
@@ -66,7 +70,14 @@ class LiberoPickPlace(ScriptedPlanner):
         d = jnp.take_along_axis(rot[..., :2, :], k[:, None, None], -1)[..., 0]  # [B, 2]
         yaw = jnp.arctan2(-d[..., 0], d[..., 1])
         yaw = (yaw + jnp.pi / 2) % jnp.pi - jnp.pi / 2
+        # wider than the jaws everywhere (bowls): straddle the near rim wall instead, jaws
+        # closing along x, the tcp on the wall (the object's half width minus RIM_INSET)
+        wide = jnp.min(width, -1) > WIDE_HALF  # [B]
+        rim_x = po[..., 0] - (jnp.min(width, -1) - RIM_INSET)
+        gx = jnp.where(wide, rim_x, po[..., 0])
+        yaw = jnp.where(wide, jnp.pi / 2, yaw)
         grasp_z = jnp.maximum(top - GRASP_BELOW_TOP, bottom + 0.012)
+        grasp_z = jnp.where(wide, top - RIM_BELOW_TOP, grasp_z)
         hold = grasp_z - bottom  # tcp above the object's bottom while held
         if kind == "on_obj":
             pt = G.pos(s, self.atom[3])
@@ -97,7 +108,9 @@ class LiberoPickPlace(ScriptedPlanner):
         # once held, aim the object (not the tcp) at the target: the tcp-to-object offset of
         # the chunk-start state (a long bottle grasped off its centre swings in the jaws)
         off = s.ee_pos[..., :2] - po[..., :2]  # [B, 2]
-        ox, oy = po[..., 0], po[..., 1]
+        n = jnp.linalg.norm(off, axis=-1, keepdims=True)
+        off = off * jnp.minimum(1.0, MAX_HOLD_OFFSET / jnp.maximum(n, 1e-6))  # a dropped object
+        ox, oy = gx, po[..., 1]
         tx, ty = pt[..., 0] + off[..., 0], pt[..., 1] + off[..., 1]
         xyz = jnp.stack(
             [
