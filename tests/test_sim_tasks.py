@@ -1,5 +1,8 @@
 """Task families: ν false at start, true after the scripted planner; geometry helpers."""
 
+import ast
+from pathlib import Path
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -9,6 +12,7 @@ import pytest
 from coda.sim import geometry as G
 from coda.sim import tasks
 from coda.sim.planner import Perturbed, planner_for
+from coda.sim.sdk import exec_program
 from coda.sim.state import SimState
 
 NUM_CHUNKS = 14  # = conftest.PLANNER_DEMO_CHUNKS, the length of the shared demos
@@ -72,6 +76,69 @@ def test_perturbed_planner_labels_clean_chunks_and_recovers(cube_plate_bucket, n
     np.testing.assert_allclose(
         np.asarray(batch.actions), label.reshape(-1, *label.shape[2:]), atol=1e-6
     )
+
+
+def test_registry_lookup_errors_list_the_valid_names():
+    for lookup in (lambda n: tasks.FAMILIES[n], tasks.get_family):
+        with pytest.raises(KeyError, match="valid: .*pick_place"):
+            lookup("juggle")
+    assert "juggle" not in tasks.FAMILIES and tasks.FAMILIES.get("juggle") is None
+
+
+@pytest.mark.parametrize("family", sorted(tasks.FAMILIES))
+def test_each_family_is_one_module(family):
+    """One family, one module: the class lives in coda/sim/tasks/<name>.py and answers every
+    question the planner, verify and the potentials ask of it."""
+    fam = tasks.FAMILIES[family]
+    assert type(fam).__module__ == f"coda.sim.tasks.{family}"
+    src = fam.propose(np.random.default_rng(0))
+    assert f'set_task("{family}"' in src
+    task = exec_program(src, seed=0, isolation="inprocess").task
+    params = task["params"]
+    names = [w.name for w in fam.planner_phases(params)]
+    assert len(set(names)) == len(names) >= 3
+    assert fam.task_phases(task)[-1].done.func is fam.success_fn(task).func  # last phase is ν
+    tpl = fam.potential_template(task)
+    assert set(tpl.phase_to_subgoal) >= set(names)  # every planner label maps to a stage
+    assert all(s in tpl.stages for level in tpl.levels.values() for s in level)
+
+
+FAMILY_MODULES = {f"coda/sim/tasks/{name}.py" for name in tasks.FAMILIES}
+
+
+def test_no_family_name_switches_outside_the_family_modules():
+    """No comparison with a family name, dict keyed by one or `match` on one in coda/ outside
+    coda/sim/tasks/<family>.py (messages and docs may still name families)."""
+    root = Path(__file__).resolve().parent.parent
+    names = set(tasks.FAMILIES)
+
+    def named(node) -> bool:
+        return isinstance(node, ast.Constant) and node.value in names
+
+    bad = []
+    for path in sorted((root / "coda").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in FAMILY_MODULES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                elts = [
+                    e
+                    for o in operands
+                    if isinstance(o, ast.Tuple | ast.List | ast.Set)
+                    for e in o.elts
+                ]
+                hit = any(map(named, operands + elts))
+            elif isinstance(node, ast.Dict):
+                hit = any(k is not None and named(k) for k in node.keys)
+            elif isinstance(node, ast.match_case):
+                hit = any(named(n) for n in ast.walk(node.pattern))
+            else:
+                continue
+            if hit:
+                bad.append(f"{rel}:{node.lineno}")
+    assert not bad, f"family-name switches outside the family modules: {bad}"
 
 
 def _state(

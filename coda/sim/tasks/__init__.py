@@ -20,16 +20,23 @@ from coda.sim.tasks.put_inside import PutInsideFamily
 from coda.sim.tasks.stack_or_insert import StackOrInsertFamily
 from coda.sim.tasks.waypoints import Waypoint
 
-FAMILIES: dict[str, TaskFamily] = {
-    f.name: f
+
+class Registry(dict):
+    """name -> `TaskFamily`; looking up an unknown name raises a KeyError listing the valid
+    ones (`FAMILIES[name]` and `get_family(name)` alike)."""
+
+    def __missing__(self, name: str) -> TaskFamily:
+        raise KeyError(f"unknown task family {name!r}; valid: {sorted(self)}")
+
+
+FAMILIES: Registry = Registry(
+    (f.name, f)
     for f in (PickPlaceFamily(), ArticulatedFamily(), PutInsideFamily(), StackOrInsertFamily())
-}
+)
 
 
 def get_family(name: str) -> TaskFamily:
     """The registered family `name` (KeyError listing the valid names otherwise)."""
-    if name not in FAMILIES:
-        raise KeyError(f"unknown task family {name!r}; valid: {sorted(FAMILIES)}")
     return FAMILIES[name]
 
 
@@ -52,6 +59,7 @@ __all__ = [
     "PickPlaceFamily",
     "PotentialTemplate",
     "PutInsideFamily",
+    "Registry",
     "StackOrInsertFamily",
     "TaskFamily",
     "Waypoint",
