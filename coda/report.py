@@ -1,8 +1,15 @@
-"""Run report: what ran, rendered frames of planner demos and a short Markdown summary."""
+"""Run report: summary.json, report.md, report.html, plots, failure GIFs beside ψ, costs.
+
+Everything here is regenerated from the run folder's records (`RunState.history`, memory, the
+saved failure traces), so a resumed run reports exactly what an uninterrupted one would.
+"""
 
 from __future__ import annotations
 
+import glob
+import html
 import json
+import math
 import os
 from typing import Any
 
@@ -10,118 +17,427 @@ import numpy as np
 from absl import logging
 from ml_collections import ConfigDict
 
-NOT_RUN = (
-    "learned policy (no policy is trained or evaluated by this command; `coda/train` and "
-    "`benchmarks/` train one separately)",
-    "critic, memory and data-engine rounds (the loop runs round 0 only)",
-)
+# Paper reference for the cost table (per 1,000 accepted environments).
+PAPER_PER_1000 = {"llm_tokens": 7.4e6, "accelerator_hours": 66.0}
 
 
 def what_ran(config: ConfigDict) -> dict[str, Any]:
-    """Which policies this run evaluated, so no reader takes planner success for learning."""
+    """Which policies this run trained / evaluated (so planner success is not read as learning)."""
+    from coda.loop.strategies import get_strategy
+
+    s = get_strategy(config.strategy)
     return {
-        "scripted_planner": True,
-        "random_policy": bool(config.eval.random_policy),
-        "learned_policy": False,
-        "not_run": list(NOT_RUN),
+        "strategy": s.name,
+        "strategy_kind": s.kind,
+        "description": s.description,
+        "scripted_planner": "demos only (privileged; BC targets and the pool's solvability)",
+        "learned_policy": s.update != "none" or s.bc_start,
+        "critic": config.critic.name if s.critique else "not run",
+        "engine": config.engine.name,
+        "memory": s.memory,
+        "potential": s.potential,
     }
 
 
-def _what_ran_lines(ran: dict[str, Any]) -> list[str]:
-    random = (
-        "**Random policy**: uniform random actions, the floor every method must beat."
-        if ran["random_policy"]
-        else "**Random policy**: not run (`eval.random_policy=False`)."
-    )
-    return [
-        "## What ran",
-        "",
-        "- **Scripted planner** (`coda/sim/planner.py`): hand-written phase controllers that read "
-        "the true object poses (privileged state). Their success shows the verified scenes are "
-        "solvable in the episode length; **it is not a learning result**.",
-        f"- {random}",
-        "- **Learned policy: not run.** No number in this report measures a learned policy.",
-        "",
-        "Not run: " + "; ".join(ran["not_run"]) + ".",
-        "",
-    ]
+def costs(budgets: dict, llm: dict | None, accelerator: bool) -> dict[str, Any]:
+    """LLM tokens and $ per role, sim steps / sim-hours, accelerator-hours; each per 1,000
+    accepted environments. Sim time = env steps x 0.004 s (MuJoCo timestep of the scenes)."""
+    accepted = max(int(budgets.get("scenes_accepted", 0)), 1)
+    per = 1000.0 / accepted
+    llm = llm or {}
+    tokens = int(sum(v.get("tokens", 0) for v in llm.values()))
+    dollars = float(sum(v.get("usd", 0.0) for v in llm.values()))
+    compute_h = (budgets.get("rollout_seconds", 0.0) + budgets.get("update_seconds", 0.0)) / 3600
+    sim_h = budgets.get("env_steps", 0) * 0.004 / 3600
+    return {
+        "accepted_environments": int(budgets.get("scenes_accepted", 0)),
+        "llm_per_role": llm,
+        "llm_tokens": tokens,
+        "llm_usd": dollars,
+        "env_steps": int(budgets.get("env_steps", 0)),
+        "sim_hours": sim_h,
+        "accelerator_hours": compute_h if accelerator else 0.0,
+        "cpu_compute_hours": 0.0 if accelerator else compute_h,
+        "per_1000_accepted": {
+            "llm_tokens": tokens * per,
+            "llm_usd": dollars * per,
+            "env_steps": budgets.get("env_steps", 0) * per,
+            "sim_hours": sim_h * per,
+            "compute_hours": compute_h * per,
+        },
+    }
 
 
-def render_demos(demos: dict[str, list], config: ConfigDict, workdir: str) -> dict[str, Any]:
-    """Renders `render.per_family` planner rollouts per family (chunk-endpoint frames)."""
-    from coda.sim import render
+# ----------------------------------------------------------------------------- plots
 
-    ok, why = render.gl_available()
-    if not ok:
-        msg = f"rendering skipped: {why}"
-        logging.warning(msg)
-        return {"_status": msg}
-    out: dict[str, Any] = {"_status": f"ok ({why})"}
-    fdir = os.path.join(workdir, "frames")
-    os.makedirs(fdir, exist_ok=True)
-    for fam, rows in demos.items():
-        out[fam] = []
-        for variant, result, i in rows[: config.render.per_family]:
-            qpos = np.asarray(result.qpos[i])  # [C+1, nq]
-            frames = render.render_states(
-                variant.model, qpos, width=config.render.width, height=config.render.height
+
+def _plots(workdir: str, history: list[dict]) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pdir = os.path.join(workdir, "plots")
+    os.makedirs(pdir, exist_ok=True)
+    out = {}
+    rows = [h for h in history if "suites" in h]
+    if rows:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        names = list(rows[0]["suites"]) + ["ood"]
+        for n in names:
+            pts = [
+                (h["round"], h["ood"] if n == "ood" else h["suites"].get(n))
+                for h in rows
+                if (h.get("ood") if n == "ood" else h["suites"].get(n))
+            ]
+            pts = [(r, d) for r, d in pts if d.get("n", 0) > 0]
+            if not pts:
+                continue
+            x = [r for r, _ in pts]
+            y = np.array([d["rate"] for _, d in pts])
+            e = np.array([d["se"] for _, d in pts])
+            style = "-o" if n in ("id", "ood") else "--."
+            ax.errorbar(
+                x, y, yerr=e, fmt=style, capsize=3, label=n, lw=2 if n in ("id", "ood") else 1
             )
-            stem = os.path.join(fdir, f"{fam}_{len(out[fam])}")
-            render.save_gif(frames, stem + ".gif", fps=4)
-            render.save_png(
-                render.contact_sheet(render.subsample(frames, 8), cols=4), stem + ".png"
-            )
-            out[fam].append(
-                {
-                    "gif": os.path.relpath(stem + ".gif", workdir),
-                    "sheet": os.path.relpath(stem + ".png", workdir),
-                    "instruction": variant.scene.task["instruction"],
-                    "success": bool(result.success[i]),
-                }
-            )
+        ax.set_xlabel("round")
+        ax.set_ylabel("success (± s.e.)")
+        ax.set_ylim(-0.05, 1.05)
+        ax.legend(fontsize=7, ncol=2)
+        ax.set_title("Success per round: ID and OOD")
+        fig.tight_layout()
+        out["success"] = _save(fig, pdir, "success.png", workdir)
+    alloc = [h for h in history if h.get("allocation")]
+    if alloc:
+        keys = sorted({k for h in alloc for k in h["allocation"]}, key=str)
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        bottom = np.zeros(len(alloc))
+        x = [h["round"] for h in alloc]
+        for k in keys:
+            v = np.array([h["allocation"].get(k, 0) for h in alloc], float)
+            ax.bar(x, v, bottom=bottom, label=f"mode {k}" if k.isdigit() else k)
+            bottom += v
+        ax.set_xlabel("round")
+        ax.set_ylabel("scenes")
+        ax.set_title("Budget allocation per mode")
+        ax.legend(fontsize=7, ncol=3)
+        fig.tight_layout()
+        out["allocation"] = _save(fig, pdir, "allocation.png", workdir)
+    ref = [h for h in history if h.get("refutation_rate") or h.get("critique")]
+    if ref:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        x = [h["round"] for h in ref]
+        v = [len(h.get("critique", {}).get("validated", [])) for h in ref]
+        r = [len(h.get("critique", {}).get("refuted", [])) for h in ref]
+        ax.bar(np.array(x) - 0.2, v, 0.4, label="validated")
+        ax.bar(np.array(x) + 0.2, r, 0.4, label="refuted")
+        ax.set_xlabel("round")
+        ax.set_ylabel("candidate modes")
+        ax.set_title("Control validation: validated vs refuted")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        out["refutations"] = _save(fig, pdir, "refutations.png", workdir)
     return out
 
 
-def write_markdown(summary: dict, frames: dict, config: ConfigDict, workdir: str) -> str:
-    lines = [
-        "# CoDA run report",
+def _save(fig: Any, pdir: str, name: str, workdir: str) -> str:
+    import matplotlib.pyplot as plt
+
+    path = os.path.join(pdir, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return os.path.relpath(path, workdir)
+
+
+def _failure_gifs(workdir: str, config: ConfigDict) -> list[dict]:
+    """GIFs of the saved diagnosed failures (rendered now, from the traces)."""
+    items = []
+    files = sorted(glob.glob(os.path.join(workdir, "failures", "*.json")))
+    if not files:
+        return items
+    ok, why = (False, "rendering disabled")
+    if config.render.enabled:
+        from coda.sim import render
+
+        ok, why = render.gl_available()
+    for path in files:
+        with open(path) as f:
+            rec = json.load(f)
+        item = {"round": rec["round"], "diagnosis": rec["diagnosis"], "mode": rec["mode"]}
+        item["instruction"] = rec["scene"]["task"].get("instruction", "")
+        stem = path[: -len(".json")]
+        if ok:
+            try:
+                from coda.sim import render
+                from coda.sim.compile import compile_scene
+                from coda.sim.scene import Scene
+
+                comp = compile_scene(Scene.from_dict(rec["scene"]))
+                frames = render.render_states(
+                    comp.model,
+                    np.load(stem + ".npy"),
+                    width=config.render.width,
+                    height=config.render.height,
+                )
+                render.save_gif(frames, stem + ".gif", fps=4)
+                item["gif"] = os.path.relpath(stem + ".gif", workdir)
+            except Exception as e:  # noqa: BLE001 - a report without a GIF, not a failed run
+                item["gif_error"] = str(e)
+        else:
+            item["gif_error"] = why
+        items.append(item)
+    return items
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def _fmt(d: dict | None) -> str:
+    if not d or not d.get("n"):
+        return "n/a"
+    return f"{100 * d['rate']:.1f} ± {100 * d['se']:.1f} (n={d['n']})"
+
+
+def _num(x: Any, p: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{x:.{p}f}" if isinstance(x, float) else str(x)
+
+
+def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDict) -> str:
+    ran, hist = summary["what_ran"], summary["history"]
+    trained = "trained" if ran["learned_policy"] else "not trained (start policy)"
+    L = [
+        f"# CoDA run report — strategy `{ran['strategy']}` ({ran['strategy_kind']})",
         "",
-        f"backend **{summary['backend']}**, {summary['env_steps']:,} env steps at "
-        f"{summary['env_steps_per_s']:,.0f} env-steps/s; wall {summary['wall_seconds']:.0f} s",
+        f"{ran['description']}. Stopped: **{summary['stopped']}**. "
+        f"Wall {summary['wall_seconds']:.0f} s, {summary['costs']['env_steps']:,} env steps, "
+        f"backend {summary['backend']}.",
         "",
-        *_what_ran_lines(summary["what_ran"]),
-        "## Verification",
+        "## What ran",
         "",
-        f"pass rate **{summary['verification']['pass_rate']:.3f}** over "
-        f"{summary['verification']['n']} scenes; failing scenes per check: "
-        f"`{json.dumps(summary['verification']['reasons'])}`",
+        f"- Learned policy: **{trained}** (`{config.policy.name}` structure, width "
+        f"{config.policy.width}); every success number below is the learned policy's, "
+        "measured by ν on fixed suites.",
+        f"- Scripted planner: {ran['scripted_planner']}.",
+        f"- Critic: {ran['critic']}; engine: {ran['engine']}; memory: {ran['memory']}; "
+        f"potential: {ran['potential']}.",
         "",
-        "## Success by ν (batched rollouts)",
+        "## Success per round (ID / OOD, % ± s.e.)",
         "",
-        "| family | scenes | verified | scripted planner (privileged, not learned) | random |",
-        "|---|---|---|---|---|",
     ]
-    fmt = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731
-    for fam, e in summary["families"].items():
-        lines.append(
-            f"| {fam} | {e['scenes']} | {e['verified']} | "
-            f"{fmt(e.get('planner_success'))} | {fmt(e.get('random_success'))} |"
+    suites = list(next((h["suites"] for h in hist if "suites" in h), {}))
+    L += ["| round | " + " | ".join(suites) + " | OOD pooled |", "|---" * (len(suites) + 2) + "|"]
+    for h in hist:
+        if "suites" in h:
+            cells = [_fmt(h["suites"].get(n)) for n in suites]
+            L.append(f"| {h['round']} | " + " | ".join(cells) + f" | {_fmt(h.get('ood'))} |")
+    pre = hist[0].get("untrained_id") if hist else None
+    if pre:
+        L += ["", f"Untrained policy on ID before BC (round 0): {_fmt(pre)}."]
+    if "success" in plots:
+        L += ["", f"![success]({plots['success']})"]
+    L += [
+        "",
+        "## Rounds",
+        "",
+        "| round | scenes (accepted/generated) | verification pass | coverage entropy | "
+        "targeting precision | collect success | modes in band | critiqued | validated | refuted |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for h in hist[1:]:
+        c = h.get("critique", {})
+        L.append(
+            f"| {h['round']} | {h.get('accepted', 0)}/{h.get('generated', 0)} | "
+            f"{_num(h.get('verification_pass_rate'))} | {_num(h.get('coverage_entropy'))} | "
+            f"{_num(h.get('targeting_precision'))} | {_num(h.get('collect_success'))} | "
+            f"{h.get('modes_in_band', 0)} | {c.get('critiqued', '–')} | "
+            f"{len(c.get('validated', []))} | {len(c.get('refuted', []))} |"
         )
-    status = frames.get("_status", "disabled")
-    lines += ["", "## Scripted-planner demonstrations", "", f"_{status}_", ""]
-    for fam, items in frames.items():
-        if fam.startswith("_"):
+    if "allocation" in plots:
+        L += ["", f"![allocation]({plots['allocation']})"]
+    if "refutations" in plots:
+        L += ["", f"![refutations]({plots['refutations']})"]
+    ref = hist[-1].get("refutation_rate") if hist else None
+    L += ["", f"Refutation rate per critic (last round): `{json.dumps(ref or {})}`", ""]
+    table = hist[-1].get("mode_table", []) if hist else []
+    L += ["## Modes (semantic memory)", ""]
+    if table:
+        L += [
+            "| id | factor | phase | cause | status | p̂ (success) | LP | diagnoses | trials |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for m in table:
+            L.append(
+                f"| {m['id']} | {m['factor']} | {m['phase']} | {m['cause'][:60]} | {m['status']} | "
+                f"{_num(m['hardness'])} | {_num(m['lp'])} | {m['diagnoses']} | {m['trials']} |"
+            )
+    else:
+        L.append("No modes (this strategy does not diagnose, or no failure was critiqued).")
+    tests = [
+        v
+        for h in hist
+        for v in h.get("critique", {}).get("validated", [])
+        + h.get("critique", {}).get("refuted", [])
+    ]
+    if tests:
+        L += [
+            "",
+            "Validation tests (targeted vs control successes out of n, one-sided Fisher):",
+            "",
+        ]
+        L += [
+            f"- mode {t['mode']}: targeted {t['targeted']}/{t['n']}, "
+            f"control {t['control']}/{t['n']}, p = {t['p_value']:.3f}"
+            for t in tests
+        ]
+    L += ["", "## Diagnosed failures (rollout beside the critic's ψ)", ""]
+    if not failures:
+        L.append("None saved.")
+    for it in failures:
+        d = it["diagnosis"]
+        psi = f"δ={d.get('factor')}, p={d.get('phase')}, c={d.get('cause')}"
+        gif = f"![failure]({it['gif']})" if "gif" in it else f"_(no GIF: {it.get('gif_error')})_"
+        L += [
+            f"- round {it['round']}, mode {it['mode']}: “{it['instruction']}” — ψ: {psi}",
+            "",
+            f"  {gif}",
+            "",
+        ]
+    c = summary["costs"]
+    p = c["per_1000_accepted"]
+    acc_per = p["compute_hours"] if c["accelerator_hours"] else 0.0
+    cpu_per = p["compute_hours"] if c["cpu_compute_hours"] else 0.0
+    L += [
+        "## Costs",
+        "",
+        f"Accepted environments: {c['accepted_environments']}.",
+        "",
+        "| quantity | total | per 1,000 accepted | paper per 1,000 |",
+        "|---|---|---|---|",
+        f"| LLM tokens | {c['llm_tokens']:,} | {p['llm_tokens']:,.0f} | "
+        f"{PAPER_PER_1000['llm_tokens']:,.0f} |",
+        f"| LLM $ | {c['llm_usd']:.2f} | {p['llm_usd']:.2f} | – |",
+        f"| sim steps | {c['env_steps']:,} | {p['env_steps']:,.0f} | – |",
+        f"| sim-hours (simulated time) | {c['sim_hours']:.3f} | {p['sim_hours']:.3f} | – |",
+        f"| accelerator-hours | {c['accelerator_hours']:.3f} | {acc_per:.3f} | "
+        f"{PAPER_PER_1000['accelerator_hours']} |",
+        f"| CPU compute-hours (rollouts + updates) | {c['cpu_compute_hours']:.3f} | "
+        f"{cpu_per:.3f} | – |",
+        "",
+        "LLM tokens per role: "
+        + (
+            json.dumps(c["llm_per_role"])
+            if c["llm_per_role"]
+            else "none (offline critic, engine and compiler: no LLM calls)"
+        )
+        + ".",
+        "",
+        "## Config",
+        "",
+        "```json",
+        config.to_json_best_effort(indent=2),
+        "```",
+        "",
+    ]
+    return "\n".join(L)
+
+
+def to_html(md: str, title: str) -> str:
+    """A self-contained HTML page of the Markdown report (headings, tables, images, code)."""
+    import re
+
+    out, in_code, in_table = [], False, False
+    for line in md.splitlines():
+        if line.startswith("```"):
+            out.append("</pre>" if in_code else "<pre>")
+            in_code = not in_code
             continue
-        for it in items:
-            lines += [
-                f"**{fam}** — “{it['instruction']}” (success: {it['success']})",
-                "",
-                f"![{fam}]({it['sheet']}) ",
-                f"[animation]({it['gif']})",
-                "",
-            ]
-    lines += ["## Config", "", "```json", config.to_json_best_effort(indent=2), "```", ""]
-    path = os.path.join(workdir, "report.md")
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
-    return path
+        if in_code:
+            out.append(html.escape(line))
+            continue
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if all(set(c) <= set("-") for c in cells):
+                continue
+            if not in_table:
+                out.append("<table>")
+                in_table = True
+            out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in cells) + "</tr>")
+            continue
+        if in_table:
+            out.append("</table>")
+            in_table = False
+        m = re.match(r"^(#+) (.*)", line)
+        if m:
+            n = len(m.group(1))
+            out.append(f"<h{n}>{_inline(m.group(2))}</h{n}>")
+        elif line.strip():
+            out.append(f"<p>{_inline(line.lstrip('- '))}</p>")
+    if in_table:
+        out.append("</table>")
+    style = (
+        "body{font-family:sans-serif;max-width:1000px;margin:auto}"
+        "td{border:1px solid #ccc;padding:2px 6px}table{border-collapse:collapse}"
+        "img{max-width:100%}"
+    )
+    head = f"<meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style>"
+    body = "\n".join(out)
+    return f"<!doctype html><html><head>{head}</head><body>\n{body}\n</body></html>\n"
+
+
+def _inline(text: str) -> str:
+    import re
+
+    t = html.escape(text)
+    t = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", r"<img alt='\1' src='\2'>", t)
+    t = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", t)
+    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+    return t
+
+
+def write_report(workdir: str, config: ConfigDict, state: Any, ctx: Any, wall: float) -> dict:
+    """summary.json, report.md, report.html, plots/ and failure GIFs from the run state."""
+    import jax
+
+    hist = state.history
+    budgets = dict(vars(state.budgets))
+    accel = jax.default_backend() != "cpu"
+    summary = {
+        "what_ran": what_ran(config),
+        "strategy": config.strategy,
+        "backend": ctx.backend.name,
+        "devices": [str(d) for d in jax.devices()],
+        "rounds": state.round,
+        "stopped": state.stopped,
+        "wall_seconds": wall,
+        "costs": costs(budgets, None, accel),
+        "final": hist[-1].get("suites") if hist else None,
+        "history": hist,
+    }
+    last = next((h for h in reversed(hist) if "suites" in h), None)
+    first = next((h for h in hist if "suites" in h), None)
+    if last and first:
+        summary["headline"] = (
+            f"{config.strategy}: ID {_fmt(first['suites'].get('id'))} at round {first['round']}"
+            f" -> {_fmt(last['suites'].get('id'))} at round {last['round']}; "
+            f"OOD {_fmt(first.get('ood'))} -> {_fmt(last.get('ood'))}"
+        )
+    else:
+        summary["headline"] = f"{config.strategy}: no evaluation"
+    with open(os.path.join(workdir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, default=str)
+    try:
+        plots = _plots(workdir, hist)
+    except Exception as e:  # noqa: BLE001 - the report still gets written, without plots
+        logging.warning("plots failed: %s", e)
+        plots = {}
+    failures = _failure_gifs(workdir, config)
+    md = markdown(summary, plots, failures, config)
+    with open(os.path.join(workdir, "report.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(workdir, "report.html"), "w") as f:
+        f.write(to_html(md, f"CoDA run {config.strategy}"))
+    with open(os.path.join(workdir, "costs.json"), "w") as f:
+        json.dump(summary["costs"], f, indent=1)
+    return summary

@@ -86,11 +86,103 @@ def problems(config: Any, families: Iterable[str] | None = None) -> list[str]:
     if _get(config, "render") is not _MISSING:
         integer("render.width", 1)
         integer("render.height", 1)
-        integer("render.per_family", 0)
+    _loop_problems(config, out, choice, integer)
     cache = _get(config, "cache_dir")
     if cache is not _MISSING and cache is not None and not isinstance(cache, str):
         out.append(f"cache_dir={cache!r} must be a path string ('' = default)")
     return out
+
+
+CRITICS = ("offline",)  # wired into the loop (the VLM critic needs an LLM client: not yet)
+ENGINES = ("offline",)
+POLICY_NAMES = ("small",)
+LOOP_INTS = {  # field -> minimum
+    "loop.rounds": 0,
+    "loop.budget": 1,
+    "loop.rollouts_per_variant": 1,
+    "loop.num_candidates": 1,
+    "loop.critiques_per_mode": 0,
+    "loop.critic_updates": 1,
+    "loop.policy_updates": 1,
+    "loop.min_modes_in_band": 0,
+    "loop.plateau_updates": 0,
+    "loop.max_extra_blocks": 0,
+    "loop.min_stop_round": 0,
+    "loop.max_env_steps": 0,
+    "loop.bc_steps": 1,
+    "loop.validate_n": 2,
+    "loop.max_validations": 0,
+    "loop.max_parents": 1,
+    "loop.bucket_size": 1,
+    "loop.policy_batch": 1,
+    "loop.policy_warmup": 0,
+    "loop.critic_batch": 1,
+    "loop.updates_per_call": 1,
+    "loop.replay_size": 1,
+    "loop.demo_cap": 1,
+    "policy.width": 2,
+    "policy.expert_width": 2,
+    "policy.depth": 1,
+    "policy.heads": 1,
+    "policy.state_hidden": 1,
+    "policy.num_state_tokens": 1,
+    "policy.sample_steps": 1,
+    "policy.max_token_len": 8,
+    "critic.n_probes": 1,
+    "critic.n_repeats": 0,
+    "eval.episodes": 1,
+    "eval.heldout_tasks_per_family": 0,
+    "eval.every": 1,
+    "render.failures_per_round": 0,
+}
+LOOP_FRACTIONS = ("loop.epsilon", "loop.replay_fraction", "loop.demo_fraction")
+
+
+def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> None:
+    """The loop's fields (configs/coda.py); skipped for configs without a `loop` section."""
+    if _get(config, "loop") is _MISSING:
+        return
+    from coda.loop.strategies import STRATEGIES  # pure Python (no JAX)
+
+    choice("strategy", tuple(STRATEGIES))
+    choice("critic.name", CRITICS)
+    choice("engine.name", ENGINES)
+    choice("policy.name", POLICY_NAMES)
+    for field, lo in LOOP_INTS.items():
+        integer(field, lo)
+    for field in LOOP_FRACTIONS + ("loop.c_explore", "loop.policy_lr"):
+        v = _get(config, field)
+        if v is _MISSING:
+            out.append(f"{field}: missing (a number)")
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+            out.append(f"{field}={v!r} must be a number >= 0")
+        elif field in LOOP_FRACTIONS and v > 1:
+            out.append(f"{field}={v!r} must be in [0, 1]")
+    eps, rep = _get(config, "loop.epsilon"), _get(config, "loop.replay_fraction")
+    if isinstance(eps, (int, float)) and isinstance(rep, (int, float)) and eps + rep > 1:
+        out.append(f"loop.epsilon + loop.replay_fraction = {eps + rep} must be <= 1")
+    band = _get(config, "loop.band")
+    ok = (
+        band is not _MISSING
+        and not isinstance(band, str)
+        and len(tuple(band)) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in band)
+        and 0.0 <= band[0] < band[1] <= 1.0
+    )
+    if not ok:
+        out.append(f"loop.band={band!r} must be (lo, hi) with 0 <= lo < hi <= 1")
+    w, h = _get(config, "policy.width"), _get(config, "policy.heads")
+    if _is_int(w) and _is_int(h) and h > 0 and w % h:
+        out.append(f"policy.width={w} must be divisible by policy.heads={h}")
+    from coda.loop.evaluation_names import SUITE_NAMES
+
+    suites = _get(config, "eval.suites")
+    if suites is _MISSING or isinstance(suites, str) or not suites:
+        out.append(f"eval.suites={suites!r} must be a non-empty list (valid: {SUITE_NAMES})")
+    else:
+        bad = [x for x in suites if x not in SUITE_NAMES]
+        if bad:
+            out.append(f"eval.suites: unknown {bad} (valid: {', '.join(SUITE_NAMES)})")
 
 
 def validate(config: Any, families: Iterable[str] | None = None) -> None:

@@ -1,45 +1,164 @@
-"""The CoDA main experiment. `--config=configs/coda.py` or `--config=configs/coda.py:smoke`.
+"""The CoDA main experiment. `--config=configs/coda.py` (default: a real multi-round loop in
+<= 30 min on a 2-core CPU), `:smoke` (<= 3 min, tiny policy, few scenes) or `:gpu` (one
+accelerator). Baselines and ablations: `configs/<strategy>.py` (same fields, `strategy` set).
 
-Override any field from the command line, e.g. `--config.sim.backend=mjx`; a misspelt field
+Override any field from the command line, e.g. `--config.loop.budget=64`; a misspelt field
 fails (the config is locked), and so does a bad value (`coda.runconfig.validate`).
+
+Loop symbols (method §3.5): B = loop.budget, N = loop.rollouts_per_variant,
+C = loop.critiques_per_mode, K_Q = loop.critic_updates, K_π = loop.policy_updates,
+band = loop.band, triggers = loop.min_modes_in_band / loop.plateau_updates.
 """
 
 from ml_collections import ConfigDict
 
 FAMILIES = ("pick_place", "articulated", "put_inside", "stack_or_insert")
+VARIANTS = ("", "smoke", "gpu")
 
 
-def get_config(arg: str | None = None) -> ConfigDict:
+def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c = ConfigDict()
     c.seed = 0
+    c.strategy = strategy  # coda.loop.strategies.STRATEGIES
     # JAX persistent compilation cache; "" = $CODA_CACHE_DIR, else ~/.cache/coda/jax
     c.cache_dir = ""
 
     c.sim = ConfigDict()
     c.sim.backend = "auto"  # auto | native | mjx ("auto": mjx with an accelerator)
-    c.sim.families = FAMILIES
+    c.sim.families = ("pick_place", "stack_or_insert")
     c.sim.split = "train"  # train | heldout | all (object instances / categories)
-    # Scenes per family = programs x seeds: each program is one structure (one MJX bucket),
+    # Training pool = programs x seeds per family: each program is one structure (one bucket),
     # its seeds vary layout σ and attributes α inside the bucket.
-    c.sim.programs_per_family = 4
+    c.sim.programs_per_family = 2
     c.sim.seeds_per_program = 8
     c.sim.horizon = 10  # H: control steps per action chunk
     c.sim.num_chunks = 14  # episode length in chunks (14 x 10 x 0.04 s = 5.6 s)
     c.sim.nthread = 0  # native backend threads; 0 = all cores
 
+    c.policy = ConfigDict()  # state-only pi0.5 (coda.policy `small` structure, sized here)
+    c.policy.name = "small"
+    c.policy.width = 96
+    c.policy.expert_width = 48
+    c.policy.depth = 2
+    c.policy.heads = 2
+    c.policy.state_hidden = 128
+    c.policy.num_state_tokens = 2
+    c.policy.sample_steps = 10
+    c.policy.max_token_len = 16
+
+    c.loop = ConfigDict()
+    c.loop.rounds = 4  # rounds after round 0
+    c.loop.budget = 32  # B: scenes generated per round
+    c.loop.rollouts_per_variant = 1  # N
+    c.loop.num_candidates = 2  # j: best-of-j chunks by the critic at collection
+    c.loop.critiques_per_mode = 4  # C
+    c.loop.critic_updates = 200  # K_Q per block
+    c.loop.policy_updates = 40  # K_π per block
+    c.loop.band = (0.1, 0.9)  # success band (allocation, routing, stop rule)
+    c.loop.epsilon = 0.25  # ε novel seeds
+    c.loop.replay_fraction = 0.1
+    c.loop.c_explore = 1.0
+    c.loop.min_modes_in_band = 8  # trigger: another update block only with >= this many...
+    c.loop.plateau_updates = 200  # ...and policy success not flat for this many updates
+    c.loop.max_extra_blocks = 2
+    c.loop.min_stop_round = 3  # "no mode in band" stops the run only from this round on
+    c.loop.max_env_steps = 0  # total physics-step budget (0 = unlimited)
+    c.loop.bc_steps = 1500  # round 0: BC on planner demos (the SFT start)
+    c.loop.validate_n = 8  # targeted / control variants per candidate mode
+    c.loop.max_validations = 3  # candidate modes tested per round
+    c.loop.max_parents = 8  # diagnosed scenes kept per mode (generation parents)
+    c.loop.bucket_size = 16  # variants per rollout (padded: a few compiled shapes)
+    c.loop.policy_lr = 1e-3
+    c.loop.policy_batch = 32
+    c.loop.policy_warmup = 100
+    c.loop.critic_batch = 128
+    c.loop.demo_fraction = 0.5  # planner-demo rows in each AWR batch
+    c.loop.awr_positive_only = True
+    c.loop.updates_per_call = 20
+    c.loop.replay_size = 20000
+    c.loop.demo_cap = 8000
+
+    c.critic = ConfigDict()
+    c.critic.name = "offline"  # offline (embedded default)
+    c.critic.n_probes = 2
+    c.critic.n_repeats = 1
+
+    c.engine = ConfigDict()
+    c.engine.name = "offline"
+
     c.eval = ConfigDict()
-    c.eval.random_policy = True
+    c.eval.episodes = 32  # per suite (s.e. <= 0.09)
+    c.eval.suites = ("id", "ood_layouts", "ood_instances", "ood_categories", "ood_tasks")
+    c.eval.heldout_tasks_per_family = 1
+    c.eval.before_bc = True  # also the untrained policy on ID at round 0
+    c.eval.every = 1
 
     c.render = ConfigDict()
     c.render.enabled = True
-    c.render.per_family = 1  # planner rollouts rendered per family for the report
-    c.render.width = 224
-    c.render.height = 224
+    c.render.failures_per_round = 2  # diagnosed failures rendered as GIFs in the report
+    c.render.width = 160
+    c.render.height = 160
 
-    if arg == "smoke":  # CPU, a minute or two
+    if arg == "smoke":  # CPU, <= 3 min: tiny policy, few scenes, few chunks
+        c.sim.families = ("pick_place",)
         c.sim.programs_per_family = 1
-        c.sim.seeds_per_program = 3
-        c.render.width = c.render.height = 160
+        c.sim.seeds_per_program = 4
+        c.sim.num_chunks = 8
+        c.policy.width = 32
+        c.policy.expert_width = 16
+        c.policy.depth = 1
+        c.policy.state_hidden = 32
+        c.policy.num_state_tokens = 1
+        c.policy.sample_steps = 2
+        c.loop.rounds = 2
+        c.loop.budget = 6
+        c.loop.num_candidates = 1
+        c.loop.critiques_per_mode = 2
+        c.loop.critic_updates = 20
+        c.loop.policy_updates = 10
+        c.loop.bc_steps = 40
+        c.loop.validate_n = 4
+        c.loop.max_validations = 1
+        c.loop.bucket_size = 8
+        c.loop.policy_batch = 16
+        c.loop.critic_batch = 32
+        c.loop.policy_warmup = 5
+        c.loop.updates_per_call = 10
+        c.loop.replay_size = 2000
+        c.loop.demo_cap = 1000
+        c.critic.n_probes = 1
+        c.critic.n_repeats = 0
+        c.eval.episodes = 8
+        c.render.failures_per_round = 1
+        c.render.width = c.render.height = 96
+    elif arg == "gpu":  # one accelerator: the mjx backend, the `small` policy, bigger batches
+        c.sim.backend = "auto"
+        c.sim.families = FAMILIES
+        c.sim.programs_per_family = 4
+        c.sim.seeds_per_program = 16
+        c.policy.width = 192
+        c.policy.expert_width = 96
+        c.policy.depth = 4
+        c.policy.heads = 4
+        c.policy.state_hidden = 256
+        c.policy.num_state_tokens = 4
+        c.policy.max_token_len = 32
+        c.loop.rounds = 20
+        c.loop.budget = 256
+        c.loop.num_candidates = 4
+        c.loop.critiques_per_mode = 8
+        c.loop.critic_updates = 300
+        c.loop.policy_updates = 100
+        c.loop.bc_steps = 8000
+        c.loop.validate_n = 32
+        c.loop.max_validations = 8
+        c.loop.bucket_size = 128
+        c.loop.replay_size = 200000
+        c.loop.demo_cap = 20000
+        c.critic.n_probes = 4
+        c.critic.n_repeats = 2
+        c.eval.episodes = 128
+        c.eval.heldout_tasks_per_family = 2
     elif arg not in (None, ""):
-        raise ValueError(f"unknown config variant {arg!r}; valid: '', 'smoke'")
+        raise ValueError(f"unknown config variant {arg!r}; valid: '', 'smoke', 'gpu'")
     return c

@@ -1,0 +1,142 @@
+"""Host helpers the loop's steps share: compiled agents, rollouts, demos, the obs norm.
+
+Compiles are the expensive part on a CPU: a `PolicyAgent` is a static jit argument hashed by
+identity, so a fresh agent per bucket recompiles the policy step. `Agents` keeps one agent per
+(batch size, j) and passes each bucket's instruction tokens through the traced `AgentParams`
+(the trick `coda.eval.policy_agent` uses), so every bucket of a round shares a handful of
+compiled programs. Buckets are padded to `loop.bucket_size` for the same reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from coda.policy.base import Batch, fit_prompt
+from coda.sim.compile import CompiledScene
+from coda.sim.rollout import Bucket, RolloutResult, make_buckets
+from coda.sim.state import flat_observation
+from coda.train.agent import AgentParams, ObsNorm, PolicyAgent, bucket_prompts, instruction_tokens
+
+
+class Agents:
+    """One compiled `PolicyAgent` per (batch size, j); per-bucket tokens travel in the params."""
+
+    def __init__(self, learner: Any) -> None:
+        self.learner = learner
+        self.cache: dict[tuple[int, int], PolicyAgent] = {}
+        self._tokens: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def tokens(self, bucket: Bucket) -> tuple[np.ndarray, np.ndarray]:
+        """[B, L] tokens and mask of the bucket's instructions at the policy's full width."""
+        key = id(bucket)
+        if key not in self._tokens:
+            pol = self.learner.policy
+            tok, mask = instruction_tokens(pol, bucket_prompts(bucket))
+            self._tokens[key] = fit_prompt(tok, mask, int(pol.config.max_token_len))
+        return self._tokens[key]
+
+    def __call__(self, bucket: Bucket, j: int = 1) -> tuple[PolicyAgent, AgentParams]:
+        tok, mask = self.tokens(bucket)
+        key = (bucket.batch_size, j)
+        lrn = self.learner
+        if key not in self.cache:
+            critic = lrn.critic if j > 1 else None
+            self.cache[key] = PolicyAgent(lrn.policy, tok, mask, num_candidates=j, critic=critic)
+        params = AgentParams(
+            lrn.acting_params,
+            lrn.norm,
+            lrn.cstate.params,
+            tokens=(jnp.asarray(tok, jnp.int32), jnp.asarray(mask)),
+        )
+        return self.cache[key], params
+
+
+def buckets_of(compiled: Sequence[CompiledScene], size: int, multiple_of: int = 1) -> list[Bucket]:
+    """Same-structure buckets padded to `size` variants (a few shapes, a few compiles)."""
+    return make_buckets(list(compiled), batch_size=size, multiple_of=multiple_of)
+
+
+def rollout(
+    backend: Any, bucket: Bucket, policy: Any, params: Any, key: jax.Array, num_chunks: int
+) -> tuple[RolloutResult, float]:
+    """One rollout and its wall seconds (blocked until done)."""
+    t0 = time.perf_counter()
+    res = backend.rollout(bucket, policy, params, key, num_chunks)
+    jax.block_until_ready(res.success)
+    return res, time.perf_counter() - t0
+
+
+def success_of(
+    backend: Any,
+    variants: Sequence[CompiledScene],
+    policy_for: Callable[[Bucket], tuple[Any, Any]],
+    key: jax.Array,
+    num_chunks: int,
+    size: int,
+) -> tuple[np.ndarray, int]:
+    """ν success [N] (in order) of one rollout per variant, and the env steps spent."""
+    index = {id(c): i for i, c in enumerate(variants)}
+    if len(index) != len(variants):
+        raise ValueError("the same compiled variant twice; give each its own object")
+    out, steps = np.zeros(len(variants), bool), 0
+    for i, b in enumerate(buckets_of(variants, size)):
+        pol, params = policy_for(b)
+        res, _ = rollout(backend, b, pol, params, jax.random.fold_in(key, i), num_chunks)
+        steps += int(res.env_steps)
+        ok = np.asarray(res.success)
+        for j, c in enumerate(b.variants):
+            out[index[id(c)]] = bool(ok[j])
+    return out, steps
+
+
+def fit_norm(learner: Any, results: Sequence[RolloutResult]) -> None:
+    """Obs statistics over rollouts of different structures (state widths differ per bucket):
+    each dimension's mean / std over the rows that have it; padding dimensions stay identity."""
+    dim = int(learner.policy.config.max_state_dim)
+    total = np.zeros(dim)
+    sq = np.zeros(dim)
+    count = np.zeros(dim)
+    for r in results:
+        keep = np.asarray(r.valid, bool)
+        flat = np.asarray(flat_observation(r.states), np.float64)[keep]  # [B, T, d]
+        flat = flat.reshape(-1, flat.shape[-1])
+        d = flat.shape[1]
+        if d > dim:
+            raise ValueError(f"state dim {d} exceeds the policy's max_state_dim {dim}")
+        total[:d] += flat.sum(0)
+        sq[:d] += (flat**2).sum(0)
+        count[:d] += flat.shape[0]
+    has = count > 0
+    mean = np.where(has, total / np.maximum(count, 1), 0.0)
+    var = np.where(has, sq / np.maximum(count, 1) - mean**2, 1.0)
+    std = np.where(has, np.maximum(np.sqrt(np.maximum(var, 0.0)), 1e-2), 1.0)
+    learner.norm = ObsNorm(jnp.asarray(mean, jnp.float32), jnp.asarray(std, jnp.float32))
+
+
+def demo_rows(learner: Any, agents: Agents, result: RolloutResult, bucket: Bucket) -> Batch | None:
+    """Successful planner demos of one bucket as BC rows at the policy's full prompt width."""
+    from coda.train.awr import demo_batch
+
+    if not np.any(np.asarray(result.success) & np.asarray(result.valid)):
+        return None
+    tok, mask = agents.tokens(bucket)
+    return demo_batch(
+        result, tok, mask, learner.norm, int(learner.policy.config.max_state_dim), True
+    )
+
+
+def concat_batches(batches: Sequence[Batch], cap: int | None = None) -> Batch | None:
+    """Rows of several BC batches in one (the newest `cap` rows kept)."""
+    batches = [b for b in batches if b is not None]
+    if not batches:
+        return None
+    out = jax.tree.map(lambda *xs: jnp.concatenate(xs, 0), *batches)
+    if cap is not None and out.actions.shape[0] > cap:
+        out = jax.tree.map(lambda x: x[-cap:], out)
+    return out

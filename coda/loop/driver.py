@@ -1,0 +1,514 @@
+"""`run(config, workdir)`: the run folder, round 0, the rounds, checkpoints and resume, the report.
+
+Run folder:
+    config.json  pool.jsonl (training pool)  scenes.jsonl  suites.json (fixed suites)
+    memory.sqlite (live)  checkpoints/round_XXXX/ (learner, memory snapshot, state.json)
+    metrics.jsonl  tb/ (TensorBoard)  failures/ (diagnosed failure traces)  report.md/.html
+Re-running with the same workdir (or `--resume`) continues after the last complete round.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from typing import Any
+
+import jax
+import numpy as np
+from ml_collections import ConfigDict
+
+from coda import runconfig
+from coda.loop import checkpoint as ckpt
+from coda.loop import collect, rounds
+from coda.loop.evaluation import build_suites, evaluate_suites, load_suites, pooled_ood, save_suites
+from coda.loop.state import Budgets, RunState
+from coda.loop.strategies import Strategy, get_strategy
+
+log = logging.getLogger(__name__)
+
+
+def policy_overrides(pc: ConfigDict, horizon: int) -> dict[str, Any]:
+    """`coda.policy.get_policy` overrides from the config's policy size fields."""
+    w, ew, depth, heads = int(pc.width), int(pc.expert_width), int(pc.depth), int(pc.heads)
+    return dict(
+        max_token_len=int(pc.max_token_len),
+        vlm=dict(
+            width=w,
+            depth=depth,
+            mlp_dim=4 * w,
+            num_heads=heads,
+            num_kv_heads=1,
+            head_dim=w // heads,
+        ),
+        expert=dict(
+            width=ew,
+            depth=depth,
+            mlp_dim=4 * ew,
+            num_heads=heads,
+            num_kv_heads=1,
+            head_dim=w // heads,
+        ),
+        state_hidden=int(pc.state_hidden),
+        num_state_tokens=int(pc.num_state_tokens),
+        num_sample_steps=int(pc.sample_steps),
+        action_horizon=int(horizon),
+    )
+
+
+class Context:
+    """What every step reads: config, strategy, backend, learner, memory, pool, suites."""
+
+    def __init__(self, config: ConfigDict, workdir: str, strategy: Strategy) -> None:
+        from coda.engine.engines import make_engine
+        from coda.memory import MEMORY_MODES
+        from coda.policy import get_policy
+        from coda.sim.rollout import make_backend
+        from coda.train import Learner, LearnerConfig
+
+        self.config, self.workdir, self.strategy = config, workdir, strategy
+        self.backend = make_backend(config.sim.backend, nthread=config.sim.nthread or None)
+        lc = config.loop
+        self.policy = get_policy(
+            config.policy.name, **policy_overrides(config.policy, config.sim.horizon)
+        )
+        total = int(lc.bc_steps) + int(lc.rounds) * int(lc.policy_updates) * (
+            1 + int(lc.max_extra_blocks)
+        )
+        self.learner = Learner(
+            self.policy,
+            LearnerConfig(
+                mode=strategy.learner_mode,
+                num_candidates=int(lc.num_candidates),
+                policy_lr=float(lc.policy_lr),
+                policy_batch=int(lc.policy_batch),
+                policy_warmup=int(lc.policy_warmup),
+                critic_batch=int(lc.critic_batch),
+                demo_fraction=float(lc.demo_fraction),
+                awr_positive_only=bool(lc.awr_positive_only),
+                updates_per_call=int(lc.updates_per_call),
+                replay_size=int(lc.replay_size),
+                demo_capacity=int(lc.demo_cap),
+            ),
+            jax.random.PRNGKey(config.seed + 1),
+            total_policy_steps=total,
+        )
+        path = os.path.join(workdir, "memory.sqlite")
+        self.memory = MEMORY_MODES[strategy.memory](path if strategy.memory != "none" else None)
+        self.engine = make_engine(config.engine.name)
+        self.agents = collect.Agents(self.learner)
+        self.eval_agents: dict = {}
+        self.budgets = Budgets()
+        self.pool: list = []
+        self.pool_programs: set[str] = set()
+        self.suites: dict = {}
+        self.sft_demos = None
+        self.failures: list = []
+        self.last_results: list = []
+
+    def spend(self, steps: int, seconds: float) -> None:
+        self.budgets.env_steps += int(steps)
+        self.budgets.rollout_seconds += float(seconds)
+
+    def evaluate(self, key: jax.Array, names=None) -> tuple[dict, int]:
+        from coda.eval import policy_agent
+
+        lrn = self.learner
+        agent_for = policy_agent(self.policy, lrn.acting_params, lrn.norm, agents=self.eval_agents)
+        suites = self.suites if names is None else {n: self.suites[n] for n in names}
+        t0 = time.perf_counter()
+        res, steps = evaluate_suites(
+            agent_for,
+            suites,
+            self.backend,
+            key,
+            int(self.config.sim.num_chunks),
+            int(self.config.sim.horizon),
+        )
+        self.spend(steps, time.perf_counter() - t0)
+        return res, steps
+
+
+# ----------------------------------------------------------------------------- round 0
+
+
+def _seed_pool(ctx: Context) -> tuple[list, list[str]]:
+    """Training pool (verified seeded scenes) and held-out task programs, deterministic in seed."""
+    from coda.engine.seeding import verify_scenes
+    from coda.sim import tasks
+    from coda.sim.sdk import exec_program
+
+    c = ctx.config
+    rng = np.random.default_rng(c.seed)
+    scenes, rows = [], []
+    for fam in c.sim.families:
+        f = tasks.get_family(fam)
+        for _ in range(int(c.sim.programs_per_family)):
+            src = f.propose(rng, split=c.sim.split)
+            if src is None:
+                continue
+            for _ in range(int(c.sim.seeds_per_program)):
+                scenes.append(
+                    exec_program(src, int(rng.integers(2**31)), c.sim.split, isolation="inprocess")
+                )
+    held: list[str] = []
+    seen = {s.program for s in scenes}
+    for fam in c.sim.families:
+        f = tasks.get_family(fam)
+        for _ in range(int(c.eval.heldout_tasks_per_family)):
+            src = f.propose(rng, split=c.sim.split)
+            if src is not None and src not in seen:
+                held.append(src)
+                seen.add(src)
+    pool = []
+    for s, (comp, v) in zip(scenes, verify_scenes(scenes), strict=True):
+        rows.append({"family": s.task["family"], "scene": s.to_dict(), "verification": v.to_dict()})
+        if v.ok:
+            pool.append(comp)
+    with open(os.path.join(ctx.workdir, "scenes.jsonl"), "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    with open(os.path.join(ctx.workdir, "pool.jsonl"), "w") as f:
+        f.writelines(json.dumps(p.scene.to_dict()) + "\n" for p in pool)
+    with open(os.path.join(ctx.workdir, "heldout_tasks.json"), "w") as f:
+        json.dump(held, f)
+    n_ok = len(pool)
+    ctx.budgets.scenes_generated += len(scenes)
+    ctx.budgets.scenes_accepted += n_ok
+    return pool, held
+
+
+def _load_pool(ctx: Context) -> list:
+    from coda.sim.compile import compile_scene
+    from coda.sim.scene import Scene
+
+    with open(os.path.join(ctx.workdir, "pool.jsonl")) as f:
+        return [compile_scene(Scene.from_json(line)) for line in f if line.strip()]
+
+
+def _sft_demos(ctx: Context, key: jax.Array, fit: bool) -> Any:
+    """Planner demos on the pool (norm fitted on them when `fit`) -> BC rows."""
+    from coda.sim.planner import planner_for
+
+    lc = ctx.config.loop
+    results = []
+    for i, b in enumerate(collect.buckets_of(ctx.pool, int(lc.bucket_size))):
+        res, sec = collect.rollout(
+            ctx.backend,
+            b,
+            planner_for(b),
+            None,
+            jax.random.fold_in(key, i),
+            int(ctx.config.sim.num_chunks),
+        )
+        ctx.spend(res.env_steps, sec)
+        results.append((b, res))
+    if fit:
+        collect.fit_norm(ctx.learner, [r for _, r in results])
+    rows = [collect.demo_rows(ctx.learner, ctx.agents, r, b) for b, r in results]
+    planner = float(
+        np.mean([np.asarray(r.success)[np.asarray(r.valid)].mean() for _, r in results])
+    )
+    return collect.concat_batches(rows, int(lc.demo_cap)), planner
+
+
+def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
+    """Round 0: seeding, planner demos, BC (the SFT start), the fixed suites, first evaluation."""
+    c, lc, s = ctx.config, ctx.config.loop, ctx.strategy
+    k_demo, k_bc, k_eval, k_pre = jax.random.split(key, 4)
+    bar.set_description("round 0: seeding")
+    pool, held = _seed_pool(ctx)
+    if not pool:
+        raise RuntimeError("no seeded scene passed verification; nothing to train or evaluate")
+    ctx.pool = pool
+    ctx.pool_programs = {p.scene.program for p in pool}
+    bar.set_description("round 0: planner demos")
+    demos, planner = _sft_demos(ctx, k_demo, fit=True)
+    ctx.sft_demos = demos
+    bar.set_description("round 0: suites")
+    train = [(p.scene.program, int(p.scene.seed)) for p in pool]
+    ctx.suites = build_suites(
+        train, held, int(c.eval.episodes), int(c.seed), int(lc.bucket_size), tuple(c.eval.suites)
+    )
+    save_suites(ctx.suites, os.path.join(ctx.workdir, "suites.json"))
+    row: dict[str, Any] = {"round": 0, "planner_success_pool": planner, "pool": len(pool)}
+    if c.eval.before_bc:
+        bar.set_description("round 0: untrained policy on ID")
+        pre, _ = ctx.evaluate(k_pre, ["id"])
+        row["untrained_id"] = pre["id"].as_dict()
+    if s.bc_start and demos is not None:
+        bar.set_description(f"round 0: BC ({lc.bc_steps} updates)")
+        t0 = time.perf_counter()
+        m = ctx.learner.update_policy_bc(demos, int(lc.bc_steps), k_bc)
+        ctx.budgets.update_seconds += time.perf_counter() - t0
+        row["bc_loss"] = m.get("loss")
+        if lc.demo_fraction > 0:
+            ctx.learner.set_demos(demos)
+    ctx.budgets.policy_updates = ctx.learner.policy_updates
+    bar.set_description("round 0: evaluation")
+    res, _ = ctx.evaluate(k_eval)
+    row["suites"] = {n: r.as_dict() for n, r in res.items()}
+    row["ood"] = pooled_ood(res).as_dict()
+    return row
+
+
+# ----------------------------------------------------------------------------- rounds
+
+
+def one_round(ctx: Context, state: RunState, r: int, key: jax.Array, bar) -> dict:
+    """Steps 1-7 of round r (module docstring of `coda.loop.rounds`)."""
+    ks = jax.random.split(key, 6)
+    ctx.memory.begin_round(r)
+    if ctx.strategy.memory == "none":  # nothing survives a round: nor do the loop's mode tables
+        state.mode_parents.clear()
+        state.mode_potentials.clear()
+        state.times_allocated.clear()
+    ctx.last_results = []
+    t0 = time.perf_counter()
+    row: dict[str, Any] = {"round": r}
+    bar.set_description(f"round {r}: allocate + generate")
+    reqs, row["allocation"] = rounds.plan(ctx, state, r)
+    gens, gen_info = rounds.generate(ctx, state, r, reqs)
+    row.update(gen_info)
+    ctx.budgets.scenes_generated += gen_info.get("generated", 0)
+    ctx.budgets.scenes_accepted += gen_info.get("accepted", 0)
+    per_mode: dict = {}
+    routing: dict = {}
+    if gens and ctx.strategy.update != "none":
+        bar.set_description(f"round {r}: rollouts ({len(gens)} scenes)")
+        episodes, per_mode, info = rounds.collect_round(ctx, state, r, gens, ks[0])
+        row.update(info)
+        if ctx.strategy.critique:
+            bar.set_description(f"round {r}: critique + validate")
+            row["critique"] = rounds.critique_and_validate(ctx, state, r, episodes, ks[1])
+        bar.set_description(f"round {r}: Φ + routing")
+        pr = rounds.potentials_and_routing(ctx, state, r, per_mode, ks[2])
+        routing = pr.get("routing", {})
+        row["potentials"] = pr
+    modes = rounds.update_modes(ctx, state, r, per_mode)
+    row.update(modes)
+    if ctx.strategy.update != "none" and gens:
+        bar.set_description(f"round {r}: updates")
+        row["update"] = rounds.update(ctx, state, r, gens, routing, modes["modes_in_band"], ks[3])
+    if r % int(ctx.config.eval.every) == 0 or r == int(ctx.config.loop.rounds):
+        bar.set_description(f"round {r}: evaluation")
+        res, _ = ctx.evaluate(ks[4])
+        row["suites"] = {n: x.as_dict() for n, x in res.items()}
+        row["ood"] = pooled_ood(res).as_dict()
+    row["seconds"] = time.perf_counter() - t0
+    return row
+
+
+def _decide(ctx: Context, state: RunState, row: dict) -> str:
+    """Step 8: "" to continue, else why the run stops."""
+    lc = ctx.config.loop
+    r = row["round"]
+    idr = row.get("suites", {}).get("id", {}).get("rate")
+    if idr is not None and not math.isnan(idr):
+        if idr > state.best_id + 1e-9:
+            state.best_id, state.plateau = idr, 0
+        else:
+            state.plateau += int(lc.policy_updates)
+    if r >= int(lc.rounds):
+        return f"{lc.rounds} rounds done"
+    if int(lc.max_env_steps) and ctx.budgets.env_steps >= int(lc.max_env_steps):
+        return f"env-step budget spent ({ctx.budgets.env_steps:,} >= {int(lc.max_env_steps):,})"
+    validated = row.get("modes", {}).get("validated", 0)
+    if (
+        ctx.strategy.critique
+        and r >= int(lc.min_stop_round)
+        and validated
+        and not row.get("modes_in_band")
+    ):
+        return "no validated mode in the success band"
+    return ""
+
+
+# ----------------------------------------------------------------------------- run
+
+_RESUMABLE = ("loop.rounds", "loop.max_env_steps", "render", "cache_dir")  # may change on resume
+
+
+def _check_same_config(workdir: str, config: ConfigDict) -> None:
+    path = os.path.join(workdir, "config.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        old = json.load(f)
+    new = json.loads(config.to_json_best_effort())
+    diff = []
+
+    def walk(a: Any, b: Any, where: str) -> None:
+        if any(where == p or where.startswith(p + ".") for p in _RESUMABLE):
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                walk(a.get(k), b.get(k), f"{where}.{k}" if where else k)
+        elif a != b:
+            diff.append(f"{where}: {a!r} -> {b!r}")
+
+    walk(old, new, "")
+    if diff:
+        raise runconfig.ConfigError(
+            f"--workdir={workdir!r} holds a run with another config ({'; '.join(diff[:5])}); "
+            "use a new workdir, or the same config to resume"
+        )
+
+
+def _write_metrics(workdir: str, state: RunState) -> None:
+    tmp = os.path.join(workdir, "metrics.jsonl.tmp")
+    with open(tmp, "w") as f:
+        for row in state.history:
+            f.write(json.dumps(_scalars(row), default=float) + "\n")
+    os.replace(tmp, os.path.join(workdir, "metrics.jsonl"))
+
+
+def _scalars(row: dict) -> dict:
+    """The flat numbers of a history row (what metrics.jsonl and TensorBoard get)."""
+    out: dict[str, Any] = {"round": row["round"]}
+    for n, r in row.get("suites", {}).items():
+        out[f"success/{n}"], out[f"se/{n}"] = r["rate"], r["se"]
+    if "ood" in row:
+        out["success/ood"], out["se/ood"] = row["ood"]["rate"], row["ood"]["se"]
+    for k in (
+        "collect_success",
+        "coverage_entropy",
+        "targeting_precision",
+        "verification_pass_rate",
+        "modes_in_band",
+        "seconds",
+    ):
+        if k in row and row[k] is not None:
+            out[k] = row[k]
+    for k, v in row.get("refutation_rate", {}).items():
+        out[f"refutation_rate/{k}"] = v
+    for k, v in row.get("budgets", {}).items():
+        out[f"budget/{k}"] = v
+    return {k: v for k, v in out.items() if not (isinstance(v, float) and not math.isfinite(v))}
+
+
+def _tensorboard(workdir: str, rows: list[dict], purge_step: int) -> None:
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:  # pinned dependency; absent only in a broken environment
+        log.warning("tensorboardX missing: no TensorBoard scalars")
+        return
+    with SummaryWriter(os.path.join(workdir, "tb"), purge_step=purge_step) as w:
+        for row in rows:
+            for k, v in _scalars(row).items():
+                if k != "round" and isinstance(v, (int, float)) and math.isfinite(v):
+                    w.add_scalar(k, v, row["round"])
+
+
+def _save_failures(ctx: Context, r: int) -> None:
+    """Diagnosed failures of this round (qpos trace + ψ + scene) for the report's GIFs."""
+    keep = [c for rr, c in ctx.failures if rr == r][: int(ctx.config.render.failures_per_round)]
+    ctx.failures = []
+    if not keep:
+        return
+    d = os.path.join(ctx.workdir, "failures")
+    os.makedirs(d, exist_ok=True)
+    for i, c in enumerate(keep):
+        stem = os.path.join(d, f"round{r:03d}_{i}")
+        np.save(stem + ".npy", np.asarray(c.episode.qpos))
+        with open(stem + ".json", "w") as f:
+            json.dump(
+                {
+                    "round": r,
+                    "scene": c.episode.compiled.scene.to_dict(),
+                    "diagnosis": c.diagnosis.to_json(),
+                    "mode": None if c.assignment is None else int(c.assignment.mode_id),
+                },
+                f,
+                default=str,
+            )
+
+
+def _line(row: dict, budgets: Budgets) -> str:
+    def fmt(d: dict | None) -> str:
+        if not d or d.get("n", 0) == 0:
+            return "n/a"
+        return f"{100 * d['rate']:.1f}±{100 * d['se']:.1f}%"
+
+    return (
+        f"round {row['round']}: ID {fmt(row.get('suites', {}).get('id'))}, "
+        f"OOD {fmt(row.get('ood'))}, modes in band {row.get('modes_in_band', 0)}, "
+        f"{budgets.env_steps:,} env steps, {budgets.scenes_accepted} scenes accepted"
+    )
+
+
+def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]:
+    """The whole run (or its continuation after the last complete round); returns the summary."""
+    from tqdm.auto import tqdm
+
+    from coda import report
+    from coda.sim import tasks
+
+    runconfig.validate(config, families=tasks.FAMILIES)  # before anything is written
+    strategy = get_strategy(config.strategy)
+    os.makedirs(workdir, exist_ok=True)
+    last = ckpt.latest_round(workdir)
+    if last is not None and not resume:
+        raise runconfig.ConfigError(
+            f"--workdir={workdir!r} already holds rounds 0..{last}; resume, or use a new folder"
+        )
+    if last is not None:
+        _check_same_config(workdir, config)
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+        f.write(config.to_json_best_effort(indent=2))
+    t_start = time.perf_counter()
+    ctx = Context(config, workdir, strategy)
+    base = jax.random.PRNGKey(config.seed)
+    total = int(config.loop.rounds) + 1
+    bar = tqdm(total=total, unit="round", dynamic_ncols=True, mininterval=1.0)
+    if last is None:
+        state = RunState(key=[int(x) for x in np.asarray(jax.random.key_data(base)).ravel()])
+        row = start(ctx, state, jax.random.fold_in(base, 0), bar)
+        row["budgets"] = dict(vars(ctx.budgets))
+        state.round, state.budgets = 0, ctx.budgets
+        state.history.append(row)
+        _decide(ctx, state, row)
+        ckpt.save_round(workdir, state, ctx.learner, ctx.memory, {"sft_demos": ctx.sft_demos})
+        _write_metrics(workdir, state)
+        _tensorboard(workdir, [row], 0)
+        bar.write(_line(row, ctx.budgets))
+    else:
+        state, extras = ckpt.load_round(workdir, last, ctx.learner, ctx.memory)
+        ctx.pool = _load_pool(ctx)
+        ctx.pool_programs = {p.scene.program for p in ctx.pool}
+        ctx.suites = load_suites(os.path.join(workdir, "suites.json"))
+        demos, _ = _sft_demos(ctx, jax.random.split(jax.random.fold_in(base, 0), 4)[0], fit=False)
+        ctx.sft_demos = ckpt.restore_batch(extras.get("sft_demos"), demos)
+        ctx.budgets = state.budgets
+        _write_metrics(workdir, state)
+        _tensorboard(workdir, [], state.round + 1)
+        bar.write(f"resuming after round {last} from {ckpt.round_dir(workdir, last)}")
+    bar.update(state.round + 1)
+    while not state.stopped:
+        state.stopped = _decide_after_load(ctx, state)
+        if state.stopped:
+            break
+        r = state.round + 1
+        row = one_round(ctx, state, r, jax.random.fold_in(base, r), bar)
+        row["budgets"] = dict(vars(ctx.budgets))
+        state.history.append(row)
+        state.round, state.budgets = r, ctx.budgets
+        state.stopped = _decide(ctx, state, row)
+        _save_failures(ctx, r)
+        ckpt.save_round(workdir, state, ctx.learner, ctx.memory, {"sft_demos": ctx.sft_demos})
+        _write_metrics(workdir, state)
+        _tensorboard(workdir, [row], r)
+        bar.update(1)
+        bar.write(_line(row, ctx.budgets))
+    bar.close()
+    summary = report.write_report(workdir, config, state, ctx, time.perf_counter() - t_start)
+    ctx.memory.close()
+    return summary
+
+
+def _decide_after_load(ctx: Context, state: RunState) -> str:
+    """A run restored at its last round (or whose limits were lowered) stops here."""
+    if state.round >= int(ctx.config.loop.rounds):
+        return state.stopped or f"{ctx.config.loop.rounds} rounds done"
+    return state.stopped

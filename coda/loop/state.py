@@ -1,0 +1,82 @@
+"""The run state: everything a round reads from the previous one, serialisable as JSON.
+
+Device state (policy / critic / optimizer / replay) lives in the `Learner`'s `LearnerState`
+pytree, saved by orbax beside this record (`coda.loop.checkpoint`); memory lives in SQLite and is
+snapshotted with the backup API beside it. What stays here is host bookkeeping: the round index,
+the PRNG key data, the allocator's counters, the budgets spent, the per-mode parents and
+potential programs, and one metrics row per finished round. The numpy generator of a round is
+derived from (seed, round), never carried, so a resumed round draws exactly what the
+uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+
+STATE_VERSION = 1
+
+
+@dataclasses.dataclass
+class Budgets:
+    """What a run has spent so far (the cost report divides these by accepted environments)."""
+
+    env_steps: int = 0  # physics steps of every rollout (collection, probes, validation, eval)
+    rollout_seconds: float = 0.0  # wall time inside backend rollouts
+    update_seconds: float = 0.0  # wall time of critic / policy updates
+    scenes_generated: int = 0  # variants proposed (targeted + novel + resampled)
+    scenes_accepted: int = 0  # variants that passed verification
+    critiques: int = 0  # failed episodes sent to the critic
+    policy_updates: int = 0
+    critic_updates: int = 0
+
+
+@dataclasses.dataclass
+class RunState:
+    """Host part of the loop state (see the module docstring); `to_json` / `from_json`."""
+
+    round: int = -1  # last complete round (-1: nothing done yet; 0: the start is done)
+    key: list[int] = dataclasses.field(default_factory=list)  # raw jax key data of the loop
+    times_allocated: dict[int, int] = dataclasses.field(default_factory=dict)  # n_j for UCB
+    mode_parents: dict[int, list[dict]] = dataclasses.field(default_factory=dict)  # Scene dicts
+    mode_potentials: dict[int, str] = dataclasses.field(default_factory=dict)  # Φ source per mode
+    program_success: dict[str, float] = dataclasses.field(default_factory=dict)  # pool success
+    budgets: Budgets = dataclasses.field(default_factory=Budgets)
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # metrics per round
+    stopped: str = ""  # why the run stopped ("" while it runs)
+    plateau: int = 0  # policy updates since the ID success last improved
+    best_id: float = -1.0
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        d["version"] = STATE_VERSION
+        return json.dumps(d, indent=1, default=_default, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunState:
+        d = json.loads(text)
+        version = d.pop("version", None)
+        if version != STATE_VERSION:
+            raise ValueError(f"run state version {version!r}; this code reads {STATE_VERSION}")
+        d["budgets"] = Budgets(**d["budgets"])
+        for k in ("times_allocated", "mode_parents", "mode_potentials"):
+            d[k] = {int(m): v for m, v in d[k].items()}
+        return cls(**d)
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def round_rng(seed: int, round_idx: int, stream: int = 0) -> np.random.Generator:
+    """The host generator of one round's step (deterministic in (seed, round, stream))."""
+    return np.random.default_rng([int(seed), int(round_idx) + 1, int(stream), 0xC0DA])
