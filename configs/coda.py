@@ -29,7 +29,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.sim.split = "train"  # train | heldout | all (object instances / categories)
     # Training pool = programs x seeds per family: each program is one structure (one bucket),
     # its seeds vary layout σ and attributes α inside the bucket.
-    c.sim.programs_per_family = 2
+    c.sim.programs_per_family = 1
     c.sim.seeds_per_program = 8
     c.sim.horizon = 10  # H: control steps per action chunk
     c.sim.num_chunks = 14  # episode length in chunks (14 x 10 x 0.04 s = 5.6 s)
@@ -47,8 +47,8 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.policy.max_token_len = 16
 
     c.loop = ConfigDict()
-    c.loop.rounds = 4  # rounds after round 0
-    c.loop.budget = 32  # B: scenes generated per round
+    c.loop.rounds = 3  # rounds after round 0
+    c.loop.budget = 16  # B: scenes generated per round
     c.loop.rollouts_per_variant = 1  # N
     c.loop.num_candidates = 2  # j: best-of-j chunks by the critic at collection
     c.loop.critiques_per_mode = 4  # C
@@ -63,7 +63,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.max_extra_blocks = 2
     c.loop.min_stop_round = 3  # "no mode in band" stops the run only from this round on
     c.loop.max_env_steps = 0  # total physics-step budget (0 = unlimited)
-    c.loop.bc_steps = 1500  # round 0: BC on planner demos (the SFT start)
+    c.loop.bc_steps = 3000  # round 0: BC on planner demos (the SFT start)
     c.loop.validate_n = 8  # targeted / control variants per candidate mode
     c.loop.max_validations = 3  # candidate modes tested per round
     c.loop.max_parents = 8  # diagnosed scenes kept per mode (generation parents)

@@ -29,7 +29,7 @@ def smoke_run(tmp_path_factory):
     from coda import loop
 
     workdir = str(tmp_path_factory.mktemp("smoke_run"))
-    cfg = smoke_config()
+    cfg = smoke_config(rounds=1)  # one round after round 0: the default suite's budget
     summary = loop.run(cfg, workdir)
     return cfg, workdir, summary
 
