@@ -387,7 +387,7 @@ def rollout_success(
     success = np.zeros(len(compiled), bool)
     factory = _policy_for(policy)
     mult = getattr(backend, "n_devices", 1)
-    for bucket in make_buckets(compiled, batch_size=batch_size, multiple_of=mult):
+    for bucket in make_buckets(compiled, batch_size=batch_size, multiple_of=mult, pow2=True):
         key, sub = jax.random.split(key)
         r = backend.rollout(bucket, factory(bucket), params, sub, num_chunks)
         ok = np.asarray(r.success)

@@ -17,9 +17,10 @@ marked failed; they never crash the batch.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import jax
@@ -63,6 +64,32 @@ class RolloutResult:
     env_steps: int = struct.field(pytree_node=False, default=0)  # physics steps, valid only
 
 
+_SUCCESS_JIT: dict[tuple, Callable] = {}
+
+
+def _success_over_time(v: CompiledScene) -> Callable:
+    """ν over states [B, T] -> [B, T] bool, one jitted function per (task, symbol table).
+
+    ν is a closure made per compiled scene, so it cannot key a jit cache itself; the task's
+    family, params and roles plus the symbol table determine it (`check_same_task`).
+    """
+    task = v.scene.task
+    key = (
+        task["family"],
+        json.dumps(task.get("params", {}), sort_keys=True, default=str),
+        json.dumps(task.get("roles", {}), sort_keys=True, default=str),
+        v.sym,
+    )
+    fn = _SUCCESS_JIT.get(key)
+    if fn is None:
+        success, sym = v.success, v.sym
+        fn = jax.jit(jax.vmap(lambda s: success(s, sym), in_axes=1, out_axes=1))
+        if len(_SUCCESS_JIT) >= 256:  # bounded: drop the oldest structure
+            _SUCCESS_JIT.pop(next(iter(_SUCCESS_JIT)))
+        _SUCCESS_JIT[key] = fn
+    return fn
+
+
 class Bucket:
     """Same-structure variants, padded to a fixed batch size."""
 
@@ -88,9 +115,9 @@ class Bucket:
         self.init_ctrl = np.stack([v.init_ctrl for v in self.padded])
         self._mjx = None
         self._initial = None
-        # ν over [B, C+1] states, jitted once per bucket (eager dispatch costs ~0.1-0.4 s/call)
-        success, sym = self.success, self.sym
-        self.success_over_time = jax.jit(jax.vmap(lambda s: success(s, sym), in_axes=1, out_axes=1))
+        # ν over [B, C+1] states, jitted once per task structure (not per bucket: the engine
+        # and critic build many small buckets of one structure; retracing ν cost ~2 s each)
+        self.success_over_time = _success_over_time(variants[0])
 
     @property
     def models(self) -> list[mujoco.MjModel]:
@@ -250,6 +277,10 @@ def episode_keys(rng: jax.Array, num_chunks: int) -> tuple[jax.Array, jax.Array]
     return k0, jax.random.split(rng, num_chunks)
 
 
+# decode of a whole trace [B, C+1]: jitted (eager, its many slices compiled one by one)
+_decode_jit = jax.jit(decode, static_argnums=1)
+
+
 @functools.partial(jax.jit, static_argnames=("policy", "layout"))
 def _policy_chunk(policy, layout, params, sensordata, consts, target, carry, rng):
     state = decode(sensordata, layout, consts, target)
@@ -326,7 +357,7 @@ class NativeBackend:
             acts.append(np.asarray(actions))
             infos.append(jax.tree_util.tree_map(np.asarray, info))
         sensordata = jnp.asarray(np.stack(ends, 1), jnp.float32)  # [B, C+1, S]
-        states = decode(sensordata, bucket.layout, consts, jnp.asarray(np.stack(cmds, 1)))
+        states = _decode_jit(sensordata, bucket.layout, consts, jnp.asarray(np.stack(cmds, 1)))
         info = {k: jnp.stack([i[k] for i in infos], 1) for k in (infos[0] if infos else {})}
         actions = jnp.asarray(np.stack(acts, 1))
         qpos = np.stack(qs, 1)
@@ -511,9 +542,17 @@ def make_backend(name: str = "auto", nthread: int | None = None) -> NativeBacken
 
 
 def make_buckets(
-    compiled: Sequence[CompiledScene], batch_size: int | None = None, multiple_of: int = 1
+    compiled: Sequence[CompiledScene],
+    batch_size: int | None = None,
+    multiple_of: int = 1,
+    *,
+    pow2: bool = False,
 ) -> list[Bucket]:
-    """Groups variants by structure; pads each bucket to `batch_size` (or a multiple)."""
+    """Groups variants by structure; pads each bucket to `batch_size` (or a multiple).
+
+    `pow2` (with `batch_size` None): pad each bucket to the next power of two instead, so the
+    many small buckets an engine or critic makes share a few compiled batch shapes.
+    """
     from coda.sim.compile import group_buckets
 
     out = []
@@ -521,6 +560,8 @@ def make_buckets(
         for i in range(0, len(group), batch_size or len(group)):
             part = group[i : i + (batch_size or len(group))]
             bs = batch_size or len(part)
+            if pow2 and batch_size is None:
+                bs = 1 << (bs - 1).bit_length()
             bs = -(-bs // multiple_of) * multiple_of
             out.append(Bucket(part, bs))
     return out
