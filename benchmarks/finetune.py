@@ -39,10 +39,9 @@ jax.config.update(
 )
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
-from finetune_bc import NUM_CHUNKS, POLICY_OVERRIDES, load_checkpoint, training_bucket  # noqa: E402
+from finetune_bc import NUM_CHUNKS, load_checkpoint, make_policy, training_bucket  # noqa: E402
 
 from coda.eval import evaluate, make_suites, planner_agent, policy_agent  # noqa: E402
-from coda.policy import get_policy  # noqa: E402
 from coda.policy.base import Batch  # noqa: E402
 from coda.sim.planner import planner_for  # noqa: E402
 from coda.sim.rollout import make_backend  # noqa: E402
@@ -79,7 +78,7 @@ class Setup:
         self.blob = load_checkpoint(ckpt)
         self.family = self.blob["family"]
         self.layouts = int(self.blob["layouts"])
-        self.policy = get_policy("small", **POLICY_OVERRIDES)
+        self.policy = make_policy(self.blob.get("policy", "small"))
         self.backend = make_backend("native")
         self.bucket = training_bucket(self.family, self.layouts)
         kw = {} if suite_names is None else {"names": suite_names}
@@ -154,7 +153,7 @@ def cmd_bc_report(args) -> None:
                 "peak_lr": b["lr"],
                 "ema": b["ema"],
                 "batch": 32,
-                "policy": "small (state-only)",
+                "policy": b.get("policy", "small") + " (state-only; see finetune_bc.POLICIES)",
                 "loss_curve": b["loss_curve"],
             },
             **out,
@@ -200,8 +199,8 @@ def _auc(scores: np.ndarray, labels: np.ndarray) -> float:
 
 def critic_report(learner: Learner, obs, actions, succ, mc) -> dict:
     critic, p = learner.critic, learner.cstate.params
-    v = np.asarray(critic.v(p, obs))
-    q = np.asarray(critic.q_min(p, obs, actions))
+    v = np.asarray(jax.jit(critic.v)(p, obs))
+    q = np.asarray(jax.jit(critic.q_min)(p, obs, actions))
     adv = q - v
     var = float(np.var(mc))
     return {
@@ -236,15 +235,24 @@ def awr_weight_report(adv: np.ndarray, succ: np.ndarray, temperature: float, max
     return out
 
 
+_JIT: dict = {}
+
+
+def _jitted(policy, name: str):
+    if (id(policy), name) not in _JIT:
+        _JIT[id(policy), name] = jax.jit(getattr(policy, name))
+    return _JIT[id(policy), name]
+
+
 def action_shift(policy, params0, params, obs, rng) -> float:
     """Mean |Δa| between chunks sampled under the same noise by two weight sets."""
-    a0 = policy.sample_chunks(params0, obs, rng)
-    a1 = policy.sample_chunks(params, obs, rng)
+    sample = _jitted(policy, "sample_chunks")
+    a0, a1 = sample(params0, obs, rng), sample(params, obs, rng)
     return float(jnp.mean(jnp.abs(jnp.clip(a1, -1, 1) - jnp.clip(a0, -1, 1))))
 
 
 def demo_loss(policy, params, demos: Batch, rng) -> float:
-    return float(jnp.mean(policy.per_sample_loss(params, demos, rng)))
+    return float(jnp.mean(_jitted(policy, "per_sample_loss")(params, demos, rng)))
 
 
 def cmd_diagnose(args) -> None:
@@ -288,12 +296,12 @@ def cmd_diagnose(args) -> None:
     probe_demo = awr_lib.take(demos, jnp.arange(min(256, demos.actions.shape[0])))
     params0 = st.params()
     k_noise, k_noise2, k_loss = jax.random.split(jax.random.key(31), 3)
-    out["sampling_spread"] = action_shift(pol, params0, params0, probe_obs, k_noise)
+    sample = _jitted(pol, "sample_chunks")
     out["sampling_spread_two_noise_draws"] = float(
         jnp.mean(
             jnp.abs(
-                jnp.clip(pol.sample_chunks(params0, probe_obs, k_noise), -1, 1)
-                - jnp.clip(pol.sample_chunks(params0, probe_obs, k_noise2), -1, 1)
+                jnp.clip(sample(params0, probe_obs, k_noise), -1, 1)
+                - jnp.clip(sample(params0, probe_obs, k_noise2), -1, 1)
             )
         )
     )
@@ -422,7 +430,7 @@ def main(argv=None):
     d.add_argument(
         "--rules",
         nargs="+",
-        default=["bc_demos_only", "awr_text2potential", "awr_pure", "awr_positive_only"],
+        default=["bc_demos_only", "awr_text2potential", "awr_positive_only"],
     )
     d.add_argument("--out", required=True)
     r = sub.add_parser("run")

@@ -28,7 +28,6 @@ jax.config.update(
 )
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
-from coda.policy import get_policy  # noqa: E402
 from coda.sim.planner import planner_for  # noqa: E402
 from coda.sim.rollout import make_backend  # noqa: E402
 from coda.train import Learner, LearnerConfig  # noqa: E402
@@ -49,6 +48,25 @@ sample_layout()
 }
 NUM_CHUNKS = 14
 POLICY_OVERRIDES = dict(max_token_len=16)  # prompts here are < 16 tokens; same parameters
+# `small` cut to fit this machine's share of 2 shared CPU cores (~0.2-0.5 core per engineer): the
+# same state-only pi0.5 structure (prefix transformer + action expert, flow matching, horizon 10,
+# 10 sampling steps) at half the width and depth. Chosen with --policy reduced.
+REDUCED = dict(
+    max_token_len=16,
+    vlm=dict(width=96, depth=2, mlp_dim=384, num_heads=2, num_kv_heads=1, head_dim=48),
+    expert=dict(width=48, depth=2, mlp_dim=192, num_heads=2, num_kv_heads=1, head_dim=48),
+    state_hidden=128,
+    num_state_tokens=2,
+)
+POLICIES = {"small": POLICY_OVERRIDES, "reduced": REDUCED}
+
+
+def make_policy(name: str):
+    from coda.policy import get_policy
+
+    if name not in POLICIES:
+        raise KeyError(f"unknown benchmark policy {name!r}; valid: {sorted(POLICIES)}")
+    return get_policy("small", **POLICIES[name])
 
 
 def training_bucket(family: str, layouts: int):
@@ -83,6 +101,8 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--ema", type=float, default=0.999)
     p.add_argument("--save-every", type=int, default=1000)
+    p.add_argument("--policy", choices=sorted(POLICIES), default="small")
+    p.add_argument("--init", default=None, help="continue from this checkpoint's acting weights")
     p.add_argument("--out", required=True, help="directory for step_<n>.pkl checkpoints")
     args = p.parse_args(argv)
     t0 = time.time()
@@ -90,14 +110,16 @@ def main(argv=None):
     backend = make_backend("native")
     demos = backend.rollout(bucket, planner_for(bucket), None, jax.random.key(0), NUM_CHUNKS)
     planner_success = float(np.asarray(demos.success)[bucket.valid].mean())
-    policy = get_policy("small", **POLICY_OVERRIDES)
+    policy = make_policy(args.policy)
+    init = load_checkpoint(args.init) if args.init else None
     learner = Learner(
         policy,
         LearnerConfig(policy_lr=args.lr, policy_batch=32, policy_warmup=100, policy_ema=args.ema),
         jax.random.key(1),
         total_policy_steps=args.steps,
+        policy_params=None if init is None else jax.tree.map(jax.numpy.asarray, init["params"]),
     )
-    learner.fit_norm(demos.states)
+    learner.fit_norm(demos.states)  # the same demos: the same statistics as the init's
     data = learner.demo_batch(demos, bucket)
     n_demos = int(np.asarray(demos.success)[bucket.valid].sum())
     rows = data.actions.shape
@@ -112,11 +134,13 @@ def main(argv=None):
         log.append({"step": done, "loss": m["loss"], "t": time.time() - t0})
         meta = {
             "family": args.family,
+            "policy": args.policy,
             "program": PROGRAMS[args.family],
             "layouts": args.layouts,
             "demos": n_demos,
             "planner_success": planner_success,
-            "step": done,
+            "step": done + (0 if init is None else int(init["step"])),
+            "init": args.init,
             "total_steps": args.steps,
             "lr": args.lr,
             "ema": args.ema,
