@@ -11,6 +11,10 @@ program choice excluded). The LLM path is measured once per family as well: the 
 (rule table written as SDK source) with its program run in the sandbox's subprocess worker
 (one worker per batch), i.e. the cost an LLM-written program pays.
 
+The critic half of the engine's throughput (offline diagnoses per second, counterfactual probes
+included) is `benchmarks/critic.py` (results/critic.json); the whole chain end to end (critic ->
+validation -> allocation -> Ω transfer) is tests/test_engine_planted.py.
+
 Run:  python benchmarks/engine.py --out benchmarks/results/engine.json
 """
 
