@@ -41,10 +41,14 @@ def _demos(backend, compiled):
 
 
 @pytest.fixture(scope="module")
-def demos(family_variants, native_backend):
-    """{case: (bucket, Demos)}: each family's default variants, plus the other stack_or_insert
-    mode and the other articulated action, so all five program kinds and both actions run."""
-    out = {name: _demos(native_backend, v[:4]) for name, v in family_variants.items()}
+def demos(planner_demos, native_backend):
+    """{case: (bucket, Demos)}: each family's largest bucket of the shared planner demos, plus
+    the other stack_or_insert mode and the other articulated action, so all five program kinds
+    and both actions run."""
+    out = {}
+    for name, rollouts in planner_demos.items():
+        bucket, r = max(rollouts, key=lambda br: len(br[0].variants))
+        out[name] = (bucket, Demos.from_rollout(r, bucket))
     have = {
         "stack_or_insert": out["stack_or_insert"][0].scene_task["params"]["mode"],
         "articulated": out["articulated"][0].scene_task["params"]["action"],
