@@ -140,3 +140,50 @@ def concat_batches(batches: Sequence[Batch], cap: int | None = None) -> Batch | 
     if cap is not None and out.actions.shape[0] > cap:
         out = jax.tree.map(lambda x: x[-cap:], out)
     return out
+
+
+class BoundFactory:
+    """(factory, params) for APIs that take a policy factory and ONE params object (the
+    critic's probes): the factory returns the shared compiled agent of the bucket's batch size
+    and remembers the bucket's params; `params` reads them when the rollout flattens it.
+
+    This relies on the caller building the policy for a bucket right before rolling that bucket
+    out (`coda.critic.probes.run_probes` does: `backend.rollout(bucket, policy_for(bucket),
+    params, ...)`); it raises if params are read before any bucket was seen.
+    """
+
+    def __init__(self, agents: Agents, j: int = 1) -> None:
+        self.agents, self.j = agents, j
+        self.current: AgentParams | None = None
+        self.params = _LateParams(self)
+
+    def __call__(self, bucket: Bucket) -> PolicyAgent:
+        agent, self.current = self.agents(bucket, self.j)
+        return agent
+
+
+@jax.tree_util.register_pytree_node_class
+class _LateParams:
+    """Flattens to the `AgentParams` of the bucket its factory saw last (see `BoundFactory`)."""
+
+    def __init__(self, owner: BoundFactory) -> None:
+        self.owner = owner
+
+    def _now(self) -> AgentParams:
+        if self.owner.current is None:
+            raise RuntimeError("params read before the factory built an agent for a bucket")
+        return self.owner.current
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "owner":
+            raise AttributeError(name)
+        return getattr(self._now(), name)
+
+    def tree_flatten(self):
+        p = self._now()
+        return (p.policy, p.norm, p.critic, p.tokens), None
+
+    @classmethod
+    def tree_unflatten(cls, aux: Any, children: Any) -> AgentParams:
+        policy, norm, critic, tokens = children
+        return AgentParams(policy, norm, critic, tokens=tokens)

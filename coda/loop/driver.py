@@ -113,10 +113,7 @@ class Context:
         self.budgets.rollout_seconds += float(seconds)
 
     def evaluate(self, key: jax.Array, names=None) -> tuple[dict, int]:
-        from coda.eval import policy_agent
-
-        lrn = self.learner
-        agent_for = policy_agent(self.policy, lrn.acting_params, lrn.norm, agents=self.eval_agents)
+        agent_for = self.agents  # the rollouts' compiled agents (j = 1), current weights
         suites = self.suites if names is None else {n: self.suites[n] for n in names}
         t0 = time.perf_counter()
         res, steps = evaluate_suites(
@@ -213,6 +210,25 @@ def _sft_demos(ctx: Context, key: jax.Array, fit: bool) -> Any:
     return collect.concat_batches(rows, int(lc.demo_cap)), planner
 
 
+def _bc_with_progress(ctx: Context, demos: Any, steps: int, key: jax.Array) -> dict:
+    """BC in blocks of `BC_BLOCK` updates under a progress bar with an ETA."""
+    from tqdm.auto import tqdm
+
+    m: dict = {}
+    with tqdm(total=steps, desc="BC updates", unit="upd", leave=False, mininterval=2.0) as pb:
+        done, i = 0, 0
+        while done < steps:
+            n = min(BC_BLOCK, steps - done)
+            m = ctx.learner.update_policy_bc(demos, n, jax.random.fold_in(key, i))
+            done, i = done + n, i + 1
+            pb.update(n)
+            pb.set_postfix(loss=f"{m.get('loss', float('nan')):.4f}")
+    return m
+
+
+BC_BLOCK = 100
+
+
 def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
     """Round 0: seeding, planner demos, BC (the SFT start), the fixed suites, first evaluation."""
     c, lc, s = ctx.config, ctx.config.loop, ctx.strategy
@@ -238,9 +254,9 @@ def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
         pre, _ = ctx.evaluate(k_pre, ["id"])
         row["untrained_id"] = pre["id"].as_dict()
     if s.bc_start and demos is not None:
-        bar.set_description(f"round 0: BC ({lc.bc_steps} updates)")
+        bar.set_description("round 0: BC on planner demos")
         t0 = time.perf_counter()
-        m = ctx.learner.update_policy_bc(demos, int(lc.bc_steps), k_bc)
+        m = _bc_with_progress(ctx, demos, int(lc.bc_steps), k_bc)
         ctx.budgets.update_seconds += time.perf_counter() - t0
         row["bc_loss"] = m.get("loss")
         if lc.demo_fraction > 0:

@@ -302,10 +302,11 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
     chosen = select_failures(episodes, int(lc.critiques_per_mode), k_sel)
     out: dict[str, Any] = {"critiqued": len(chosen), "diagnosed": 0, "validated": [], "refuted": []}
     if chosen:
+        bound = collect.BoundFactory(ctx.agents, 1)  # shared compiled agents, per-bucket tokens
         critic = make_critic(
             cc.name,
-            policy=lambda b: ctx.learner.agent(b, 1),
-            params=ctx.learner.agent_params(),
+            policy=bound,
+            params=bound.params,
             backend=ctx.backend,
             num_chunks=int(ctx.config.sim.num_chunks),
             n_probes=int(cc.n_probes),
@@ -323,7 +324,12 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
                 if len(parents) < int(lc.max_parents):
                     parents.append(c.episode.compiled.scene.to_dict())
                 ctx.failures.append((r, c))
-    cands = [m for m in ctx.memory.modes(status="candidate") if m.id in state.mode_parents]
+    # execution modes name no scene factor to vary: no control experiment can test them
+    cands = [
+        m
+        for m in ctx.memory.modes(status="candidate")
+        if m.id in state.mode_parents and m.factor != "execution"
+    ]
     for i, m in enumerate(cands[: int(lc.max_validations)]):
         parents = [Scene.from_dict(d) for d in state.mode_parents[m.id]]
         try:
