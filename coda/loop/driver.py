@@ -454,6 +454,24 @@ def _line(row: dict, budgets: Budgets) -> str:
     )
 
 
+def _drop_partial(workdir: str, last: int | None) -> None:
+    """What a killed run left beyond its last complete round: with no complete round, the live
+    memory, TensorBoard events and failure traces (round 0 starts over); else failure traces of
+    later rounds (memory is restored from the round's snapshot, TensorBoard purged)."""
+    import glob
+    import shutil
+
+    if last is None:
+        for f in glob.glob(os.path.join(workdir, "memory.sqlite*")):
+            os.remove(f)
+        for d in ("tb", "failures", ckpt.CKPT_DIR):
+            shutil.rmtree(os.path.join(workdir, d), ignore_errors=True)
+        return
+    for f in glob.glob(os.path.join(workdir, "failures", "round*_*")):
+        if int(os.path.basename(f)[len("round") :].split("_")[0]) > last:
+            os.remove(f)
+
+
 def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]:
     """The whole run (or its continuation after the last complete round); returns the summary."""
     from tqdm.auto import tqdm
@@ -471,6 +489,7 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         )
     if last is not None:
         _check_same_config(workdir, config)
+    _drop_partial(workdir, last)
     with open(os.path.join(workdir, "config.json"), "w") as f:
         f.write(config.to_json_best_effort(indent=2))
     t_start = time.perf_counter()
