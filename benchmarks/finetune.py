@@ -209,8 +209,9 @@ def critic_report(learner: Learner, obs, actions, succ, mc) -> dict:
         "mc_return_var": var,
         "v_mse": float(np.mean((v - mc) ** 2)),
         "q_mse": float(np.mean((q - mc) ** 2)),
-        "v_explained_variance": 1.0 - float(np.var(mc - v)) / max(var, 1e-12),
-        "q_explained_variance": 1.0 - float(np.var(mc - q)) / max(var, 1e-12),
+        # undefined when every return is equal (e.g. no success at all): None
+        "v_explained_variance": 1.0 - float(np.var(mc - v)) / var if var > 1e-9 else None,
+        "q_explained_variance": 1.0 - float(np.var(mc - q)) / var if var > 1e-9 else None,
         "adv_mean": float(adv.mean()),
         "adv_std": float(adv.std()),
         "frac_adv_pos_success_rows": float(np.mean(adv[succ] > 0)) if succ.any() else None,
