@@ -94,14 +94,24 @@ def pick_suites():
     return make_suites([PICK] * 4, [0, 1, 2, 3], episodes=4, seed=0, batch_size=4)
 
 
-def test_planner_succeeds_and_random_fails_on_every_suite(pick_suites, native_backend):
+def test_planner_succeeds_and_random_fails_on_heldout_layouts(pick_suites, native_backend):
     rng = jax.random.key(0)
-    planner = evaluate_all(planner_agent, pick_suites, native_backend, rng, CHUNKS)
+    suite = pick_suites["heldout_layouts"]
+    planner = evaluate(planner_agent, suite, native_backend, rng, CHUNKS)
+    assert planner.n == 4 and planner.rate >= 0.75, planner
+    rand = evaluate(random_agent, suite, native_backend, rng, CHUNKS)
+    assert rand.n == 4 and rand.successes == 0
+    one = evaluate(planner_agent, suite, native_backend, rng, CHUNKS, max_episodes=1)
+    assert one.n == 4  # whole buckets: the first bucket already holds >= 1 episode
+
+
+@pytest.mark.slow
+def test_planner_succeeds_on_every_suite(pick_suites, native_backend):
+    """~25 s (one planner compile per object structure): every held-out suite is solvable."""
+    planner = evaluate_all(planner_agent, pick_suites, native_backend, jax.random.key(0), CHUNKS)
     for name, r in planner.items():
         assert r.n == 4, name
         assert r.rate >= 0.75, f"planner on {name}: {r}"
-    rand = evaluate(random_agent, pick_suites["heldout_layouts"], native_backend, rng, CHUNKS)
-    assert rand.n == 4 and rand.successes == 0
 
 
 def test_suites_are_deterministic_and_compiled_once(pick_suites):
