@@ -14,12 +14,16 @@ dense-MLP reference of about the same FLOPs per update (plain [rows, w] x [w, w]
 
 FLOPs per update are analytic (`coda.policy.flops`, 3 × forward, checked against XLA's cost
 analysis in tests): ``useful`` counts the prompt at the needed width (padding is waste),
-``executed`` at the width the variant runs. The machine's peak is a large float32 matmul timed
-in the same run; MFU = useful FLOP/s / peak. To explain the gap, the run also times the model's
-own GEMM shapes (the matmuls of one ``small`` forward at batch 32) and a forward-only pass.
+``executed`` at the width the variant runs. The machine's peak is a large float32 matmul (1024³
+and 2048³) timed in the same run; MFU = useful FLOP/s / peak. To explain the gap, the run also
+times ``small``'s own GEMM shapes (the matmuls of one forward at this batch), a forward-only
+pass, and ``small`` at a 4× batch (larger matmuls).
 
-The CPU is shared: the load average is recorded at the start and end of every section.
-Compile time is excluded from every rate (reported separately).
+The CPU is shared with other work. Every entry is compiled first, then all are timed once per
+round for several interleaved rounds, so each sees the same load; rates use the best round.
+Besides wall-clock rates (``mfu_wall``), rates per CPU-second of this process
+(``mfu_cpu``: useful FLOPs / process CPU time, against the peak matmul's FLOPs per CPU-second)
+discount the time the process was descheduled by other load.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from coda.policy.flops import train_flops_per_sample  # noqa: E402
 from coda.policy.train import make_scan_train_step  # noqa: E402
 from coda.train.replay import Replay  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPT = 12  # tokens of a typical CoDA instruction (BOS + ~10 pieces + newline) -> width 16
 
 
@@ -58,37 +63,7 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def best_and_median(fn, repeats: int) -> tuple[float, float]:
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t0)
-    return float(np.min(ts)), float(np.median(ts))
-
-
 # --- the machine's peak -------------------------------------------------------------------------
-
-
-def matmul_rate(m: int, k: int, n: int, repeats: int, inner: int = 1) -> dict:
-    """float32 [m, k] x [k, n] GFLOP/s (best and median of `repeats`, `inner` matmuls each)."""
-    ka, kb = jax.random.split(jax.random.key(0))
-    a = jax.random.normal(ka, (m, k), jnp.float32)
-    b = jax.random.normal(kb, (k, n), jnp.float32)
-
-    f = jax.jit(jnp.dot)
-    jax.block_until_ready(f(a, b))
-
-    def run():  # `inner` back-to-back dispatches (asynchronous: dispatch overlaps compute)
-        return [f(a, b) for _ in range(inner)]
-
-    best, med = best_and_median(run, repeats)
-    flops = 2.0 * m * k * n * inner
-    return {
-        "shape": [m, k, n],
-        "gflops_best": flops / best / 1e9,
-        "gflops_median": flops / med / 1e9,
-    }
 
 
 def small_gemm_shapes(policy, batch: int, width: int) -> list[tuple[str, int, int, int, int]]:
@@ -164,20 +139,15 @@ def mlp_rows(model: DenseMLP, n: int, rows: int, rng: np.random.Generator) -> Ba
     return Batch(obs, y, jnp.ones((n,), jnp.float32))
 
 
-def bench_variant(model, data: Batch, batch: int, k: int, scan: bool, repeats: int) -> dict:
-    """Updates/s of one training variant; compile excluded."""
+def train_runner(model, data: Batch, batch: int, k: int, scan: bool):
+    """A `work()` doing k updates of one training variant (compiled here, excluded)."""
     cfg = train_config(peak_lr=3e-4, warmup_steps=10, decay_steps=10000, ema_decay=None)
-    params = model.init(jax.random.key(0))
-    state = init_train_state(params, cfg)
+    state = init_train_state(model.init(jax.random.key(0)), cfg)
     n = data.actions.shape[0]
     keys = jax.random.split(jax.random.key(1), k)
-    t0 = time.perf_counter()
     if scan:
         buf = Replay.from_rows(data)
         run = make_scan_train_step(model, cfg, lambda d, key: d.sample(key, batch))
-        state, m = run(state, buf, keys)
-        jax.block_until_ready(m)
-        compile_s = time.perf_counter() - t0
 
         def work():
             nonlocal state
@@ -187,41 +157,32 @@ def bench_variant(model, data: Batch, batch: int, k: int, scan: bool, repeats: i
         step = make_train_step(model, cfg)
         take = jax.jit(lambda d, idx: jax.tree.map(lambda x: x[idx], d))
 
-        def one(key, state):  # today's Learner: a gathered minibatch, then one jitted step
-            k1, k2 = jax.random.split(key)
-            idx = jax.random.randint(k1, (batch,), 0, n)
-            return step(state, take(data, idx), k2)
-
-        state, m = one(keys[0], state)
-        jax.block_until_ready(m)
-        compile_s = time.perf_counter() - t0
-
-        def work():
+        def work():  # today's Learner: per update a gathered minibatch, then one jitted step
             nonlocal state
             for key in keys:
-                state, m = one(key, state)
+                k1, k2 = jax.random.split(key)
+                idx = jax.random.randint(k1, (batch,), 0, n)
+                state, m = step(state, take(data, idx), k2)
             return m
 
-    lo = load()
-    best, med = best_and_median(work, repeats)
-    return {
-        "compile_s": compile_s,
-        "updates_per_call": k if scan else 1,
-        "updates_per_s_best": k / best,
-        "updates_per_s_median": k / med,
-        "load_before": lo,
-        "load_after": load(),
-    }
+    return work
 
 
-def forward_rate(model, data: Batch, batch: int, repeats: int) -> float:
-    """Forward-only (loss) passes per second at `batch` (for the backward / update share)."""
+def forward_runner(model, data: Batch, batch: int, k: int):
+    """k forward-only (loss) passes at `batch` (the backward + optimiser share by difference)."""
     mb = jax.tree.map(lambda x: x[:batch], data)
     params = model.init(jax.random.key(0))
     f = jax.jit(lambda p, b, r: model.loss(p, b, r)[0])
-    jax.block_until_ready(f(params, mb, jax.random.key(0)))
-    best, _ = best_and_median(lambda: f(params, mb, jax.random.key(0)), repeats)
-    return 1.0 / best
+    return lambda: [f(params, mb, jax.random.key(i)) for i in range(k)]
+
+
+def matmul_runner(m: int, k: int, n: int, inner: int):
+    """`inner` back-to-back float32 [m, k] x [k, n] matmuls (asynchronous dispatch)."""
+    ka, kb = jax.random.split(jax.random.key(0))
+    a = jax.random.normal(ka, (m, k), jnp.float32)
+    b = jax.random.normal(kb, (k, n), jnp.float32)
+    f = jax.jit(jnp.dot)
+    return lambda: [f(a, b) for _ in range(inner)]
 
 
 def main() -> None:
@@ -229,12 +190,12 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/learner.json")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--k", type=int, default=8, help="updates per jitted call (scan length)")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--models", default="small,oft,dense")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     ap.add_argument("--big-batch", type=int, default=128, help="extra small variant; 0 = off")
     args = ap.parse_args()
+    jax.config.update("jax_compilation_cache_dir", os.path.join(ROOT, ".jax_cache"))
     rng = np.random.default_rng(0)
-    out = {
+    out: dict = {
         "command": "python " + " ".join(sys.argv),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {
@@ -249,105 +210,120 @@ def main() -> None:
         "k": args.k,
         "prompt_tokens": PROMPT,
     }
-    print(json.dumps(out, indent=1), flush=True)
-
-    # 1. peak: a large float32 matmul, timed now and again before every model (the CPU is
-    # shared: the most the machine delivered during this run is its peak here)
-    peaks = []
-
-    def sample_peak(when: str) -> None:
-        for n in (1024, 2048):
-            r = matmul_rate(n, n, n, repeats=5, inner=16 if n == 1024 else 2)
-            peaks.append({"when": when, **r, "load": load()})
-            print("peak", peaks[-1], flush=True)
-
-    sample_peak("start")
+    b, k = args.batch, args.k
     small = get_policy("small")
     width = token_bucket(PROMPT, small.config.max_token_len)
-    # 2. the model's own GEMMs (one small forward at this batch): what matmuls of that size get
-    gemms = []
-    for name, count, m, k, n in small_gemm_shapes(small, args.batch, width):
-        r = matmul_rate(m, k, n, repeats=3, inner=8)
-        gemms.append({"name": name, "count": count, **r})
-    tot_flops = sum(2.0 * g["count"] * np.prod(g["shape"]) for g in gemms)
-    tot_time = sum(2.0 * g["count"] * np.prod(g["shape"]) / (g["gflops_best"] * 1e9) for g in gemms)
-    out["small_forward_gemms"] = {
-        "shapes": gemms,
-        "gflops_weighted": tot_flops / tot_time / 1e9,
-        "load": load(),
-    }
-    print("gemms", out["small_forward_gemms"]["gflops_weighted"], flush=True)
+    out["prompt_width"] = width
+    # entries: name -> (work, useful FLOPs per work(), executed FLOPs per work(), group, info)
+    entries: dict = {}
 
-    # 3. models side by side
-    models = {}
-    n_rows = 4096
-    for name in args.models.split(","):
-        sample_peak(f"before {name}")
-        t_model = time.perf_counter()
-        res: dict = {}
-        if name == "dense":
-            # rows per sample = small's token count at the needed width; depth for equal FLOPs
+    def add(name, work, useful, executed, group, **info):
+        t0 = time.perf_counter()
+        jax.block_until_ready(work())  # compile + first run, excluded from the rates
+        info["compile_and_first_s"] = time.perf_counter() - t0
+        entries[name] = (work, float(useful), float(executed), group, info)
+        print(f"ready {name} ({info['compile_and_first_s']:.0f}s, load {load()})", flush=True)
+
+    for n, inner in ((1024, 16), (2048, 2)):  # the machine's peak: large float32 matmuls
+        add(f"peak_{n}", matmul_runner(n, n, n, inner), 2.0 * n**3 * inner, 0, "peak")
+    for name, count, m, kk, n in small_gemm_shapes(small, b, width):  # small's own GEMMs
+        f = 2.0 * m * kk * n * 8
+        add(f"gemm_{name}", matmul_runner(m, kk, n, 8), f, f, "gemm", count=count, shape=[m, kk, n])
+
+    dense_cfg = None
+    for name in ("small", "oft", "dense"):
+        if name == "dense":  # rows per sample = small's tokens at the needed width; equal FLOPs
             c = small.config
             rows = c.num_state_tokens + width + c.action_horizon
-            target = train_flops_per_sample(c, width)
             w = 768
-            depth = max(1, round(target / (6 * rows * w * w)))
+            depth = max(1, round(train_flops_per_sample(c, width) / (6 * rows * w * w)))
             model = DenseMLP(w, depth)
+            dense_cfg = {"width": w, "depth": depth, "rows_per_sample": rows}
             data = mlp_rows(model, 512, rows, rng)
-            res["config"] = {"width": w, "depth": depth, "rows_per_sample": rows}
-            useful = executed = model.train_flops_per_sample(rows) * args.batch
-            variants = {"single_step": (data, False, useful), "scan": (data, True, useful)}
-        else:
-            model = get_policy(name)
-            c = model.config
-            res["params"] = int(sum(x.size for x in jax.tree.leaves(model.init(jax.random.key(0)))))
-            full = policy_rows(model, n_rows, c.max_token_len, rng)
-            assert prompt_width(full.obs.token_mask) == PROMPT
-            cut = policy_rows(model, n_rows, width, rng)
-            useful = train_flops_per_sample(c, width) * args.batch
-            executed = train_flops_per_sample(c, c.max_token_len) * args.batch
-            variants = {
-                "single_step_w32": (full, False, executed),
-                "scan_w32": (full, True, executed),
-                "scan": (cut, True, useful),
-            }
-            if name == "small" and args.big_batch:  # larger matmuls: the small-GEMM effect
-                f = args.big_batch / args.batch
-                variants[f"scan_b{args.big_batch}"] = (cut, True, useful * f, args.big_batch)
-        res["useful_flops_per_update"] = useful
-        res["variants"] = {}
-        for vname, spec in variants.items():
-            data, scan, ex = spec[:3]
-            b = spec[3] if len(spec) > 3 else args.batch
-            use = ex if len(spec) > 3 else useful
-            r = bench_variant(model, data, b, args.k, scan, args.repeats)
-            r["batch"] = b
-            r["executed_flops_per_update"] = ex
-            r["useful_gflops"] = use * r["updates_per_s_best"] / 1e9
-            r["executed_gflops"] = ex * r["updates_per_s_best"] / 1e9
-            res["variants"][vname] = r
-            print(name, vname, json.dumps(r), flush=True)
-        last = variants["scan"]
-        fwd = forward_rate(model, last[0], args.batch, args.repeats)
-        res["forward_per_s"] = fwd
-        res["forward_useful_gflops"] = useful / 3 * fwd / 1e9
-        res["wall_s"] = time.perf_counter() - t_model
-        models[name] = res
-    sample_peak("end")
-    peak_gflops = max(p["gflops_best"] for p in peaks)
-    out["peak"] = {"gflops": peak_gflops, "samples": peaks}
-    for res in models.values():  # utilisation against the run's peak
-        for r in res["variants"].values():
-            r["mfu"] = r["useful_gflops"] / peak_gflops
-            r["hardware_utilisation"] = r["executed_gflops"] / peak_gflops
-        res["forward_mfu"] = res["forward_useful_gflops"] / peak_gflops
-    g = out["small_forward_gemms"]
-    g["fraction_of_peak"] = g["gflops_weighted"] / peak_gflops
-    out["models"] = models
+            f = model.train_flops_per_sample(rows) * b * k
+            add("dense/single_step", train_runner(model, data, b, k, False), f, f, name)
+            add("dense/scan", train_runner(model, data, b, k, True), f, f, name)
+            continue
+        model = get_policy(name)
+        c = model.config
+        full = policy_rows(model, 4096, c.max_token_len, rng)
+        assert prompt_width(full.obs.token_mask) == PROMPT
+        cut = policy_rows(model, 4096, width, rng)
+        useful = train_flops_per_sample(c, width) * b * k
+        executed = train_flops_per_sample(c, c.max_token_len) * b * k
+        add(
+            f"{name}/single_step_w32",
+            train_runner(model, full, b, k, False),
+            useful,
+            executed,
+            name,
+        )
+        if name == "small":
+            add("small/scan_w32", train_runner(model, full, b, k, True), useful, executed, name)
+        add(f"{name}/scan", train_runner(model, cut, b, k, True), useful, useful, name)
+        if name == "small":
+            fwd = useful / 3
+            add("small/forward_only", forward_runner(model, cut, b, k), fwd, fwd, name)
+            if args.big_batch:
+                bb = args.big_batch
+                f = useful * bb / b
+                add(f"small/scan_b{bb}", train_runner(model, cut, bb, k, True), f, f, name)
+
+    # interleaved rounds: every entry is timed once per round, so all see the same load
+    wall = {n: [] for n in entries}
+    cpu = {n: [] for n in entries}
+    loads = []
+    for r in range(args.rounds):
+        for name, (work, *_rest) in entries.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            jax.block_until_ready(work())
+            wall[name].append(time.perf_counter() - w0)
+            cpu[name].append(time.process_time() - c0)
+        loads.append(load())
+        print(f"round {r} done, load {loads[-1]}", flush=True)
+
+    res = {}
+    for name, (_, useful, executed, group, info) in entries.items():
+        res[name] = {
+            "group": group,
+            **info,
+            "wall_s": wall[name],
+            "cpu_s": cpu[name],
+            "useful_gflops_wall": useful / min(wall[name]) / 1e9,
+            "useful_gflops_per_cpu_s": useful / min(cpu[name]) / 1e9,
+            "executed_gflops_wall": executed / min(wall[name]) / 1e9,
+        }
+        if group in ("small", "oft", "dense") and "forward" not in name:
+            bb = args.big_batch if name.endswith(f"_b{args.big_batch}") else b
+            res[name]["batch"] = bb
+            res[name]["updates_per_s_best"] = k / min(wall[name])
+            res[name]["updates_per_s_median"] = k / float(np.median(wall[name]))
+            res[name]["useful_flops_per_update"] = useful / k
+    peak_wall = max(v["useful_gflops_wall"] for v in res.values() if v["group"] == "peak")
+    peak_cpu = max(v["useful_gflops_per_cpu_s"] for v in res.values() if v["group"] == "peak")
+    for v in res.values():
+        v["mfu_wall"] = v["useful_gflops_wall"] / peak_wall
+        v["mfu_cpu"] = v["useful_gflops_per_cpu_s"] / peak_cpu
+        v["hardware_utilisation_wall"] = v["executed_gflops_wall"] / peak_wall
+    gem = [v for v in res.values() if v["group"] == "gemm"]
+    flops = [2.0 * v["count"] * np.prod(v["shape"]) for v in gem]
+    secs = [f / (v["useful_gflops_wall"] * 1e9) for f, v in zip(flops, gem, strict=True)]
+    out["peak_gflops_wall"] = peak_wall
+    out["peak_gflops_per_cpu_s"] = peak_cpu
+    out["small_forward_gemms_fraction_of_peak"] = sum(flops) / sum(secs) / 1e9 / peak_wall
+    out["dense_config"] = dense_cfg
+    out["entries"] = res
+    out["loadavg_per_round"] = loads
     out["machine"]["loadavg_at_end"] = load()
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
-    print(json.dumps(out, indent=1))
+    for name, v in res.items():
+        print(
+            f"{name:28s} useful {v['useful_gflops_wall']:7.2f} GFLOP/s  mfu_wall "
+            f"{v['mfu_wall']:.2f}  mfu_cpu {v['mfu_cpu']:.2f}  "
+            f"upd/s {v.get('updates_per_s_best', float('nan')):.3f}"
+        )
+    print(f"peak wall {peak_wall:.1f} GFLOP/s, per cpu-s {peak_cpu:.1f}; loads {loads}")
 
 
 if __name__ == "__main__":
