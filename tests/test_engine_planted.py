@@ -128,7 +128,7 @@ def program_scenes(family: str, n: int, seed: int, distractors: int = 0) -> list
         # threshold (~4.4 cm passes, wider stays wedged)
         probe = [exec_program(src, k, "train", isolation="inprocess") for k in range(8)]
         widths = np.array([_target_width(p) for p in probe])
-        if 0.25 <= np.mean(widths > 0.045) <= 0.75:
+        if 0.2 <= np.mean(widths > 0.045) <= 0.5:
             break
     scenes = [first] + [
         exec_program(src, int(s), "train", isolation="inprocess")
@@ -203,18 +203,16 @@ def run_trial(seed: int, backend, n_parents: int = 24) -> Trial:
     top = max(per_mode, key=per_mode.get) if per_mode else None
 
     # Ω transfer: the stored program re-binds into the stack family and recreates the difficulty
-    stored = load_programs(memory, mode_id=true_mode.id)
-    assert stored, (
-        f"mode {true_mode} not validated: {v_true.result}; "
-        f"diagnoses {[(c.diagnosis.factor, c.diagnosis.phase, c.diagnosis.cause) for c in out]}"
-    )
-    (_, program), *_ = stored
-    stack_parents = program_scenes("stack_or_insert", 8, seed + 1000)
-    key, k3 = jax.random.split(key)
-    t_tr, c_tr = targeted_control_success(
-        true_mode, stack_parents, narrow_grip, None, backend, k3, NUM_CHUNKS, N=N, seed=seed,
-        program=program,
-    )  # fmt: skip
+    t_tr = c_tr = np.array([np.nan])
+    stored = load_programs(memory, mode_id=true_mode.id)  # only a validated mode has one
+    if stored:
+        (_, program), *_ = stored
+        stack_parents = program_scenes("stack_or_insert", 8, seed + 1000)
+        key, k3 = jax.random.split(key)
+        t_tr, c_tr = targeted_control_success(
+            true_mode, stack_parents, narrow_grip, None, backend, k3, NUM_CHUNKS, N=N, seed=seed,
+            program=program,
+        )  # fmt: skip
     return Trial(
         n_parents=len(parents),
         n_failures=len(out),
@@ -246,12 +244,24 @@ def test_planted_difficulty_end_to_end(native_backend):
 
 @pytest.mark.slow
 def test_planted_difficulty_repeated_trials(native_backend):
-    """Validation decides right in >= 90% of repeated, independent trials (N = 32 per batch)."""
+    """Over independent trials (programs, seeds, keys): the critic names the planted factor and
+    phase on >= 80% of failures, and validation (N = 32 per batch) accepts the true mode and
+    refutes the planted false one in >= 90% of trials (issue 11 §5)."""
     trials = [run_trial(seed, native_backend) for seed in range(1, 11)]
     for t in trials:
         print(t)
     named = sum(t.n_named for t in trials) / sum(t.n_failures for t in trials)
     right = np.mean([t.true_accepted and t.false_refuted for t in trials])
-    print(f"named {named:.3f}, validation right {right:.2f}")
+    accepted = np.mean([t.true_accepted for t in trials])
+    refuted = np.mean([t.false_refuted for t in trials])
+    lower = np.mean([t.targeted_rate < t.control_rate for t in trials])
+    top = np.mean([t.top_mode_is_true for t in trials if t.true_accepted])
+    moved = [t for t in trials if t.true_accepted]
+    transfer = np.mean([t.transfer_targeted_rate < t.transfer_control_rate for t in moved])
+    print(
+        f"named {named:.3f}; true accepted {accepted:.2f}, false refuted {refuted:.2f}, both "
+        f"{right:.2f}; targeted < control {lower:.2f}; top share on the true mode {top:.2f}; "
+        f"transfer recreates {transfer:.2f}"
+    )
     assert named >= 0.8
     assert right >= 0.9
