@@ -1,4 +1,8 @@
-"""Entry point: `python -m launch.main --config=configs/coda.py --workdir=runs/x`."""
+"""Entry point: `python -m launch.main --config=configs/coda.py --workdir=runs/x [--resume]`.
+
+Runs the CoDA loop (`coda.loop.run`); the same command on the same workdir resumes after the
+last complete round.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,12 @@ _CONFIG = config_flags.DEFINE_config_file(
     "config", _DEFAULT_CONFIG, "Experiment config file (see configs/).", lock_config=True
 )
 _WORKDIR = flags.DEFINE_string("workdir", "runs/default", "Run folder (created if missing).")
+_RESUME = flags.DEFINE_bool(
+    "resume",
+    True,
+    "Continue after the last complete round when --workdir holds a run (the default); "
+    "--noresume refuses a folder that already holds rounds.",
+)
 
 
 class _DropMessage(std_logging.Filter):
@@ -146,7 +156,7 @@ def main(argv: list[str]) -> None:
 
     logging.info("config:\n%s", _CONFIG.value)
     try:
-        summary = loop.run(_CONFIG.value, workdir)
+        summary = loop.run(_CONFIG.value, workdir, resume=_RESUME.value)
     except runconfig.ConfigError as e:  # raised by loop.run's checks, before it writes anything
         raise app.UsageError(str(e)) from None
     logging.info("summary: %s", summary["headline"])
