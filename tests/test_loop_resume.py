@@ -28,6 +28,7 @@ def _cmd(workdir):
         "-m",
         "launch.main",
         "--config=configs/coda.py:smoke",
+        "--config.loop.rounds=1",
         f"--workdir={workdir}",
     ]
 
@@ -60,6 +61,7 @@ def _memory(workdir):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(5400)
 def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_path):
     ref = tmp_path / "reference"
     t0 = time.time()
