@@ -11,6 +11,8 @@ import sqlite3
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the module fixture's cold smoke loop took 761 s on a 2-core machine shared by 5 jobs (load ~16)
+pytestmark = pytest.mark.timeout(1800)
 
 
 def smoke_config(strategy: str = "coda", **loop):
