@@ -80,7 +80,9 @@ class Context:
         self.learner = Learner(
             self.policy,
             LearnerConfig(
-                mode=strategy.learner_mode,
+                # frozen_policy: round 0 still clones the planner (the SFT start); `freeze` then
+                # stops every later policy update
+                mode=strategy.learner_mode if strategy.update != "frozen" else "shaped",
                 num_candidates=int(lc.num_candidates),
                 policy_lr=float(lc.policy_lr),
                 policy_batch=int(lc.policy_batch),
@@ -107,6 +109,13 @@ class Context:
         self.sft_demos = None
         self.failures: list = []
         self.last_results: list = []
+
+    def freeze(self) -> None:
+        """After round 0: the frozen-policy ablation keeps the SFT weights from here on."""
+        import dataclasses
+
+        if self.strategy.update == "frozen":
+            self.learner.cfg = dataclasses.replace(self.learner.cfg, mode="frozen_policy")
 
     def spend(self, steps: int, seconds: float) -> None:
         self.budgets.env_steps += int(steps)
@@ -519,6 +528,7 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         _write_metrics(workdir, state)
         _tensorboard(workdir, [], state.round + 1)
         bar.write(f"resuming after round {last} from {ckpt.round_dir(workdir, last)}")
+    ctx.freeze()
     bar.update(state.round + 1)
     while not state.stopped:
         state.stopped = _decide_after_load(ctx, state)
