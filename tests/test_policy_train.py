@@ -53,6 +53,7 @@ def _overfit(name, b, steps, lr):
     return before, after, after_ema, time.time() - t0
 
 
+@pytest.mark.slow  # a learning check (24 s on a fresh clone): the suite's 10-minute budget
 def test_small_structure_overfits_fixed_batch():
     before, after, after_ema, _ = _overfit("small_tiny", b=8, steps=300, lr=3e-3)
     assert before / after >= 10.0, (before, after)
