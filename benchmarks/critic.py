@@ -14,13 +14,11 @@ Run:  python benchmarks/critic.py --out benchmarks/results/critic.json
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform
 import sys
 import time
-from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -53,38 +51,16 @@ def main() -> None:
     args = ap.parse_args()
 
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cache = os.environ.get("CODA_JAX_CACHE", os.path.join(root, ".jax_cache"))
     jax.config.update("jax_compilation_cache_dir", cache)
     from coda.critic import OfflineCritic, episodes_from_rollout
-    from coda.sim import robot
     from coda.sim.compile import compile_scene
-    from coda.sim.planner import planner_for
+    from coda.sim.planner import narrow_grip as policy
     from coda.sim.rollout import NativeBackend, make_buckets
     from coda.sim.sdk import exec_program
-
-    @dataclasses.dataclass(frozen=True)
-    class NarrowGrip:
-        base: Any
-        max_half: float = 0.02
-
-        @property
-        def horizon(self) -> int:
-            return self.base.horizon
-
-        def init(self, batch, rng):
-            return self.base.init(batch, rng)
-
-        def act(self, params, state, carry, rng):
-            a, carry, info = self.base.act(params, state, carry, rng)  # [B, H, 7]
-            g_min = 2 * (1 - self.max_half / robot.FINGER_OPEN) - 1
-            return a.at[..., 6].set(jnp.maximum(a[..., 6], g_min)), carry, info
-
-    def policy(bucket):
-        return NarrowGrip(planner_for(bucket))
 
     backend = NativeBackend()
     rows = []

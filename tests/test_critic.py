@@ -43,7 +43,7 @@ from coda.critic import (
 from coda.memory import MemoryStore
 from coda.sim import robot
 from coda.sim.compile import compile_scene
-from coda.sim.planner import RandomPolicy, planner_for
+from coda.sim.planner import RandomPolicy, narrow_grip
 from coda.sim.rollout import make_buckets
 from coda.sim.scene import resample
 from coda.sim.sdk import exec_program
@@ -407,30 +407,6 @@ sample_layout()
 """
 NUM_CHUNKS = 12  # the planner places a cube by endpoint ~9
 BATCH = 16  # the probes of two episodes fit one such bucket: one policy compile serves all
-
-
-@dataclasses.dataclass(frozen=True)
-class NarrowGrip:
-    """The scripted planner with a planted flaw: its gripper never opens wider than 2·max_half."""
-
-    base: Any
-    max_half: float = 0.02
-
-    @property
-    def horizon(self) -> int:
-        return self.base.horizon
-
-    def init(self, batch, rng):
-        return self.base.init(batch, rng)
-
-    def act(self, params, state, carry, rng):
-        a, carry, info = self.base.act(params, state, carry, rng)  # [B, H, 7]
-        g_min = 2 * (1 - self.max_half / robot.FINGER_OPEN) - 1
-        return a.at[..., 6].set(jnp.maximum(a[..., 6], g_min)), carry, info
-
-
-def narrow_grip(bucket):
-    return NarrowGrip(planner_for(bucket))
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Planted difficulty (issue 11 §5): critic → memory → validation → allocation → Ω transfer.
 
 A scripted policy with a known flaw fails on some seeded scenes; the whole engine must find the
-flaw and nothing else. The flaw (`NarrowGrip`): the scripted planner's gripper never opens wider
+flaw and nothing else. The flaw (`coda.sim.planner.NarrowGrip`): the scripted planner's gripper never opens wider
 than 4 cm. Its soft finger servos still let objects up to ~4.4 cm through; wider ones get wedged
 between the fingers, are carried to the goal and can never be released, so the planted
 difficulty is (δ = attributes: the object's width, p = the family's last phase, where the object
@@ -22,10 +22,8 @@ it and measures how often validation decides right (issue: >= 90% of repeated tr
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -35,9 +33,8 @@ from coda.engine.generate import targeted_control_success, validate_mode
 from coda.engine.programs import load_programs
 from coda.engine.seeding import verify_scenes
 from coda.memory import MemoryStore
-from coda.sim import robot
 from coda.sim.compile import compile_scene
-from coda.sim.planner import planner_for
+from coda.sim.planner import narrow_grip
 from coda.sim.rollout import make_buckets
 from coda.sim.sdk import exec_program
 
@@ -45,30 +42,6 @@ NUM_CHUNKS = 12
 N = 32  # per validation batch
 PAD = 32  # every rollout bucket padded to this: one policy compile per structure
 MAX_FAILURES = 8  # critiqued per trial
-
-
-@dataclasses.dataclass(frozen=True)
-class NarrowGrip:
-    """The scripted planner with a planted flaw: its gripper never opens wider than 2·max_half."""
-
-    base: Any
-    max_half: float = 0.02
-
-    @property
-    def horizon(self) -> int:
-        return self.base.horizon
-
-    def init(self, batch, rng):
-        return self.base.init(batch, rng)
-
-    def act(self, params, state, carry, rng):
-        a, carry, info = self.base.act(params, state, carry, rng)  # [B, H, 7]
-        g_min = 2 * (1 - self.max_half / robot.FINGER_OPEN) - 1
-        return a.at[..., 6].set(jnp.maximum(a[..., 6], g_min)), carry, info
-
-
-def narrow_grip(bucket):
-    return NarrowGrip(planner_for(bucket))
 
 
 def _last_phase(scene) -> str:

@@ -168,6 +168,36 @@ class Perturbed:
 
 
 @dataclasses.dataclass(frozen=True)
+class NarrowGrip:
+    """A policy with a planted flaw: its gripper never opens wider than 2·max_half.
+
+    The finger servos are soft, so objects up to ~4.4 cm still pass a 4 cm cap; wider boxes get
+    wedged between the fingers and can never be released. A known difficulty (δ = attributes,
+    the object's width) for testing and benchmarking the critic and the engine.
+    """
+
+    base: Any
+    max_half: float = 0.02
+
+    @property
+    def horizon(self) -> int:
+        return int(self.base.horizon)
+
+    def init(self, batch: int, rng: jax.Array):
+        return self.base.init(batch, rng)
+
+    def act(self, params: Any, state: SimState, carry, rng: jax.Array):
+        a, carry, info = self.base.act(params, state, carry, rng)  # [B, H, 7]
+        g_min = 2 * (1 - self.max_half / robot.FINGER_OPEN) - 1
+        return a.at[..., 6].set(jnp.maximum(a[..., 6], g_min)), carry, info
+
+
+def narrow_grip(bucket, horizon: int = 10) -> NarrowGrip:
+    """The scripted planner of `bucket` with the `NarrowGrip` flaw (a bucket -> policy factory)."""
+    return NarrowGrip(planner_for(bucket, horizon))
+
+
+@dataclasses.dataclass(frozen=True)
 class RandomPolicy:
     """Uniform random actions: the floor every method must beat."""
 
