@@ -35,7 +35,13 @@ import numpy as np
 
 from coda.libero import assets, bddl, data
 from coda.sim import robot
-from coda.sim.compile import LS_ITERATIONS, SOLVER_ITERATIONS, TABLE_GEOM, CompiledScene
+from coda.sim.compile import (
+    LS_ITERATIONS,
+    SOLVER_ITERATIONS,
+    TABLE_GEOM,
+    CompiledScene,
+    add_state_sensors,
+)
 from coda.sim.scene import ObjectSpec, Scene, check_table
 from coda.sim.state import FLOOR, LEFT, N_FIXED_ENTITIES, RIGHT, StateLayout, SymbolTable
 
@@ -372,55 +378,20 @@ def _compiled_model(suite: str, name: str, visual: bool):
     task = load_task(suite, name)
     built = build_spec(task, visual)
     spec = built.spec
-    spec.add_sensor(
-        name="tcp:pos",
-        type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
-        objtype=mujoco.mjtObj.mjOBJ_SITE,
-        objname="tcp",
+    add_state_sensors(
+        spec,
+        bodies=built.tracked,
+        joints=built.joints,
+        contacts=[
+            (
+                mujoco.mjtObj(t1),
+                n1,
+                mujoco.mjtObj.mjOBJ_GEOM if n2 == TABLE_GEOM else mujoco.mjtObj.mjOBJ_BODY,
+                n2,
+            )
+            for _, _, n1, n2, t1 in built.pairs
+        ],
     )
-    spec.add_sensor(
-        name="tcp:quat",
-        type=mujoco.mjtSensor.mjSENS_FRAMEQUAT,
-        objtype=mujoco.mjtObj.mjOBJ_SITE,
-        objname="tcp",
-    )
-    for side in ("left", "right"):
-        spec.add_sensor(
-            name=f"{side}_finger",
-            type=mujoco.mjtSensor.mjSENS_JOINTPOS,
-            objtype=mujoco.mjtObj.mjOBJ_JOINT,
-            objname=f"gripper/{side}_finger",
-        )
-
-    def frames(kinds: tuple[str, ...]) -> None:
-        for b in built.tracked:
-            for kind in kinds:
-                spec.add_sensor(
-                    name=f"{b}:{kind}",
-                    type=getattr(mujoco.mjtSensor, f"mjSENS_FRAME{kind.upper()}"),
-                    objtype=mujoco.mjtObj.mjOBJ_XBODY,
-                    objname=b,
-                )
-
-    frames(("pos", "quat"))
-    for j in built.joints:
-        spec.add_sensor(
-            name=f"{j}:q",
-            type=mujoco.mjtSensor.mjSENS_JOINTPOS,
-            objtype=mujoco.mjtObj.mjOBJ_JOINT,
-            objname=j,
-        )
-    frames(("linvel", "angvel"))
-    for k, (_, _, n1, n2, t1) in enumerate(built.pairs):
-        s = spec.add_sensor(
-            name=f"contact{k}",
-            type=mujoco.mjtSensor.mjSENS_CONTACT,
-            objtype=mujoco.mjtObj(t1),
-            objname=n1,
-            reftype=mujoco.mjtObj.mjOBJ_GEOM if n2 == TABLE_GEOM else mujoco.mjtObj.mjOBJ_BODY,
-            refname=n2,
-        )
-        s.intprm = [1, 0, 1]  # data=found, reduce=none, num=1
     model = spec.compile()
     layout = StateLayout(
         body_names=built.tracked,

@@ -200,10 +200,15 @@ def _look_quat(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
     return q
 
 
-def compile_scene(scene: Scene) -> CompiledScene:
-    from coda.sim import tasks
-
-    spec, tracked, joints, pairs, body_index = build_spec(scene)
+def add_state_sensors(
+    spec: mujoco.MjSpec,
+    bodies: Sequence[str],
+    joints: Sequence[str],
+    contacts: Sequence[tuple[mujoco.mjtObj, str, mujoco.mjtObj, str]],
+) -> None:
+    """The sensors `state.decode` reads, in its order (`StateLayout`): tcp pose, fingers, body
+    frames, joint positions, body velocities, contact pairs (objtype, name, reftype, refname).
+    One definition for every scene compiler (ours and `coda.libero`'s)."""
     spec.add_sensor(
         name="tcp:pos",
         type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
@@ -225,7 +230,7 @@ def compile_scene(scene: Scene) -> CompiledScene:
         )
 
     def body_frame_sensors(kinds: tuple[str, ...]) -> None:
-        for name in body_index:
+        for name in bodies:
             for kind in kinds:
                 spec.add_sensor(
                     name=f"{name}:{kind}",
@@ -235,7 +240,7 @@ def compile_scene(scene: Scene) -> CompiledScene:
                 )
 
     body_frame_sensors(("pos", "quat"))
-    for jname, _ in joints:
+    for jname in joints:
         spec.add_sensor(
             name=f"{jname}:q",
             type=mujoco.mjtSensor.mjSENS_JOINTPOS,
@@ -243,16 +248,30 @@ def compile_scene(scene: Scene) -> CompiledScene:
             objname=jname,
         )
     body_frame_sensors(("linvel", "angvel"))  # world frame: ν's "at rest" (released in a bin)
-    for k, (_, _, g1, g2) in enumerate(pairs):
+    for k, (t1, n1, t2, n2) in enumerate(contacts):
         s = spec.add_sensor(
             name=f"contact{k}",
             type=mujoco.mjtSensor.mjSENS_CONTACT,
-            objtype=mujoco.mjtObj.mjOBJ_GEOM,
-            objname=g1,
-            reftype=mujoco.mjtObj.mjOBJ_GEOM,
-            refname=g2,
+            objtype=t1,
+            objname=n1,
+            reftype=t2,
+            refname=n2,
         )
         s.intprm = [1, 0, 1]  # data=found, reduce=none, num=1
+
+
+def compile_scene(scene: Scene) -> CompiledScene:
+    from coda.sim import tasks
+
+    spec, tracked, joints, pairs, body_index = build_spec(scene)
+    add_state_sensors(
+        spec,
+        bodies=list(body_index),
+        joints=[j for j, _ in joints],
+        contacts=[
+            (mujoco.mjtObj.mjOBJ_GEOM, g1, mujoco.mjtObj.mjOBJ_GEOM, g2) for _, _, g1, g2 in pairs
+        ],
+    )
     model = spec.compile()
 
     layout = StateLayout(
