@@ -21,20 +21,23 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 from flax import struct
 from jax.sharding import Mesh
 
 from coda.policy import init_train_state, train_config
 from coda.policy.base import Batch, Observation, Policy, fit_prompt, prompt_width, token_bucket
-from coda.policy.train import TrainState, make_scan_train_step
+from coda.policy.train import (
+    TrainState,
+    make_scan_train_step,
+    restore_train_state,
+    save_train_state,
+)
 from coda.sim.state import SimState, flat_observation
 from coda.train import awr as awr_lib
 from coda.train.agent import AgentParams, ObsNorm, PolicyAgent
@@ -523,18 +526,12 @@ def _bc_sample(demos: Replay, key: jax.Array, *, batch: int, token_len: int) -> 
 
 def save_learner_state(path: str, state: LearnerState) -> None:
     """orbax: every array of the learner state (buffers included) to a new directory."""
-    path = os.path.abspath(os.fspath(path))
-    with ocp.StandardCheckpointer() as ckptr:
-        ckptr.save(path, state)
-        ckptr.wait_until_finished()
+    save_train_state(path, state)  # generic over pytrees
 
 
 def restore_learner_state(path: str, target: LearnerState) -> LearnerState:
     """Restore into the structure, shapes and dtypes of `target`; values are bit-exact."""
-    path = os.path.abspath(os.fspath(path))
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
-    with ocp.StandardCheckpointer() as ckptr:
-        return ckptr.restore(path, abstract)
+    return restore_train_state(path, target)
 
 
 def value_error(critic: ChunkCritic, params, obs: Observation, phi, beta, mc) -> float:
