@@ -367,6 +367,7 @@ def cmd_run(args) -> None:
         policy_ema=args.ema,
         awr_temperature=args.temperature,
         awr_positive_only=args.positive_only,
+        advantage=args.advantage,
     )
     budget = args.rounds * args.policy_steps
     learner = st.learner(cfg, args.seed, budget)
@@ -413,6 +414,54 @@ def cmd_run(args) -> None:
     )
 
 
+# ----------------------------------------------------------------------------- dagger
+
+
+def cmd_dagger(args) -> None:
+    """The DAgger baseline: the policy acts, the planner labels, BC on the aggregate."""
+    from coda.sim.planner import ExpertLabels
+
+    t0 = time.time()
+    st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",))
+    cfg = LearnerConfig(mode="sparse", num_candidates=1, policy_lr=args.lr, policy_warmup=1)
+    learner = st.learner(cfg, args.seed, args.rounds * args.policy_steps)
+    data = [learner.demo_batch(st.demos(), st.bucket)]  # D_0: the planner's own demos
+    ek = jax.random.key(7)
+    start = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, args.eval_n)
+    curve = [{"updates": 0, **start.as_dict()}]
+    log(f"start {start}")
+    rng = jax.random.key(2000 + args.seed)
+    for rnd in range(args.rounds):
+        rng, kc, kp = jax.random.split(rng, 3)
+        agent = ExpertLabels(learner.agent(st.bucket, 1), planner_for(st.bucket))
+        res = st.backend.rollout(st.bucket, agent, learner.agent_params(), kc, NUM_CHUNKS)
+        data.append(learner.demo_batch(res, st.bucket, only_success=False))
+        agg = awr_lib.concat_batches(data)
+        learner.update_policy_bc(agg, args.policy_steps, kp)
+        row = {"updates": learner.policy_updates, "round": rnd, "rows": int(agg.actions.shape[0])}
+        row["collect_success"] = float(np.asarray(res.success)[st.bucket.valid].mean())
+        if (rnd + 1) % args.eval_every == 0 or rnd == args.rounds - 1:
+            n = None if rnd == args.rounds - 1 else args.eval_n
+            s_ = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, n)
+            row.update(s_.as_dict())
+        curve.append(row)
+        log(f"round {rnd}: {row} ({time.time() - t0:.0f}s)")
+        _write(args.out, {"command": _command(), "args": vars(args), "curve": curve})
+    _write(
+        args.out,
+        {
+            "command": _command(),
+            "args": vars(args),
+            "family": st.family,
+            "method": "dagger (planner labels on the policy's states, BC on the aggregate)",
+            "start": start.as_dict(),
+            "curve": curve,
+            "wall_s": time.time() - t0,
+            "machine": _machine(),
+        },
+    )
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -451,9 +500,26 @@ def main(argv=None):
     r.add_argument("--demo-fraction", type=float, default=0.5)
     r.add_argument("--temperature", type=float, default=0.1)
     r.add_argument("--positive-only", action="store_true")
+    r.add_argument("--advantage", choices=["critic", "mc"], default="critic")
     r.add_argument("--out", required=True)
+    g = sub.add_parser("dagger")
+    g.add_argument("--ckpt", required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--episodes", type=int, default=128)
+    g.add_argument("--eval-n", type=int, default=128)
+    g.add_argument("--eval-every", type=int, default=2)
+    g.add_argument("--rounds", type=int, default=20)
+    g.add_argument("--policy-steps", type=int, default=100)
+    g.add_argument("--lr", type=float, default=1e-4)
+    g.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    {"bc-report": cmd_bc_report, "diagnose": cmd_diagnose, "run": cmd_run}[args.cmd](args)
+    cmds = {
+        "bc-report": cmd_bc_report,
+        "diagnose": cmd_diagnose,
+        "run": cmd_run,
+        "dagger": cmd_dagger,
+    }
+    cmds[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,10 @@ jax.config.update(
 )
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
-from coda.sim.planner import planner_for  # noqa: E402
+from coda.sim.planner import Perturbed, planner_for  # noqa: E402
 from coda.sim.rollout import make_backend  # noqa: E402
 from coda.train import Learner, LearnerConfig  # noqa: E402
+from coda.train.awr import concat_batches  # noqa: E402
 
 # The training programs: one scene program per family, no distractors (the same ones as
 # benchmarks/text2potential.py and tests/test_train_bc_slow.py).
@@ -102,6 +103,13 @@ def main(argv=None):
     p.add_argument("--ema", type=float, default=0.999)
     p.add_argument("--save-every", type=int, default=1000)
     p.add_argument("--policy", choices=sorted(POLICIES), default="small")
+    p.add_argument(
+        "--dart",
+        type=float,
+        nargs="*",
+        default=[],
+        help="extra DART demo passes over the same layouts, one per noise sigma (clean labels)",
+    )
     p.add_argument("--init", default=None, help="continue from this checkpoint's acting weights")
     p.add_argument("--out", required=True, help="directory for step_<n>.pkl checkpoints")
     args = p.parse_args(argv)
@@ -120,8 +128,17 @@ def main(argv=None):
         policy_params=None if init is None else jax.tree.map(jax.numpy.asarray, init["params"]),
     )
     learner.fit_norm(demos.states)  # the same demos: the same statistics as the init's
-    data = learner.demo_batch(demos, bucket)
+    parts = [learner.demo_batch(demos, bucket)]
     n_demos = int(np.asarray(demos.success)[bucket.valid].sum())
+    dart_success = []
+    for i, sigma in enumerate(args.dart):
+        noisy = backend.rollout(
+            bucket, Perturbed(planner_for(bucket), sigma), None, jax.random.key(10 + i), NUM_CHUNKS
+        )
+        dart_success.append(float(np.asarray(noisy.success)[bucket.valid].mean()))
+        parts.append(learner.demo_batch(noisy, bucket))
+        n_demos += int(np.asarray(noisy.success)[bucket.valid].sum())
+    data = concat_batches(parts)
     rows = data.actions.shape
     print(f"{args.family}: {n_demos}/{args.layouts} planner demos succeed; rows {rows}")
     done, rng = 0, jax.random.key(2)
@@ -139,6 +156,8 @@ def main(argv=None):
             "layouts": args.layouts,
             "demos": n_demos,
             "planner_success": planner_success,
+            "dart": list(args.dart),
+            "dart_success": dart_success,
             "step": done + (0 if init is None else int(init["step"])),
             "init": args.init,
             "total_steps": args.steps,

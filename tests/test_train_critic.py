@@ -73,6 +73,7 @@ def _transitions(n: int, key) -> Transitions:
         ret,
         jax.random.normal(k[2], (n, D)),
         jnp.zeros((n,)),
+        ret,
     )
 
 

@@ -42,6 +42,7 @@ def synthetic_transitions(policy, n: int, seed: int, prompt: int = 5):
         ret=jnp.asarray(rng.random(n), jnp.float32),
         boot_state=f32(n, d) * state_mask,
         boot_disc=jnp.asarray(rng.random(n) * 0.9, jnp.float32),
+        mc=jnp.asarray(rng.random(n), jnp.float32),
     )
 
 

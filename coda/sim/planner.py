@@ -168,6 +168,37 @@ class Perturbed:
 
 
 @dataclasses.dataclass(frozen=True)
+class ExpertLabels:
+    """Executes `learner`'s chunks and records `expert`'s chunk for the same state (DAgger).
+
+    The learner's own state distribution, labelled by the expert (Ross et al., 2011): rows built
+    from `info["label"]` (`coda.train.awr.demo_batch`, `only_success=False`) teach the learner
+    what the expert would have done where the learner actually went. The expert runs in lock
+    step on the executed states (the scripted planner is closed-loop on `ee_cmd`; its phase
+    carry advances on its own plan, so a learner that drifts far can leave it a phase ahead or
+    behind — a known limit of DAgger with a stateful scripted expert). `params` go to the
+    learner; the expert takes none.
+    """
+
+    learner: Any
+    expert: Any
+
+    @property
+    def horizon(self) -> int:
+        return int(self.learner.horizon)
+
+    def init(self, batch: int, rng: jax.Array):
+        k_l, k_e = jax.random.split(rng)
+        return (self.learner.init(batch, k_l), self.expert.init(batch, k_e))
+
+    def act(self, params: Any, state: SimState, carry, rng: jax.Array):
+        k_l, k_e = jax.random.split(rng)
+        actions, c_l, info = self.learner.act(params, state, carry[0], k_l)  # [B, H, 7]
+        label, c_e, _ = self.expert.act(None, state, carry[1], k_e)  # [B, H, 7]
+        return actions, (c_l, c_e), {**info, "label": label}
+
+
+@dataclasses.dataclass(frozen=True)
 class NarrowGrip:
     """A policy with a planted flaw: its gripper never opens wider than 2·max_half.
 

@@ -91,6 +91,7 @@ class Transitions:
     ret: jax.Array  # [N] discounted (shaped) chunk rewards over the m backup chunks
     boot_state: jax.Array  # [N, D] normalised state m chunks later
     boot_disc: jax.Array  # [N] Γ^m (1 - d): zero when the episode terminated within m chunks
+    mc: jax.Array  # [N] discounted (shaped) return to the end of the episode (MC advantages)
 
     @property
     def size(self) -> int:

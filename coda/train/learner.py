@@ -54,6 +54,12 @@ from coda.train.replay import insert as replay_insert
 from coda.train.shaping import chunk_rewards, chunk_transitions, concat_transitions
 
 MODES = ("shaped", "sparse", "frozen_policy")
+# How AWR estimates A(o, a): "critic" = min_k Q_k(o, a) - V(o) (the chunk critic's own action
+# ranking); "mc" = G(o_t) - V(o) with G the discounted (shaped) return actually obtained to the
+# episode's end (the original AWR estimator, Peng et al. 2019). The critic's Q separates
+# successful from failed chunks well, but Q - V on the start policy's data barely ranks them
+# (benchmarks/results/finetune_diagnosis.md): "mc" uses the observed outcome instead.
+ADVANTAGES = ("critic", "mc")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +89,7 @@ class LearnerConfig:
     awr_max_weight: float = 20.0
     # Advantage filtering: replay rows with A <= 0 get weight 0 (`awr.awr_weights`).
     awr_positive_only: bool = False
+    advantage: str = "critic"  # one of ADVANTAGES
     replay_size: int = 20000  # transitions kept on device (ring buffer: oldest overwritten)
     demo_capacity: int = 20000  # planner-demo rows `set_demos` can hold on device
     # Updates per jitted call (lax.scan length); results do not depend on it, only dispatches.
@@ -91,6 +98,8 @@ class LearnerConfig:
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"unknown learner mode {self.mode!r}; valid: {list(MODES)}")
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"unknown advantage {self.advantage!r}; valid: {list(ADVANTAGES)}")
         if not 0.0 <= self.demo_fraction < 1.0:
             raise ValueError(f"demo_fraction must be in [0, 1), got {self.demo_fraction}")
         if self.updates_per_call < 1:
@@ -131,6 +140,7 @@ def empty_transitions(policy: Policy) -> Transitions:
         ret=sd((1,), jnp.float32),
         boot_state=sd((1, d), jnp.float32),
         boot_disc=sd((1,), jnp.float32),
+        mc=sd((1,), jnp.float32),
     )
 
 
@@ -188,15 +198,20 @@ def awr_rows(
     max_weight: float,
     token_len: int,
     positive_only: bool = False,
+    advantage: str = "critic",
 ) -> Batch:
     """One AWR batch drawn on device: replay rows weighted exp(A/λ) (normalised, clipped) with
-    A from the critic, then `n_demo` demo rows with weight 1. Pure and jittable."""
+    A from the critic (or the observed return minus V, `advantage="mc"`), then `n_demo` demo
+    rows with weight 1. Pure and jittable."""
     k_replay, k_demo = jax.random.split(key)
     mb = replay.sample(k_replay, batch - n_demo)
     obs = Observation(
         mb.tokens[:, :token_len], mb.token_mask[:, :token_len], mb.state, mb.state_mask
     )
-    adv = critic.advantage(critic_params, obs, mb.actions)
+    if advantage == "mc":
+        adv = mb.mc - critic.v(critic_params, obs)
+    else:
+        adv = critic.advantage(critic_params, obs, mb.actions)
     out = awr_lib.awr_batch(obs, mb.actions, adv, temperature, max_weight, positive_only)
     if n_demo == 0:
         return out
@@ -427,7 +442,7 @@ class Learner:
     def _policy_scan(self, kind: str, token_len: int, n_demo: int = 0):
         c = self.cfg  # programs are shared across learners: the AWR settings are part of the key
         key = (kind, n_demo, token_len, c.policy_batch, c.awr_temperature, c.awr_max_weight)
-        key += (c.awr_positive_only,)
+        key += (c.awr_positive_only, c.advantage)
         progs = self._progs["policy"]
         if key not in progs:
             c, mesh = self.cfg, self.mesh
@@ -441,6 +456,7 @@ class Learner:
                     max_weight=c.awr_max_weight,
                     token_len=token_len,
                     positive_only=c.awr_positive_only,
+                    advantage=c.advantage,
                 )
             else:
                 sample = functools.partial(_bc_sample, batch=c.policy_batch, token_len=token_len)
@@ -474,7 +490,7 @@ class Learner:
         c, n_demo, token_len = self.cfg, self._n_demo(), self.token_len
         progs = self._progs["policy"]
         key = ("awr_batch", n_demo, token_len, c.policy_batch, c.awr_temperature)
-        key += (c.awr_max_weight, c.awr_positive_only)
+        key += (c.awr_max_weight, c.awr_positive_only, c.advantage)
         if key not in progs:
             progs[key] = jax.jit(
                 functools.partial(
@@ -486,6 +502,7 @@ class Learner:
                     max_weight=c.awr_max_weight,
                     token_len=token_len,
                     positive_only=c.awr_positive_only,
+                    advantage=c.advantage,
                 )
             )
         data = (self.state.critic.params, self.state.replay, self.state.demos)

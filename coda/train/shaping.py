@@ -230,6 +230,7 @@ def chunk_transitions(
         ret=jnp.asarray(ret[rows, cols], jnp.float32),
         boot_state=jnp.asarray(x[rows, boot_idx[rows, cols]], jnp.float32),
         boot_disc=jnp.asarray(boot_disc[rows, cols], jnp.float32),
+        mc=jnp.asarray(mc_returns(r, cr.mask, big_gamma)[rows, cols], jnp.float32),
     )
 
 
