@@ -42,6 +42,7 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 from finetune_bc import NUM_CHUNKS, load_checkpoint, make_policy, training_bucket  # noqa: E402
 
 from coda.eval import evaluate, make_suites, planner_agent, policy_agent  # noqa: E402
+from coda.policy import get_policy  # noqa: E402
 from coda.policy.base import Batch  # noqa: E402
 from coda.sim.planner import planner_for  # noqa: E402
 from coda.sim.rollout import make_backend  # noqa: E402
@@ -382,10 +383,23 @@ def cmd_run(args) -> None:
     start = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, args.eval_n)
     curve = [{"updates": 0, **start.as_dict()}]
     log(f"start {start}")
+    collect_policy = None
+    if args.collect_noise != 1.0:  # the same weights, sampled from a narrower noise prior
+        from finetune_bc import POLICIES
+
+        collect_policy = get_policy(
+            "small",
+            **POLICIES[st.blob.get("policy", "small")],
+            sample_noise_scale=args.collect_noise,
+        )
     rng = jax.random.key(1000 + args.seed)
     for rnd in range(args.rounds):
         rng, kc, kq, kp = jax.random.split(rng, 4)
-        res = learner.rollout(st.backend, st.bucket, kc, NUM_CHUNKS)
+        if collect_policy is None:
+            res = learner.rollout(st.backend, st.bucket, kc, NUM_CHUNKS)
+        else:
+            agent = dataclasses.replace(learner.agent(st.bucket), policy=collect_policy)
+            res = st.backend.rollout(st.bucket, agent, learner.agent_params(), kc, NUM_CHUNKS)
         info = learner.add_rollout(res, st.bucket, phi_fn=phi)
         steps = args.critic_steps + (args.critic_pretrain if rnd == 0 else 0)
         cm = learner.update_critic(steps, kq)
@@ -500,7 +514,13 @@ def main(argv=None):
     r.add_argument("--demo-fraction", type=float, default=0.5)
     r.add_argument("--temperature", type=float, default=0.1)
     r.add_argument("--positive-only", action="store_true")
-    r.add_argument("--advantage", choices=["critic", "mc"], default="critic")
+    r.add_argument(
+        "--collect-noise",
+        type=float,
+        default=1.0,
+        help="flow-noise scale when collecting (evaluation always samples at 1)",
+    )
+    r.add_argument("--advantage", choices=["critic", "mc", "nstep"], default="critic")
     r.add_argument("--out", required=True)
     g = sub.add_parser("dagger")
     g.add_argument("--ckpt", required=True)

@@ -46,6 +46,15 @@ add_object("plate", role="goal", instance="plate_blue")
 set_task("pick_place", target="target", goal="goal")
 sample_layout()
 """,
+    "put_inside": """add_object("cube", role="target", instance="cube_red")
+add_object("bowl", role="container", instance="bowl_white")
+set_task("put_inside", target="target", container="container")
+sample_layout()
+""",
+    "articulated": """add_object("cabinet_drawer", role="cabinet", instance="drawer_white")
+set_task("articulated", cabinet="cabinet", action="open")
+sample_layout()
+""",
 }
 NUM_CHUNKS = 14
 POLICY_OVERRIDES = dict(max_token_len=16)  # prompts here are < 16 tokens; same parameters

@@ -96,6 +96,7 @@ def problems(config: Any, families: Iterable[str] | None = None) -> list[str]:
 CRITICS = ("offline",)  # wired into the loop (the VLM critic needs an LLM client: not yet)
 ENGINES = ("offline",)
 POLICY_NAMES = ("small",)
+ADVANTAGES = ("critic", "mc", "nstep")  # coda.train.learner.ADVANTAGES (no JAX import here)
 LOOP_INTS = {  # field -> minimum
     "loop.rounds": 0,
     "loop.budget": 1,
@@ -120,6 +121,7 @@ LOOP_INTS = {  # field -> minimum
     "loop.updates_per_call": 1,
     "loop.replay_size": 1,
     "loop.demo_cap": 1,
+    "loop.demo_seeds": 0,
     "policy.width": 2,
     "policy.expert_width": 2,
     "policy.depth": 1,
@@ -161,6 +163,20 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     eps, rep = _get(config, "loop.epsilon"), _get(config, "loop.replay_fraction")
     if isinstance(eps, (int, float)) and isinstance(rep, (int, float)) and eps + rep > 1:
         out.append(f"loop.epsilon + loop.replay_fraction = {eps + rep} must be <= 1")
+    dart = _get(config, "loop.demo_dart")
+    if dart is not _MISSING and (
+        isinstance(dart, str)
+        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in dart)
+    ):
+        out.append(f"loop.demo_dart={dart!r} must be a list of noise sigmas > 0 (or empty)")
+    adv = _get(config, "loop.advantage")
+    if adv is not _MISSING and adv not in ADVANTAGES:
+        out.append(f"loop.advantage={adv!r} is unknown (valid: {', '.join(ADVANTAGES)})")
+    ema = _get(config, "loop.policy_ema")
+    if ema is not _MISSING and (
+        isinstance(ema, bool) or not isinstance(ema, (int, float)) or not 0 <= ema < 1
+    ):
+        out.append(f"loop.policy_ema={ema!r} must be a number in [0, 1)")
     band = _get(config, "loop.band")
     ok = (
         band is not _MISSING

@@ -77,6 +77,12 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.updates_per_call = 20
     c.loop.replay_size = 20000
     c.loop.demo_cap = 8000
+    # Planner demos for BC: the pool's layouts plus `demo_seeds` more layouts of each pool
+    # program (demos only), each also run once per DART noise sigma in `demo_dart`.
+    c.loop.demo_seeds = 0
+    c.loop.demo_dart = ()
+    c.loop.advantage = "critic"  # coda.train.learner.ADVANTAGES: critic | mc | nstep
+    c.loop.policy_ema = 0.0  # EMA of the policy weights; rollouts act with it (0 = off)
 
     c.critic = ConfigDict()
     c.critic.name = "offline"  # offline (embedded default)

@@ -136,12 +136,20 @@ def test_validate_lists_every_bad_field_and_accepts_good_ones():
     assert "sim.horizon=0 must be an integer >= 1" in msg
     assert "sim.families: unknown ['pick_plcae'] (valid: articulated, pick_place)" in msg
     assert runconfig.problems({"sim": {}})[0].startswith("sim.backend: missing")
+    cfg = _load(os.path.join(ROOT, "configs", "coda.py")).get_config("smoke")
+    cfg.loop.advantage, cfg.loop.demo_dart, cfg.loop.policy_ema = "td", (0.1, -1.0), 1.0
+    got = runconfig.problems(cfg)
+    assert "loop.advantage='td' is unknown (valid: critic, mc, nstep)" in got
+    assert "loop.demo_dart=(0.1, -1.0) must be a list of noise sigmas > 0 (or empty)" in got
+    assert "loop.policy_ema=1.0 must be a number in [0, 1)" in got
 
 
 def test_config_choices_match_the_code_they_name():
     from coda.sim import assets, rollout
+    from coda.train import learner
 
     assert set(runconfig.BACKENDS) == {"auto", *rollout.BACKENDS}
+    assert runconfig.ADVANTAGES == learner.ADVANTAGES
     for split in runconfig.SPLITS:
         assert assets.instances_for("cube", split)
     with pytest.raises(ValueError, match="valid: train, heldout, all"):

@@ -78,6 +78,22 @@ def test_perturbed_planner_labels_clean_chunks_and_recovers(cube_plate_bucket, n
     )
 
 
+def test_expert_labels_execute_the_learner_and_record_the_expert(cube_plate_bucket, native_backend):
+    """DAgger collection: the random policy's chunks are executed, the planner's chunk for the
+    very same state is the label (checked against the planner acting on the recorded states)."""
+    from coda.sim.planner import ExpertLabels, RandomPolicy
+
+    planner = planner_for(cube_plate_bucket)
+    agent = ExpertLabels(RandomPolicy(planner.horizon), planner)
+    r = native_backend.rollout(cube_plate_bucket, agent, None, jax.random.PRNGKey(5), 2)
+    label, executed = np.asarray(r.info["label"]), np.asarray(r.actions)  # [B, C, H, 7]
+    chex.assert_shape(label, executed.shape)
+    assert np.abs(executed - label).mean() > 0.1  # random actions, not the planner's
+    s0 = jax.tree.map(lambda x: x[:, 0], r.states)  # the state the first chunk was chosen in
+    want, _, _ = planner.act(None, s0, planner.init(executed.shape[0], None), None)
+    np.testing.assert_allclose(label[:, 0], np.asarray(want), atol=1e-5)
+
+
 def test_registry_lookup_errors_list_the_valid_names():
     for lookup in (lambda n: tasks.FAMILIES[n], tasks.get_family):
         with pytest.raises(KeyError, match="valid: .*pick_place"):

@@ -187,3 +187,57 @@ def test_data_parallel_on_four_host_devices_equals_one_device(tmp_path):
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["all_reduce"] and res["devices"] == 4, res
     assert res["max_diff"] == pytest.approx(0.0, abs=1e-4), res
+
+
+@pytest.mark.parametrize("advantage", ["critic", "mc", "nstep"])
+def test_awr_rows_advantage_estimators(advantage):
+    """Each estimator's weights equal exp(A/λ) (normalised, clipped) of its own formula:
+    critic min Q - V, mc G - V(o), nstep G^(m) + Γ^m(1-d) V(o') - V(o)."""
+    from coda.train import awr as awr_lib
+    from coda.train.learner import awr_rows
+
+    policy = get_policy("small_tiny")
+    critic = ChunkCritic.for_policy(policy, hidden=16)
+    params = critic.init(jax.random.key(0))
+    data = synthetic_transitions(policy, 16, seed=1)
+    buf = insert(Replay.create(data, 16), data)  # full: sampling draws slots 0..15
+    kw = dict(batch=8, n_demo=0, temperature=0.5, max_weight=20.0, token_len=8)
+    key = jax.random.key(3)
+    out = awr_rows(critic, params, buf, buf, key, advantage=advantage, **kw)
+    mb = buf.sample(jax.random.split(key)[0], 8)  # the rows awr_rows drew
+    obs = Observation(mb.tokens[:, :8], mb.token_mask[:, :8], mb.state, mb.state_mask)
+    v = critic.v(params, obs)
+    boot = Observation(obs.tokens, obs.token_mask, mb.boot_state, mb.state_mask)
+    want_adv = {
+        "critic": critic.advantage(params, obs, mb.actions),
+        "mc": mb.mc - v,
+        "nstep": mb.ret + mb.boot_disc * critic.v(params, boot) - v,
+    }[advantage]
+    want = awr_lib.awr_weights(want_adv, 0.5, 20.0)
+    np.testing.assert_allclose(np.asarray(out.weights), np.asarray(want), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(out.actions), np.asarray(mb.actions), atol=0)
+    with pytest.raises(ValueError, match="valid: \\['critic', 'mc', 'nstep'\\]"):
+        LearnerConfig(advantage="td")
+
+
+def test_mc_returns_reach_the_replay():
+    """chunk_transitions stores the discounted return to the episode's end (`mc`)."""
+    from coda.train.shaping import mc_returns
+
+    r = np.array([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    m = np.array([[True, True, True, False], [True, True, True, True]])
+    np.testing.assert_allclose(mc_returns(r, m, 0.5), [[0.25, 0.5, 1.0, 0.0], [0, 0, 0, 0]])
+
+
+def test_sample_noise_scale_zero_is_deterministic():
+    """`sample_noise_scale` scales the flow prior: 0 gives the same chunk for any key."""
+    base = get_policy("small_tiny")
+    params = base.init(jax.random.key(0))
+    obs = synthetic_demos(base, 2, seed=0).obs
+    det = get_policy("small_tiny", sample_noise_scale=0.0)
+    a = det.sample_chunks(params, obs, jax.random.key(1))
+    b = det.sample_chunks(params, obs, jax.random.key(2))
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+    c = base.sample_chunks(params, obs, jax.random.key(1))
+    d = base.sample_chunks(params, obs, jax.random.key(2))
+    assert float(jnp.max(jnp.abs(c - d))) > 1e-3

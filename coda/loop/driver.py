@@ -90,6 +90,8 @@ class Context:
                 critic_batch=int(lc.critic_batch),
                 demo_fraction=float(lc.demo_fraction),
                 awr_positive_only=bool(lc.awr_positive_only),
+                advantage=str(lc.advantage),
+                policy_ema=float(lc.policy_ema),
                 updates_per_call=int(lc.updates_per_call),
                 replay_size=int(lc.replay_size),
                 demo_capacity=int(lc.demo_cap),
@@ -107,6 +109,7 @@ class Context:
         self.pool_programs: set[str] = set()
         self.suites: dict = {}
         self.sft_demos = None
+        self.demo_scenes: list = []  # extra layouts of the pool's programs, demos only
         self.failures: list = []
         self.last_results: list = []
 
@@ -193,28 +196,56 @@ def _load_pool(ctx: Context) -> list:
         return [compile_scene(Scene.from_json(line)) for line in f if line.strip()]
 
 
+def _demo_scenes(ctx: Context) -> list:
+    """`loop.demo_seeds` more verified layouts of every pool program, used for planner demos
+    only (the pool, and so the ID suite and the engine's parents, stay as seeded): BC from a
+    handful of layouts memorises them and fails on new ones (benchmarks/results/finetune.md)."""
+    from coda.engine.seeding import verify_scenes
+    from coda.sim.sdk import exec_program
+
+    c = ctx.config
+    n = int(c.loop.demo_seeds)
+    if n == 0:
+        return []
+    rng = np.random.default_rng([int(c.seed), 7])
+    taken = {int(p.scene.seed) for p in ctx.pool}
+    scenes = []
+    for prog in sorted({p.scene.program for p in ctx.pool}):
+        for _ in range(n):
+            s = int(rng.integers(2**31))
+            while s in taken:
+                s = int(rng.integers(2**31))
+            taken.add(s)
+            scenes.append(exec_program(prog, s, c.sim.split, isolation="inprocess"))
+    return [comp for comp, v in verify_scenes(scenes) if v.ok]
+
+
 def _sft_demos(ctx: Context, key: jax.Array, fit: bool) -> Any:
-    """Planner demos on the pool (norm fitted on them when `fit`) -> BC rows."""
-    from coda.sim.planner import planner_for
+    """Planner demos on the pool and the demo layouts (norm fitted on them when `fit`), plus one
+    DART pass per `loop.demo_dart` noise sigma (perturbed execution, clean planner labels: the
+    planner shows how to recover from the errors a cloned policy makes) -> BC rows."""
+    from coda.sim.planner import Perturbed, planner_for
 
     lc = ctx.config.loop
     results = []
-    for i, b in enumerate(collect.buckets_of(ctx.pool, int(lc.bucket_size))):
-        res, sec = collect.rollout(
-            ctx.backend,
-            b,
-            planner_for(b),
-            None,
-            jax.random.fold_in(key, i),
-            int(ctx.config.sim.num_chunks),
-        )
-        ctx.spend(res.env_steps, sec)
-        results.append((b, res))
+    buckets = collect.buckets_of(list(ctx.pool) + list(ctx.demo_scenes), int(lc.bucket_size))
+    passes = [None, *(float(s) for s in lc.demo_dart)]
+    for p, sigma in enumerate(passes):
+        for i, b in enumerate(buckets):
+            agent = planner_for(b) if sigma is None else Perturbed(planner_for(b), sigma)
+            k = jax.random.fold_in(jax.random.fold_in(key, p), i)
+            res, sec = collect.rollout(
+                ctx.backend, b, agent, None, k, int(ctx.config.sim.num_chunks)
+            )
+            ctx.spend(res.env_steps, sec)
+            results.append((b, res, sigma))
     if fit:
-        collect.fit_norm(ctx.learner, [r for _, r in results])
-    rows = [collect.demo_rows(ctx.learner, ctx.agents, r, b) for b, r in results]
+        collect.fit_norm(ctx.learner, [r for _, r, s in results if s is None])
+    rows = [collect.demo_rows(ctx.learner, ctx.agents, r, b) for b, r, _ in results]
     planner = float(
-        np.mean([np.asarray(r.success)[np.asarray(r.valid)].mean() for _, r in results])
+        np.mean(
+            [np.asarray(r.success)[np.asarray(r.valid)].mean() for _, r, s in results if s is None]
+        )
     )
     return collect.concat_batches(rows, int(lc.demo_cap)), planner
 
@@ -249,6 +280,7 @@ def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
     ctx.pool = pool
     ctx.pool_programs = {p.scene.program for p in pool}
     bar.set_description("round 0: planner demos")
+    ctx.demo_scenes = _demo_scenes(ctx)
     demos, planner = _sft_demos(ctx, k_demo, fit=True)
     ctx.sft_demos = demos
     bar.set_description("round 0: suites")
@@ -258,6 +290,8 @@ def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
     )
     save_suites(ctx.suites, os.path.join(ctx.workdir, "suites.json"))
     row: dict[str, Any] = {"round": 0, "planner_success_pool": planner, "pool": len(pool)}
+    row["demo_layouts"] = len(pool) + len(ctx.demo_scenes)
+    row["demo_rows"] = 0 if demos is None else int(demos.actions.shape[0])
     if c.eval.before_bc:
         bar.set_description("round 0: untrained policy on ID")
         pre, _ = ctx.evaluate(k_pre, ["id"])
@@ -522,8 +556,10 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         ctx.pool = _load_pool(ctx)
         ctx.pool_programs = {p.scene.program for p in ctx.pool}
         ctx.suites = load_suites(os.path.join(workdir, "suites.json"))
-        demos, _ = _sft_demos(ctx, jax.random.split(jax.random.fold_in(base, 0), 4)[0], fit=False)
-        ctx.sft_demos = ckpt.restore_batch(extras.get("sft_demos"), demos)
+        # the saved demo rows, in the tree structure of a demo batch (no re-collection)
+        from coda.train.learner import empty_demos
+
+        ctx.sft_demos = ckpt.restore_batch(extras.get("sft_demos"), empty_demos(ctx.policy))
         ctx.budgets = state.budgets
         _write_metrics(workdir, state)
         _tensorboard(workdir, [], state.round + 1)

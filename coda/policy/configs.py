@@ -56,6 +56,9 @@ def pi05() -> ConfigDict:
             num_state_tokens=0,  # 0: no state encoder (state goes into the prompt text)
             state_hidden=0,
             num_sample_steps=10,
+            # Scale of the initial flow noise at sampling (1 = the trained prior; < 1 samples
+            # closer to the mode, a temperature knob; training is unaffected).
+            sample_noise_scale=1.0,
             tokenizer_path="",  # "" -> the offline SentencePiece model shipped in assets/
         )
     )

@@ -445,6 +445,7 @@ class Pi05Policy(PolicyCore):
         kv = jax.tree.map(lambda a: jnp.repeat(a, j, axis=1), kv)  # [L, B*j, S, K, Hd]
         pmask = jnp.repeat(pmask, j, axis=0)
         noise = jax.random.normal(rng, (b * j, s.action_horizon, s.action_dim))
+        noise = noise * float(self.config.get("sample_noise_scale", 1.0))
         x0 = self._euler(params, kv, pmask, noise, n)
         x0 = x0.reshape(b, j, s.action_horizon, s.action_dim)
         return x0[..., : self.config.env_action_dim]

@@ -55,11 +55,13 @@ from coda.train.shaping import chunk_rewards, chunk_transitions, concat_transiti
 
 MODES = ("shaped", "sparse", "frozen_policy")
 # How AWR estimates A(o, a): "critic" = min_k Q_k(o, a) - V(o) (the chunk critic's own action
-# ranking); "mc" = G(o_t) - V(o) with G the discounted (shaped) return actually obtained to the
-# episode's end (the original AWR estimator, Peng et al. 2019). The critic's Q separates
-# successful from failed chunks well, but Q - V on the start policy's data barely ranks them
-# (benchmarks/results/finetune_diagnosis.md): "mc" uses the observed outcome instead.
-ADVANTAGES = ("critic", "mc")
+# ranking); "mc" = G(o_t) - V(o_t) with G the discounted (shaped) return actually obtained to the
+# episode's end (the original AWR estimator, Peng et al. 2019); "nstep" = the observed m-chunk
+# (shaped) return + Γ^m (1 - d) V(o_{t+m}) - V(o_t) (the n-step advantage of actor-critic
+# methods: credit goes to the chunks after which the value rose or fell). The critic's V ranks
+# states well, but Q - V on the start policy's data barely ranks actions
+# (benchmarks/results/finetune_diagnosis.md): "mc" and "nstep" use the observed outcome instead.
+ADVANTAGES = ("critic", "mc", "nstep")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,6 +212,9 @@ def awr_rows(
     )
     if advantage == "mc":
         adv = mb.mc - critic.v(critic_params, obs)
+    elif advantage == "nstep":
+        boot = Observation(obs.tokens, obs.token_mask, mb.boot_state, mb.state_mask)
+        adv = mb.ret + mb.boot_disc * critic.v(critic_params, boot) - critic.v(critic_params, obs)
     else:
         adv = critic.advantage(critic_params, obs, mb.actions)
     out = awr_lib.awr_batch(obs, mb.actions, adv, temperature, max_weight, positive_only)

@@ -1,0 +1,119 @@
+"""Summarise fine-tuning runs (`benchmarks/finetune.py run` / `dagger` JSONs) against issue 12's bars.
+
+Per run: the start's held-out-layout success, every evaluation along the way, the largest drop
+below the start, the gain at the last evaluation and the first update count at which success
+reached start + 0.15 (censored at the budget when never). Per (family, condition): those over
+seeds (mean ± s.e.; updates-to-threshold as median and inter-quartile range with the censored
+runs counted at the budget and marked).
+
+    .venv/bin/python benchmarks/finetune_summary.py --runs 'benchmarks/results/finetune_runs/*.json' \
+        --out benchmarks/results/finetune_summary
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+
+import numpy as np
+
+GAIN = 0.15  # the issue's bar: +15 points of held-out-layout success
+MAX_DROP = 0.05  # ... and never more than 5 points below the start
+
+
+def run_summary(path: str, label: str | None = None) -> dict:
+    with open(path) as f:
+        r = json.load(f)
+    curve = [c for c in r["curve"] if "rate" in c]
+    start = curve[0]["rate"]
+    later = curve[1:]
+    budget = max(c["updates"] for c in r["curve"])
+    hit = [c["updates"] for c in later if c["rate"] >= start + GAIN - 1e-9]
+    drop = max([start - c["rate"] for c in later] or [0.0])
+    return {
+        "file": os.path.basename(path),
+        "label": label or r.get("args", {}).get("label") or os.path.basename(path)[:-5],
+        "family": r.get("family"),
+        "seed": r.get("args", {}).get("seed"),
+        "start": start,
+        "start_se": curve[0]["se"],
+        "final": later[-1]["rate"] if later else start,
+        "final_se": later[-1]["se"] if later else curve[0]["se"],
+        "best": max(c["rate"] for c in curve),
+        "max_drop": drop,
+        "budget": budget,
+        "updates_to_threshold": hit[0] if hit else None,
+        "meets_gain": bool(later) and later[-1]["rate"] >= start + GAIN - 1e-9,
+        "meets_no_drop": drop <= MAX_DROP + 1e-9,
+        "curve": [(c["updates"], c["rate"], c["se"]) for c in curve],
+        "command": r.get("command"),
+    }
+
+
+def _ms(xs) -> str:
+    xs = np.asarray(xs, float)
+    se = xs.std(ddof=1) / np.sqrt(len(xs)) if len(xs) > 1 else 0.0
+    return f"{100 * xs.mean():.1f} ± {100 * se:.1f}"
+
+
+def group_summary(rows: list[dict]) -> dict:
+    budget = max(r["budget"] for r in rows)
+    hits = [r["updates_to_threshold"] for r in rows]
+    filled = np.asarray([budget if h is None else h for h in hits], float)
+    return {
+        "seeds": len(rows),
+        "start": _ms([r["start"] for r in rows]),
+        "final": _ms([r["final"] for r in rows]),
+        "gain": _ms([r["final"] - r["start"] for r in rows]),
+        "max_drop": f"{100 * max(r['max_drop'] for r in rows):.1f}",
+        "meets_gain": sum(r["meets_gain"] for r in rows),
+        "meets_no_drop": sum(r["meets_no_drop"] for r in rows),
+        "updates_to_threshold_median": float(np.median(filled)),
+        "updates_to_threshold_iqr": [
+            float(np.percentile(filled, 25)),
+            float(np.percentile(filled, 75)),
+        ],
+        "censored": sum(h is None for h in hits),
+    }
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", nargs="+", required=True, help="globs of run JSONs")
+    p.add_argument("--out", required=True, help="path stem: writes .json and .md")
+    args = p.parse_args(argv)
+    files = sorted({f for g in args.runs for f in glob.glob(g)})
+    rows = [run_summary(f) for f in files]
+    groups: dict = {}
+    for r in rows:
+        cond = r["label"].rsplit("_s", 1)[0]  # <family>_<condition>_s<seed>
+        groups.setdefault((r["family"], cond), []).append(r)
+    summary = {f"{fam}/{cond}": group_summary(rs) for (fam, cond), rs in sorted(groups.items())}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump({"runs": rows, "groups": summary}, f, indent=1)
+    lines = [
+        "| family / condition | seeds | start % | final % | gain (pts) | max drop (pts) "
+        "| runs ≥ +15 | runs never < start − 5 | updates to start + 0.15: median [IQR] (censored) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, g in summary.items():
+        lo, hi = g["updates_to_threshold_iqr"]
+        lines.append(
+            f"| {name} | {g['seeds']} | {g['start']} | {g['final']} | {g['gain']} | "
+            f"{g['max_drop']} | {g['meets_gain']}/{g['seeds']} | {g['meets_no_drop']}/{g['seeds']} "
+            f"| {g['updates_to_threshold_median']:.0f} [{lo:.0f}, {hi:.0f}] ({g['censored']}) |"
+        )
+    lines += ["", "| run | start % | evaluations (updates: % ± s.e.) |", "|---|---|---|"]
+    for r in rows:
+        ev = ", ".join(f"{u}: {100 * x:.0f}±{100 * s:.0f}" for u, x, s in r["curve"][1:])
+        lines.append(f"| {r['label']} | {100 * r['start']:.1f} | {ev} |")
+    with open(args.out + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
