@@ -1,4 +1,4 @@
-"""Summarise fine-tuning runs (`benchmarks/finetune.py run` / `dagger` JSONs) against issue 12's bars.
+"""Summarise fine-tuning runs (`finetune.py run` / `dagger` JSONs) against issue 12's bars.
 
 Per run: the start's held-out-layout success, every evaluation along the way, the largest drop
 below the start, the gain at the last evaluation and the first update count at which success
@@ -6,8 +6,8 @@ reached start + 0.15 (censored at the budget when never). Per (family, condition
 seeds (mean ± s.e.; updates-to-threshold as median and inter-quartile range with the censored
 runs counted at the budget and marked).
 
-    .venv/bin/python benchmarks/finetune_summary.py --runs 'benchmarks/results/finetune_runs/*.json' \
-        --out benchmarks/results/finetune_summary
+    .venv/bin/python benchmarks/finetune_summary.py \
+        --runs 'benchmarks/results/finetune_runs/*.json' --out benchmarks/results/finetune_summary
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ def main(argv=None) -> None:
         json.dump({"runs": rows, "groups": summary}, f, indent=1)
     lines = [
         "| family / condition | seeds | start % | final % | gain (pts) | max drop (pts) "
-        "| runs ≥ +15 | runs never < start − 5 | updates to start + 0.15: median [IQR] (censored) |",
+        "| runs ≥ +15 | runs never < start − 5 "
+        "| updates to start + 0.15: median [IQR] (censored) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, g in summary.items():
