@@ -54,6 +54,7 @@ def policy_overrides(pc: ConfigDict, horizon: int) -> dict[str, Any]:
         state_hidden=int(pc.state_hidden),
         num_state_tokens=int(pc.num_state_tokens),
         num_sample_steps=int(pc.sample_steps),
+        sample_noise_scale=float(pc.sample_noise_scale),
         action_horizon=int(horizon),
     )
 
