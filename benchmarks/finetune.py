@@ -413,7 +413,8 @@ def cmd_run(args) -> None:
             row.update(s.as_dict())
         curve.append(row)
         log(f"round {rnd}: {row} ({time.time() - t0:.0f}s)")
-        _write(args.out, {"command": _command(), "args": vars(args), "curve": curve})
+        part = {"command": _command(), "args": vars(args), "family": st.family, "curve": curve}
+        _write(args.out, part)
     _write(
         args.out,
         {
@@ -426,6 +427,49 @@ def cmd_run(args) -> None:
             "machine": _machine(),
         },
     )
+
+
+# ----------------------------------------------------------------------------- sampler
+
+
+def cmd_sampler(args) -> None:
+    """Where the start's failures come from: per-layout consistency over repeated rollouts of
+    the training layouts (systematic failures pile up at 0/k and k/k; sampling noise gives a
+    binomial spread), and held-out success against the flow-noise scale of the sampler."""
+    import math
+
+    from finetune_bc import POLICIES
+
+    t0 = time.time()
+    st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",))
+    learner = st.learner(LearnerConfig(mode="sparse", num_candidates=1), 0, 1)
+    succ = []
+    for k in range(args.repeats):
+        r = learner.rollout(st.backend, st.bucket, jax.random.key(50 + k), NUM_CHUNKS, 1)
+        succ.append(np.asarray(r.success)[st.bucket.valid])
+    s = np.stack(succ).astype(float)  # [k, layouts]
+    p, k = float(s.mean()), args.repeats
+    hist = np.bincount(np.round(s.mean(0) * k).astype(int), minlength=k + 1)
+    binom = [len(s[0]) * math.comb(k, i) * p**i * (1 - p) ** (k - i) for i in range(k + 1)]
+    out = {
+        "command": _command(),
+        "family": st.family,
+        "training_layouts": int(s.shape[1]),
+        "repeats": k,
+        "mean_success": p,
+        "per_layout_successes_histogram": hist.tolist(),
+        "binomial_expectation": binom,
+        "noise_scale": {},
+    }
+    log(f"per-layout histogram {hist.tolist()} vs binomial {np.round(binom, 1).tolist()}")
+    over = POLICIES[st.blob.get("policy", "small")]
+    for scale in args.scales:
+        st.policy = get_policy("small", **over, sample_noise_scale=scale)
+        st.agents = {}
+        res = st.evaluate(st.params(), st.norm(), "heldout_layouts", jax.random.key(7))
+        out["noise_scale"][str(scale)] = res.as_dict()
+        log(f"noise scale {scale}: {res}")
+    _write(args.out, {**out, "wall_s": time.time() - t0, "machine": _machine()})
 
 
 # ----------------------------------------------------------------------------- dagger
@@ -460,7 +504,8 @@ def cmd_dagger(args) -> None:
             row.update(s_.as_dict())
         curve.append(row)
         log(f"round {rnd}: {row} ({time.time() - t0:.0f}s)")
-        _write(args.out, {"command": _command(), "args": vars(args), "curve": curve})
+        part = {"command": _command(), "args": vars(args), "family": st.family, "curve": curve}
+        _write(args.out, part)
     _write(
         args.out,
         {
@@ -522,6 +567,12 @@ def main(argv=None):
     )
     r.add_argument("--advantage", choices=["critic", "mc", "nstep"], default="critic")
     r.add_argument("--out", required=True)
+    m = sub.add_parser("sampler")
+    m.add_argument("--ckpt", required=True)
+    m.add_argument("--episodes", type=int, default=128)
+    m.add_argument("--repeats", type=int, default=6)
+    m.add_argument("--scales", type=float, nargs="+", default=[1.0, 0.7, 0.5, 0.3, 0.0])
+    m.add_argument("--out", required=True)
     g = sub.add_parser("dagger")
     g.add_argument("--ckpt", required=True)
     g.add_argument("--seed", type=int, default=0)
@@ -538,6 +589,7 @@ def main(argv=None):
         "diagnose": cmd_diagnose,
         "run": cmd_run,
         "dagger": cmd_dagger,
+        "sampler": cmd_sampler,
     }
     cmds[args.cmd](args)
 

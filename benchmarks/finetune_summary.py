@@ -35,7 +35,7 @@ def run_summary(path: str, label: str | None = None) -> dict:
     return {
         "file": os.path.basename(path),
         "label": label or r.get("args", {}).get("label") or os.path.basename(path)[:-5],
-        "family": r.get("family"),
+        "family": r.get("family") or ("pick_place" if "pick_place" in path else "stack"),
         "seed": r.get("args", {}).get("seed"),
         "start": start,
         "start_se": curve[0]["se"],
