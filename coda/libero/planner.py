@@ -14,10 +14,12 @@ from __future__ import annotations
 import dataclasses
 
 import jax.numpy as jnp
+import mujoco
 
 from coda.libero import predicates as P
 from coda.sim import geometry as G
-from coda.sim.planner import CLOSE, OPEN, ScriptedPlanner, Waypoint
+from coda.sim import predicates as SP
+from coda.sim.planner import CLOSE, OPEN, PlannerCarry, ScriptedPlanner, Waypoint
 from coda.sim.state import SimState
 
 CARRY_Z = 0.22  # m: tcp height while carrying
@@ -129,12 +131,127 @@ class LiberoPickPlace(ScriptedPlanner):
         return xyz, yaws, jnp.zeros(yaws.shape)
 
 
-def planner_for(compiled, horizon: int = 10) -> LiberoPickPlace:
-    """The planner of a compiled LIBERO task; a clear error for goals it does not handle."""
+# ----------------------------------------------------------------------------- compound goals
+
+ENABLE = ("open", "turnon")  # articulation atoms a placement may need first
+FINISH = ("close", "turnoff")  # articulation atoms that would block a placement: last
+
+
+def atom_action(atom: tuple) -> str:
+    """open | close | turnon | turnoff for a static joint atom (from its threshold), else its
+    kind (on_obj | on_region | in_region)."""
+    if atom[0] != "joint":
+        return atom[0]
+    op, bound = atom[1], atom[2]
+    if op == "<":
+        return "open" if bound < -1e-3 else "turnoff"
+    return "close" if op == ">" else "turnon"
+
+
+def order_atoms(atoms: tuple) -> tuple:
+    """The order in which a compound goal's atoms are executed: opening / turning on first (a
+    drawer must be open before something goes in), then placements in the goal's order, then
+    closing / turning off (a drawer is closed after something went in). Stable within groups."""
+
+    def rank(a):
+        act = atom_action(a)
+        return 0 if act in ENABLE else 2 if act in FINISH else 1
+
+    return tuple(sorted(atoms, key=rank))
+
+
+def implicit_open(compiled, atom: tuple) -> tuple | None:
+    """LIBERO's "open the drawer and put X inside" states only In(X, drawer region): the
+    ("joint", "<", open bound, ...) atom of the drawer a placement region moves with, or None."""
+    if atom[0] != "in_region" or atom[2] < 0:
+        return None
+    m = compiled.model
+    body = m.body(compiled.layout.body_names[atom[2]]).id
+    for j, name in enumerate(compiled.layout.joint_names):
+        jid = m.joint(name).id
+        if m.jnt_bodyid[jid] == body and m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE:
+            lo, hi = m.jnt_range[jid]
+            kind = SP.LIBERO_JOINT_THRESHOLDS["cabinet_drawer"]["open"]
+            if lo < kind[1] < hi:
+                return ("joint", kind[0], float(kind[1]), (j,), True)
+    return None
+
+
+def stages_for(compiled, atoms: tuple) -> tuple:
+    """Ordered stages (a `LiberoPickPlace` or an `Articulation` each) for a goal's atoms."""
+    from coda.libero.planner_articulated import articulation_for
+
+    atoms = list(atoms)
+    for a in list(atoms):
+        extra = implicit_open(compiled, a)
+        if extra is not None and all(b[0] != "joint" or b[3] != extra[3] for b in atoms):
+            atoms.append(extra)
+    out = []
+    for a in order_atoms(tuple(atoms)):
+        if a[0] == "joint":
+            out.append(articulation_for(compiled, a))
+        elif a[0] in ("on_obj", "on_region", "in_region"):
+            out.append(LiberoPickPlace("libero", (), compiled.sym, 10, a))
+        else:
+            raise ValueError(f"no planner stage for atom kind {a[0]!r}")
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class LiberoPlanner(ScriptedPlanner):
+    """The stages' phases chained into one phase sequence (ScriptedPlanner's stepping).
+
+    At each chunk start: a stage whose atom already holds is skipped when it has not started,
+    and a stage that finished with its atom false is started again (a drawer the fingers slid
+    off, a dropped object), so a failure costs time, not the episode."""
+
+    stages: tuple = ()
+
+    @property
+    def phases(self) -> tuple[Waypoint, ...]:
+        return tuple(p for st in self.stages for p in st.phases)
+
+    @property
+    def starts(self) -> tuple[int, ...]:
+        """First phase index of each stage, and the total."""
+        out = [0]
+        for st in self.stages:
+            out.append(out[-1] + len(st.phases))
+        return tuple(out)
+
+    def _waypoints(self, s: SimState, target: jnp.ndarray):
+        parts = [st._waypoints(s, target) for st in self.stages]
+        return tuple(jnp.concatenate([p[i] for p in parts], 1) for i in range(3))
+
+    def act(self, params, state: SimState, carry: PlannerCarry, rng):
+        starts = self.starts
+        phase, count = carry.phase, carry.count
+        settle_last = self.phases[-1].settle
+        for k, st in enumerate(self.stages):
+            holds = P.atom_holds(state, st.atom)  # [B]
+            a, b = starts[k], starts[k + 1]
+            last = k == len(self.stages) - 1
+            skip = (phase == a) & (count == 0) & holds & (not last)
+            finished = (
+                (phase == b) & (count == 0)
+                if not last
+                else ((phase == b - 1) & (count > settle_last))
+            )
+            redo = finished & ~holds
+            phase = jnp.where(skip, b, jnp.where(redo, a, phase))
+            count = jnp.where(skip | redo, 0, count)
+        return super().act(params, state, PlannerCarry(phase, count), rng)
+
+
+def planner_for(compiled, horizon: int = 10) -> LiberoPlanner:
+    """The planner of a compiled LIBERO task: its goal's atoms as ordered stages; a clear error
+    for goals it does not handle."""
     atoms = compiled.success.keywords["atoms"]
-    if not supported(atoms):
+    try:
+        stages = stages_for(compiled, atoms)
+    except ValueError as e:
         raise ValueError(
-            f"the LIBERO planner handles one On / In goal; {compiled.scene.task['params']['task']}"
-            f" has {[a[0] for a in atoms]}"
-        )
-    return LiberoPickPlace("libero", (), compiled.sym, horizon, atoms[0])
+            f"the LIBERO planner cannot script {compiled.scene.task['params']['task']} "
+            f"({[atom_action(a) for a in atoms]}): {e}"
+        ) from e
+    return LiberoPlanner("libero", (), compiled.sym, horizon, stages)

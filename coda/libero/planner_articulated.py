@@ -1,0 +1,250 @@
+"""Scripted articulation for LIBERO's Open / Close / TurnOn / TurnOff atoms (drawers, knobs).
+
+The joint's type, axis, anchor and range come from the compiled model (host side, once per
+task); the part's pose comes from `SimState` each chunk (pure JAX), so the waypoints follow the
+part as it moves. Three modes, chosen by joint type and the direction the goal needs:
+  pull  a slide joint opened: our gripper is a vertical parallel gripper (no hook), so it presses
+        its closed fingers down on the handle bar and drags it along the joint axis (friction
+        1.5 × ~35 N >> the drawer's 50 N·s/m damping). The palm (12 × 3 cm, 5 cm above the
+        finger tips) rests on whatever lies above: a drawer under another drawer's handle
+        (7 cm above) cannot be reached this way (a known gap, reported per goal type).
+  push  a slide joint closed: closed fingers come down in front of the handle and push it
+        along the axis 1 cm past the goal (the joint limit stops it).
+  turn  a hinge about a vertical axis (a stove knob): the jaws close across the knob's ridge at
+        the reachable point nearest the axis, then the tcp is carried round the axis while the
+        yaw turns by the same angle, to 0.5 rad past LIBERO's threshold.
+Each mode is a stage of `planner.LiberoPlanner`: `phases` and `_waypoints(s, cmd)` as a
+`ScriptedPlanner` has them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from coda.libero import predicates as P
+from coda.sim import robot
+from coda.sim.planner import CLOSE, OPEN, Waypoint
+from coda.sim.state import SimState
+from coda.sim.tasks.waypoints import wrap
+
+PRESS = 0.012  # m: setpoint below the handle's top while dragging it (servo force ~36 N)
+HOVER = 0.10  # m: tcp above the handle before coming down
+PUSH_GAP = 0.03  # m: the pushing fingers' centre in front of the handle before the push
+PUSH_OVER = 0.01  # m: push past the goal (the joint limit stops the part)
+SLIDE_MARGIN = 0.02  # m: slide goal past LIBERO's threshold (clipped to the joint range)
+HINGE_MARGIN = 0.5  # rad: knob goal past LIBERO's threshold
+HINGE_OVER = 0.1  # rad: how far a knob goal may lie beyond the joint range
+KNOB_BELOW_TOP = 0.025  # m: tcp below the knob ridge's top at the grasp
+KNOB_RADIUS = 0.08  # m: a vertical hinge's part within this of its axis is a knob (else a door)
+REACH_X = float(robot.TARGET_LOW[0]) + 0.004  # m: nearest x the tcp can hold with some slack
+
+PULL_PHASES = (
+    Waypoint("approach", CLOSE, tol=0.01),
+    Waypoint("press", CLOSE, speed=0.5, tol=0.004, settle=4),
+    Waypoint("drag", CLOSE, speed=0.35, tol=0.008, settle=4),
+    Waypoint("lift", CLOSE, tol=0.02),
+)
+PUSH_PHASES = (
+    Waypoint("approach", CLOSE, tol=0.01),
+    Waypoint("lower", CLOSE, speed=0.5, tol=0.006, settle=2),
+    Waypoint("push", CLOSE, speed=0.35, tol=0.008, settle=4),
+    Waypoint("back", CLOSE, tol=0.01),
+    Waypoint("lift", CLOSE, tol=0.02),
+)
+TURN_PHASES = (
+    Waypoint("approach", OPEN, tol=0.01),
+    Waypoint("descend", OPEN, speed=0.5, tol=0.004, settle=2),
+    Waypoint("grasp", CLOSE, tol=0.01, settle=8),
+    Waypoint("turn", CLOSE, speed=0.4, tol=0.008, settle=6),
+    Waypoint("release", OPEN, tol=0.01, settle=5),
+    Waypoint("retreat", OPEN, tol=0.02),
+)
+MODES = {"pull": PULL_PHASES, "push": PUSH_PHASES, "turn": TURN_PHASES}
+
+
+@dataclasses.dataclass(frozen=True)
+class Articulation:
+    """One joint atom's stage (hashable: all geometry as float tuples in the part's frame)."""
+
+    mode: str  # pull | push | turn
+    atom: tuple  # the static ("joint", ...) atom this stage makes true
+    body: int  # tracked index of the moving part
+    joint: int  # index into SimState.joint_pos
+    axis: tuple  # joint axis, part frame (3)
+    anchor: tuple  # joint anchor, part frame (3)
+    handle: tuple  # handle / grasp point, part frame (3)
+    handle_top: float  # handle top above the handle point (m)
+    handle_depth: float  # handle half extent along the motion (m)
+    ridge: tuple  # knob ridge direction, part frame (3); zeros for slides
+    q_goal: float  # joint position aimed at
+
+    @property
+    def phases(self) -> tuple[Waypoint, ...]:
+        return MODES[self.mode]
+
+    def _frame(self, s: SimState):
+        rb = P._quat_mat(s.body_quat[..., self.body, :])  # [B, 3, 3]
+        pb = s.body_pos[..., self.body, :]  # [B, 3]
+
+        def world(v, point=True):
+            w = jnp.einsum("...ij,j->...i", rb, jnp.asarray(v, pb.dtype))
+            return pb + w if point else w
+
+        return world
+
+    def _waypoints(self, s: SimState, target: jnp.ndarray):
+        """xyz [B, P, 3], yaw [B, P], path to go [B, P] of this stage's phases."""
+        world = self._frame(s)
+        q = s.joint_pos[..., self.joint]  # [B]
+        dq = self.q_goal - q  # [B]
+        h = world(self.handle)  # [B, 3]
+        axis = world(self.axis, point=False)  # [B, 3]
+        zero = jnp.zeros_like(q)
+
+        def at(p, z):
+            return jnp.concatenate([p[..., :2], z[..., None]], -1)
+
+        if self.mode == "turn":
+            return self._turn(s, target, world, h, axis, dq)
+        # slides: handle motion dq · axis; jaws along the bar (perpendicular to the motion)
+        move = axis * dq[..., None]  # [B, 3]
+        u = move / jnp.maximum(jnp.linalg.norm(move[..., :2], axis=-1, keepdims=True), 1e-6)
+        u = u.at[..., 2].set(0.0)
+        yaw = wrap(jnp.arctan2(axis[..., 1], axis[..., 0]), jnp.pi)
+        top = h[..., 2] + self.handle_top
+        goal = h + move
+        if self.mode == "pull":
+            press = top + 0.01 - PRESS  # tcp: the pads reach 1 cm below it
+            xyz = jnp.stack(
+                [at(h, top + HOVER), at(h, press), at(goal, press), at(goal, top + HOVER)], 1
+            )
+        else:
+            off = self.handle_depth + robot.FINGER_HALF[0] + PUSH_GAP
+            pre = h - u * off
+            end = goal - u * (self.handle_depth + robot.FINGER_HALF[0] - PUSH_OVER)
+            z = h[..., 2]
+            xyz = jnp.stack(
+                [at(pre, top + HOVER), at(pre, z), at(end, z), at(end - u * 0.05, z),
+                 at(end - u * 0.05, top + HOVER)],
+                1,
+            )  # fmt: skip
+        n = xyz.shape[1]
+        return xyz, jnp.repeat(yaw[:, None], n, 1), jnp.repeat(zero[:, None], n, 1)
+
+    def _turn(self, s, target, world, g, axis, dq):
+        anchor = world(self.anchor)  # [B, 3]
+        ridge = world(self.ridge, point=False)
+        ang = dq * jnp.sign(axis[..., 2])  # world rotation about +z [B]
+        c, si = jnp.cos(ang), jnp.sin(ang)
+        rel = g[..., :2] - anchor[..., :2]
+        rot = jnp.stack(
+            [c * rel[..., 0] - si * rel[..., 1], si * rel[..., 0] + c * rel[..., 1]], -1
+        )
+        end = jnp.concatenate([anchor[..., :2] + rot, g[..., 2:3]], -1)
+        # jaws across the ridge: the tcp's local y perpendicular to it, folded near the setpoint
+        raw = jnp.arctan2(ridge[..., 1], ridge[..., 0])
+        yaw = target[..., 3] + wrap(raw - target[..., 3], jnp.pi)
+        above = g.at[..., 2].add(HOVER)
+        xyz = jnp.stack([above, g, g, end, end, end.at[..., 2].add(HOVER)], 1)
+        turned = yaw + ang
+        yaws = jnp.stack([yaw, yaw, yaw, turned, turned, turned], 1)
+        return xyz, yaws, jnp.zeros(yaws.shape)
+
+
+# ----------------------------------------------------------------------------- host side
+
+
+def _geom_boxes(m: mujoco.MjModel, d: mujoco.MjData, body: int):
+    """(centre [3], world half extents [3]) of a body's collision geoms."""
+    out = []
+    for g in np.nonzero(m.geom_bodyid == body)[0]:
+        if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
+            continue
+        rot = d.geom_xmat[g].reshape(3, 3)
+        if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX:
+            ext = np.abs(rot) @ m.geom_size[g]
+        else:
+            ext = np.full(3, m.geom_rbound[g])
+        out.append((d.geom_xpos[g].copy(), ext))
+    return out
+
+
+def goal_q(op: str, bound: float, lo: float, hi: float, hinge: bool) -> float:
+    """The joint position aimed at for LIBERO's threshold (op, bound) within range [lo, hi]."""
+    up = op in (">", ">=")
+    if hinge:
+        q = bound + (HINGE_MARGIN if up else -HINGE_MARGIN)
+        return float(np.clip(q, lo - HINGE_OVER, hi + HINGE_OVER))
+    q = bound + (SLIDE_MARGIN if up else -SLIDE_MARGIN)
+    return float(np.clip(q, lo, hi))
+
+
+def articulation_for(compiled, atom: tuple) -> Articulation:
+    """The stage of a ("joint", op, bound, joints, any) atom, its geometry read from the model
+    at the task's initial state; a clear error for joints it cannot operate."""
+    _, op, bound, joints, _ = atom
+    m = compiled.model
+    names = compiled.layout.joint_names
+    tracked = compiled.layout.body_names
+    j = int(joints[0])
+    jid = m.joint(names[j]).id
+    bname = m.body(int(m.jnt_bodyid[jid])).name
+    if bname not in tracked:
+        raise ValueError(f"joint {names[j]} moves untracked body {bname}")
+    bid = m.body(bname).id
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    mujoco.mj_kinematics(m, d)
+    rb, pb = d.xmat[bid].reshape(3, 3), d.xpos[bid].copy()
+
+    def local(p, point=True):
+        return tuple(float(v) for v in rb.T @ (np.asarray(p) - (pb if point else 0.0)))
+
+    lo, hi = (float(v) for v in m.jnt_range[jid])
+    hinge = m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_HINGE
+    slide = m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE
+    q0 = float(d.qpos[m.jnt_qposadr[jid]])
+    qg = goal_q(op, bound, lo, hi, bool(hinge))
+    axis_w = d.xaxis[jid].copy()
+    boxes = _geom_boxes(m, d, bid)
+    if not boxes:
+        raise ValueError(f"joint {names[j]}: its part has no collision geometry")
+    if slide:
+        outward = -axis_w if abs(lo) > abs(hi) else axis_w
+        c, ext = max(boxes, key=lambda b: float(b[0] @ outward))
+        depth = float(np.abs(axis_w) @ ext)
+        mode = "pull" if (qg - q0) * float(axis_w @ outward) > 0 else "push"
+        return Articulation(mode, atom, tracked.index(bname), j, local(axis_w, False),
+                            local(d.xanchor[jid]), local(c), float(ext[2]), depth,
+                            (0.0, 0.0, 0.0), qg)  # fmt: skip
+    if hinge and abs(axis_w[2]) > 0.9:
+        anchor = d.xanchor[jid].copy()
+        reach = max(float(np.linalg.norm(b[0][:2] - anchor[:2]) + b[1][:2].max()) for b in boxes)
+        if reach > KNOB_RADIUS:
+            raise ValueError(
+                f"joint {names[j]}: a hinged part {reach:.2f} m across (a door) is not scripted"
+            )
+        # the ridge: the part's geom that rises highest; grasp it at the reachable point
+        # nearest the axis along its long horizontal direction
+        c, ext = max(boxes, key=lambda b: float(b[0][2] + b[1][2]))
+        long = np.array([1.0, 0.0, 0.0]) if ext[0] >= ext[1] else np.array([0.0, 1.0, 0.0])
+        half = float(ext[:2].max())
+        ts = np.linspace(-half, half, 41)
+        cand = c[None] + ts[:, None] * long[None]
+        ok = (cand[:, 0] >= REACH_X) & (np.abs(cand[:, 1]) <= robot.TARGET_HIGH[1] - 0.01)
+        if not ok.any():
+            raise ValueError(f"joint {names[j]}: knob ridge out of the gripper's reach")
+        dist = np.linalg.norm(cand[:, :2] - anchor[None, :2], axis=1)
+        g = cand[np.argmin(np.where(ok, dist, np.inf))].copy()
+        g[2] = c[2] + ext[2] - KNOB_BELOW_TOP
+        return Articulation("turn", atom, tracked.index(bname), j, local(axis_w, False),
+                            local(anchor), local(g), float(ext[2]), float(ext[:2].min()),
+                            local(long, False), qg)  # fmt: skip
+    raise ValueError(
+        f"joint {names[j]}: only slides (drawers) and vertical hinges (knobs) are scripted; "
+        "a door hinge (the microwave) is not"
+    )
