@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import mujoco
 
 from coda.libero import predicates as P
 from coda.sim import geometry as G
 from coda.sim import predicates as SP
+from coda.sim import robot
 from coda.sim.planner import CLOSE, OPEN, PlannerCarry, ScriptedPlanner, Waypoint
 from coda.sim.state import SimState
+from coda.sim.tasks.waypoints import wrap
 
 CARRY_Z = 0.22  # m: tcp height while carrying
 GRASP_BELOW_TOP = 0.03  # m: tcp below the object's top at the grasp
@@ -220,27 +223,91 @@ class LiberoPlanner(ScriptedPlanner):
         return tuple(out)
 
     def _waypoints(self, s: SimState, target: jnp.ndarray):
-        parts = [st._waypoints(s, target) for st in self.stages]
-        return tuple(jnp.concatenate([p[i] for p in parts], 1) for i in range(3))
+        """xyz [B, P, 3], yaw [B, P], path to go [B, P] and pitch [B, P] of all stages."""
+        parts = []
+        for st in self.stages:
+            w = st._waypoints(s, target)
+            parts.append(w if len(w) == 4 else (*w, jnp.zeros_like(w[1])))
+        return tuple(jnp.concatenate([p[i] for p in parts], 1) for i in range(4))
 
-    def act(self, params, state: SimState, carry: PlannerCarry, rng):
+    def _resume(self, state: SimState, carry: PlannerCarry) -> PlannerCarry:
+        """Skip stages already done, redo stages that finished with their atom false."""
         starts = self.starts
         phase, count = carry.phase, carry.count
         settle_last = self.phases[-1].settle
         for k, st in enumerate(self.stages):
             holds = P.atom_holds(state, st.atom)  # [B]
             a, b = starts[k], starts[k + 1]
-            last = k == len(self.stages) - 1
-            skip = (phase == a) & (count == 0) & holds & (not last)
-            finished = (
-                (phase == b) & (count == 0)
-                if not last
-                else ((phase == b - 1) & (count > settle_last))
-            )
+            if k < len(self.stages) - 1:
+                skip = (phase == a) & (count == 0) & holds
+                finished = (phase == b) & (count == 0)
+            else:
+                skip = jnp.zeros_like(holds)
+                finished = (phase == b - 1) & (count > settle_last)
             redo = finished & ~holds
             phase = jnp.where(skip, b, jnp.where(redo, a, phase))
             count = jnp.where(skip | redo, 0, count)
-        return super().act(params, state, PlannerCarry(phase, count), rng)
+        return PlannerCarry(phase, count)
+
+    def act(self, params, state: SimState, carry: PlannerCarry, rng):
+        """`ScriptedPlanner.act`'s stepping with a per-phase pitch (a tilted hand reaches a
+        handle under another one) and the stage bookkeeping of `_resume`."""
+        del params, rng
+        if state.ee_cmd is None:
+            raise ValueError("the planner needs SimState.ee_cmd (states from decode have it)")
+        carry = self._resume(state, carry)
+        phases = self.phases
+        grip = jnp.array([p.grip for p in phases])
+        speed = jnp.array([p.speed for p in phases])
+        tol = jnp.array([p.tol for p in phases])
+        settle = jnp.array([p.settle for p in phases])
+        n = len(phases)
+        scale = jnp.array([robot.MAX_DPOS] * 3 + [robot.MAX_DROT] * 3)
+        lo, hi = jnp.asarray(robot.TARGET_LOW), jnp.asarray(robot.TARGET_HIGH)
+
+        def step(ct, _):
+            c, cmd = ct  # PlannerCarry, setpoint [B, 6] integrated along the chunk
+            xyz, yaw, togo, pitch = self._waypoints(state, cmd)  # [B, P, 3], [B, P] x 3
+            k = c.phase
+            wp = jnp.take_along_axis(xyz, k[:, None, None], 1)[:, 0]  # [B, 3]
+            wy = jnp.take_along_axis(yaw, k[:, None], 1)[:, 0]  # [B]
+            wpi = jnp.take_along_axis(pitch, k[:, None], 1)[:, 0]  # [B]
+            # wrist = tcp + Rz(yaw) Ry(pitch) (0, 0, TCP_OFFSET)
+            sp_, cp_ = jnp.sin(wpi), jnp.cos(wpi)
+            off = robot.TCP_OFFSET * jnp.stack(
+                [sp_ * jnp.cos(wy), sp_ * jnp.sin(wy), cp_], -1
+            )  # [B, 3]
+            wrist = wp + off
+            sp = speed[k][:, None]
+            d_pos = jnp.clip((wrist - cmd[:, :3]) / robot.MAX_DPOS, -sp, sp)
+            d_yaw = jnp.clip(wrap(wy - cmd[:, 3]) / robot.MAX_DROT, -1.0, 1.0)
+            d_pitch = jnp.clip((wpi - cmd[:, 4]) / robot.MAX_DROT, -1.0, 1.0)
+            d_roll = jnp.clip(-cmd[:, 5] / robot.MAX_DROT, -1.0, 1.0)
+            g = grip[k]
+            action = jnp.concatenate(
+                [d_pos, d_roll[:, None], d_pitch[:, None], d_yaw[:, None], g[:, None]], -1
+            )
+            joint_delta = (
+                jnp.concatenate([d_pos, d_yaw[:, None], d_pitch[:, None], d_roll[:, None]], -1)
+                * scale
+            )
+            target = jnp.clip(cmd + joint_delta, lo, hi)
+            err = jnp.linalg.norm(wrist - target[:, :3], axis=-1)
+            err = err + jnp.take_along_axis(togo, k[:, None], 1)[:, 0]
+            rot_err = jnp.abs(wrap(wy - target[:, 3])) + jnp.abs(wpi - target[:, 4])
+            reached = (err < tol[k]) & (rot_err < 0.05)
+            count = jnp.where(reached, c.count + 1, 0)
+            done = reached & (count > settle[k])
+            nxt = jnp.where(done & (k < n - 1), k + 1, k)
+            count = jnp.where(nxt != k, 0, count)
+            return (PlannerCarry(nxt, count), target), (action, k)
+
+        (carry, _), (actions, phase) = jax.lax.scan(
+            step, (carry, state.ee_cmd.astype(jnp.float32)), None, length=self.horizon
+        )
+        actions = jnp.moveaxis(actions, 0, 1)  # [B, H, 7]
+        phase = jnp.moveaxis(phase, 0, 1)  # [B, H]
+        return actions, carry, {"phase": phase}
 
 
 def planner_for(compiled, horizon: int = 10) -> LiberoPlanner:

@@ -32,6 +32,9 @@ from coda.sim.state import SimState
 from coda.sim.tasks.waypoints import wrap
 
 PRESS = 0.012  # m: setpoint below the handle's top while dragging it (servo force ~36 N)
+TILT = 0.6  # rad: hand pitch for slides; the palm leans 3 cm outward of the finger tips
+TIP_BELOW_TCP = 0.013  # m: the tilted pads' lowest corner below the tcp
+FRONT = 0.06  # m: where the tilted tip comes down in front of the handle
 HOVER = 0.10  # m: tcp above the handle before coming down
 PUSH_GAP = 0.03  # m: the pushing fingers' centre in front of the handle before the push
 PUSH_OVER = 0.01  # m: push past the goal (the joint limit stops the part)
@@ -44,6 +47,8 @@ REACH_X = float(robot.TARGET_LOW[0]) + 0.004  # m: nearest x the tcp can hold wi
 
 PULL_PHASES = (
     Waypoint("approach", CLOSE, tol=0.01),
+    Waypoint("lower", CLOSE, tol=0.008),
+    Waypoint("in", CLOSE, speed=0.5, tol=0.006),
     Waypoint("press", CLOSE, speed=0.5, tol=0.004, settle=4),
     Waypoint("drag", CLOSE, speed=0.35, tol=0.008, settle=4),
     Waypoint("lift", CLOSE, tol=0.02),
@@ -117,11 +122,18 @@ class Articulation:
         yaw = wrap(jnp.arctan2(axis[..., 1], axis[..., 0]), jnp.pi)
         top = h[..., 2] + self.handle_top
         goal = h + move
+        # tilt the hand so the palm leans outward, clear of a handle above this one
+        out = u if self.mode == "pull" else -u
+        pitch = TILT * jnp.sign(jnp.cos(yaw) * out[..., 0] + jnp.sin(yaw) * out[..., 1])
         if self.mode == "pull":
-            press = top + 0.01 - PRESS  # tcp: the pads reach 1 cm below it
+            press = top + TIP_BELOW_TCP - PRESS
+            over = top + TIP_BELOW_TCP + 0.01
+            front = h + out * FRONT
             xyz = jnp.stack(
-                [at(h, top + HOVER), at(h, press), at(goal, press), at(goal, top + HOVER)], 1
-            )
+                [at(front, top + HOVER), at(front, over), at(h, over), at(h, press),
+                 at(goal, press), at(goal + out * FRONT, top + HOVER)],
+                1,
+            )  # fmt: skip
         else:
             off = self.handle_depth + robot.FINGER_HALF[0] + PUSH_GAP
             pre = h - u * off
@@ -133,7 +145,8 @@ class Articulation:
                 1,
             )  # fmt: skip
         n = xyz.shape[1]
-        return xyz, jnp.repeat(yaw[:, None], n, 1), jnp.repeat(zero[:, None], n, 1)
+        rep = (yaw, zero, pitch)
+        return (xyz,) + tuple(jnp.repeat(v[:, None], n, 1) for v in rep)
 
     def _turn(self, s, target, world, g, axis, dq):
         anchor = world(self.anchor)  # [B, 3]
