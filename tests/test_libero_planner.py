@@ -1,0 +1,103 @@
+"""The LIBERO scripted planner beyond single On / In goals: the order of a compound goal's
+atoms (no simulation), drawer / knob stages built from the compiled model, and one drawer-open
+and one knob task solved natively on one initial state. Needs the `[libero]` extra."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from coda.libero import planner as LP
+from coda.libero import planner_articulated as LA
+from coda.libero import scene as S
+from coda.libero import suites
+
+OPEN = ("joint", "<", -0.14, (1,), True)
+CLOSE = ("joint", ">", 0.0, (2,), False)
+MW_CLOSE = ("joint", ">", -0.005, (0,), False)
+TURN_ON = ("joint", ">=", 0.5, (3,), True)
+TURN_OFF = ("joint", "<", 0.0, (3,), False)
+IN = ("in_region", 0, 5, (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), (0.03, 0.07, 0.1))
+ON = ("on_obj", 1, (1,), 2, (2,))
+
+
+def test_atom_actions_follow_libero_s_thresholds():
+    assert [LP.atom_action(a) for a in (OPEN, CLOSE, MW_CLOSE, TURN_ON, TURN_OFF, IN, ON)] == [
+        "open",
+        "close",
+        "close",
+        "turnon",
+        "turnoff",
+        "in_region",
+        "on_obj",
+    ]
+
+
+def test_compound_goals_open_and_turn_on_first_close_and_turn_off_last():
+    # libero_10 "put the bowl in the bottom drawer and close it": placement before closing
+    assert LP.order_atoms((CLOSE, IN)) == (IN, CLOSE)
+    # "turn on the stove and put the moka pot on it", goal written the other way round
+    assert LP.order_atoms((ON, TURN_ON)) == (TURN_ON, ON)
+    # everything at once; placements keep the goal's order
+    got = LP.order_atoms((TURN_OFF, ON, CLOSE, IN, OPEN, TURN_ON))
+    assert got == (OPEN, TURN_ON, ON, IN, TURN_OFF, CLOSE)
+    assert LP.order_atoms((IN, ON)) == (IN, ON)
+
+
+def test_goal_q_aims_past_the_threshold_inside_the_range():
+    # drawer: open q < -0.14 in [-0.16, 0.01] -> the range end; close q > 0 -> 0.01
+    assert LA.goal_q("<", -0.14, -0.16, 0.01, hinge=False) == pytest.approx(-0.16, abs=1e-9)
+    assert LA.goal_q(">", 0.0, -0.16, 0.01, hinge=False) == pytest.approx(0.01, abs=1e-9)
+    # knob: on q >= 0.5 in [-0.005, 2.1] -> 0.5 + margin; off q < 0 -> past the low end
+    assert LA.goal_q(">=", 0.5, -0.005, 2.1, hinge=True) == pytest.approx(
+        0.5 + LA.HINGE_MARGIN, abs=1e-9
+    )
+    assert LA.goal_q("<", 0.0, -0.005, 2.1, hinge=True) == pytest.approx(-0.105, abs=1e-9)
+
+
+@pytest.fixture(scope="module")
+def goal_tasks():
+    names = suites.tasks("libero_goal")
+    return {i: S.compile_task("libero_goal", names[i], 0) for i in (0, 3, 7)}
+
+
+def test_stages_from_the_model_drawer_pull_knob_turn_and_implicit_open(goal_tasks):
+    drawer = LP.planner_for(goal_tasks[0]).stages  # open the middle drawer
+    assert [getattr(s, "mode", None) for s in drawer] == ["pull"]
+    assert drawer[0].q_goal == pytest.approx(-0.16, abs=1e-6)
+    knob = LP.planner_for(goal_tasks[7]).stages  # turn on the stove
+    assert [getattr(s, "mode", None) for s in knob] == ["turn"]
+    # "open the top drawer and put the bowl inside" states only In(bowl, top drawer region)
+    both = LP.planner_for(goal_tasks[3])
+    assert [type(s).__name__ for s in both.stages] == ["Articulation", "LiberoPickPlace"]
+    assert both.stages[0].mode == "pull" and both.stages[0].atom[1:3] == ("<", -0.14)
+    assert both.starts == (0, len(LA.PULL_PHASES), len(both.phases))
+
+
+def test_door_hinges_are_refused_with_the_reason():
+    name = suites.tasks("libero_10")[9]  # mug in the microwave and close it
+    c = S.compile_task("libero_10", name, 0)
+    with pytest.raises(ValueError, match="door"):
+        LP.planner_for(c)
+
+
+def _solve(compiled, chunks: int):
+    from coda.sim.rollout import Bucket, NativeBackend
+
+    res = NativeBackend(nthread=1).rollout(
+        Bucket([compiled]), LP.planner_for(compiled), None, jax.random.PRNGKey(0), chunks
+    )
+    return np.asarray(res.success_any), np.asarray(res.states.joint_pos)
+
+
+def test_planner_opens_the_middle_drawer_under_another_handle(goal_tasks):
+    ok, q = _solve(goal_tasks[0], 12)
+    assert bool(ok.all())
+    assert float(q[0, -1, 1]) < -0.14  # the middle drawer, the top one (0) not needed
+
+
+def test_planner_turns_the_stove_knob_on(goal_tasks):
+    ok, q = _solve(goal_tasks[7], 16)
+    assert bool(ok.all())
+    assert float(q[0, -1, 3]) >= 0.5
