@@ -43,6 +43,11 @@ def test_compound_goals_open_and_turn_on_first_close_and_turn_off_last():
     got = LP.order_atoms((TURN_OFF, ON, CLOSE, IN, OPEN, TURN_ON))
     assert got == (OPEN, TURN_ON, ON, IN, TURN_OFF, CLOSE)
     assert LP.order_atoms((IN, ON)) == (IN, ON)
+    # "stack bowl 1 on bowl 2 and put bowl 2 in the tray (body 7)": bowl 2 moves first
+    stack = ("on_obj", 1, (1,), 2, (2,))
+    tray = ("in_region", 2, 7, (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), (0.1, 0.1, 0.05))
+    assert LP.order_atoms((stack, tray)) == (tray, stack)
+    assert LP.order_atoms((tray, stack)) == (tray, stack)
 
 
 def test_goal_q_aims_past_the_threshold_inside_the_range():

@@ -1,12 +1,20 @@
-"""A scripted pick-and-place planner for LIBERO goals of one On / In atom on a movable object.
+"""The scripted LIBERO planner: a goal's atoms as ordered stages, chained into one phase list.
 
-It reuses `coda.sim.planner.ScriptedPlanner`'s stepping (closed-loop on the servo setpoint,
-phase advance on reaching a waypoint) with LIBERO waypoints computed from the chunk-start
-state: above the object, down to a grasp height below its top, close, lift, over the target
-(an object's origin or a region site's centre), down until the object's bottom is a little above
-the target surface, open, up. The jaws close across the object's narrowest horizontal axis.
-Our parallel gripper opens 9 cm: objects wider than that everywhere (LIBERO's bowls) cannot be
-taken round the middle: the planner straddles the near rim wall instead (a rim grasp).
+`planner_for(compiled)` -> `LiberoPlanner`, a `ChunkPolicy` stepping like
+`coda.sim.planner.ScriptedPlanner` (closed-loop on the servo setpoint, phase advance on reaching a
+waypoint, pure JAX) with a per-phase hand pitch. Stages: `LiberoPickPlace` for On / In atoms
+(below) and `planner_articulated.Articulation` for Open / Close / TurnOn / TurnOff. A compound
+goal runs opening / turning on first, then placements, then closing / turning off
+(`order_atoms`); "put X in the drawer" gets the drawer's Open atom first (`implicit_open`).
+Each chunk, a stage whose atom already holds is skipped and one that finished with its atom
+false is run again.
+
+Pick-and-place waypoints are computed from the chunk-start state: above the object, down to a
+grasp height below its top, close, lift, over the target (an object's origin or a region site's
+centre), down until the object's bottom is a little above the target surface, open, up. The
+jaws close across the object's narrowest horizontal axis. Our parallel gripper opens 9 cm:
+objects wider than that everywhere (LIBERO's bowls) cannot be taken round the middle: the
+planner straddles the near rim wall instead (a rim grasp).
 """
 
 from __future__ import annotations
@@ -160,7 +168,25 @@ def order_atoms(atoms: tuple) -> tuple:
         act = atom_action(a)
         return 0 if act in ENABLE else 2 if act in FINISH else 1
 
-    return tuple(sorted(atoms, key=rank))
+    out = list(sorted(atoms, key=rank))
+    # a placement onto / into an object another placement moves waits for that one ("stack the
+    # left bowl on the right bowl and put them in the tray": the right bowl goes first)
+    place = [i for i, a in enumerate(out) if rank(a) == 1]
+    group = [out[i] for i in place]
+    ordered: list = []
+    while group:
+        moved_later = {a[1] for a in group}
+        ready = [a for a in group if _support(a) not in moved_later - {a[1]}] or group[:1]
+        ordered.append(ready[0])
+        group.remove(ready[0])
+    for i, a in zip(place, ordered, strict=True):
+        out[i] = a
+    return tuple(out)
+
+
+def _support(atom: tuple) -> int:
+    """Tracked body a placement atom puts its object on / in (-1: the table's workspace)."""
+    return atom[3] if atom[0] == "on_obj" else atom[2]
 
 
 def implicit_open(compiled, atom: tuple) -> tuple | None:
