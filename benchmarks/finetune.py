@@ -441,7 +441,7 @@ def cmd_sampler(args) -> None:
     from finetune_bc import POLICIES
 
     t0 = time.time()
-    st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",))
+    st = Setup(args.ckpt, args.episodes, suite_names=("train_layouts", "heldout_layouts"))
     learner = st.learner(LearnerConfig(mode="sparse", num_candidates=1), 0, 1)
     succ = []
     for k in range(args.repeats):
@@ -466,9 +466,11 @@ def cmd_sampler(args) -> None:
     for scale in args.scales:
         st.policy = get_policy("small", **over, sample_noise_scale=scale)
         st.agents = {}
-        res = st.evaluate(st.params(), st.norm(), "heldout_layouts", jax.random.key(7))
-        out["noise_scale"][str(scale)] = res.as_dict()
-        log(f"noise scale {scale}: {res}")
+        out["noise_scale"][str(scale)] = {}
+        for suite in ("train_layouts", "heldout_layouts"):  # choose on train, report held-out
+            res = st.evaluate(st.params(), st.norm(), suite, jax.random.key(7))
+            out["noise_scale"][str(scale)][suite] = res.as_dict()
+            log(f"noise scale {scale}: {res}")
     _write(args.out, {**out, "wall_s": time.time() - t0, "machine": _machine()})
 
 
