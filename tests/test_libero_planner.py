@@ -78,6 +78,7 @@ def test_stages_from_the_model_drawer_pull_knob_turn_and_implicit_open(goal_task
     assert [type(s).__name__ for s in both.stages] == ["Articulation", "LiberoPickPlace"]
     assert both.stages[0].mode == "pull" and both.stages[0].atom[1:3] == ("<", -0.14)
     assert both.starts == (0, len(LA.PULL_PHASES), len(both.phases))
+    assert both.phase_names[len(LA.PULL_PHASES) :][:3] == ("clear", "over", "approach")
 
 
 def test_door_hinges_are_refused_with_the_reason():

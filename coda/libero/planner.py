@@ -39,6 +39,7 @@ RELEASE_GAP = 0.03  # m: the object's bottom above the target surface at release
 WIDE_HALF = 0.04  # m: narrowest half width beyond which the jaws (9 cm) take the rim instead
 RIM_INSET = 0.004  # m: the tcp's distance inside the object's outline for a rim grasp
 RIM_BELOW_TOP = 0.025  # m: tcp below the rim for a rim grasp
+SAFE_Z = 0.28  # m: tcp height for moving between the stages of a compound goal
 MAX_HOLD_OFFSET = 0.08  # m: largest tcp-to-object offset the placement compensates
 
 PHASES = (
@@ -236,24 +237,49 @@ class LiberoPlanner(ScriptedPlanner):
 
     stages: tuple = ()
 
+    def _stage_phases(self, k: int) -> tuple[Waypoint, ...]:
+        own = self.stages[k].phases
+        if k == 0:
+            return own
+        # between stages: straight up, then across at a safe height above the next stage's
+        # first waypoint (a straight line from an opened drawer to a bowl beside it would
+        # sweep the drawer shut)
+        return (
+            Waypoint("clear", own[0].grip, tol=0.02),
+            Waypoint("over", own[0].grip, tol=0.01),
+        ) + own
+
     @property
     def phases(self) -> tuple[Waypoint, ...]:
-        return tuple(p for st in self.stages for p in st.phases)
+        return tuple(p for k in range(len(self.stages)) for p in self._stage_phases(k))
 
     @property
     def starts(self) -> tuple[int, ...]:
         """First phase index of each stage, and the total."""
         out = [0]
-        for st in self.stages:
-            out.append(out[-1] + len(st.phases))
+        for k in range(len(self.stages)):
+            out.append(out[-1] + len(self._stage_phases(k)))
         return tuple(out)
 
     def _waypoints(self, s: SimState, target: jnp.ndarray):
         """xyz [B, P, 3], yaw [B, P], path to go [B, P] and pitch [B, P] of all stages."""
         parts = []
-        for st in self.stages:
+        for k, st in enumerate(self.stages):
             w = st._waypoints(s, target)
-            parts.append(w if len(w) == 4 else (*w, jnp.zeros_like(w[1])))
+            w = w if len(w) == 4 else (*w, jnp.zeros_like(w[1]))
+            if k > 0:
+                first = w[0][:, 0]  # [B, 3]
+                z = jnp.maximum(SAFE_Z, first[..., 2])
+                up = jnp.stack([target[..., 0], target[..., 1], z], -1)
+                over = jnp.stack([first[..., 0], first[..., 1], z], -1)
+                zero = jnp.zeros((first.shape[0], 2))
+                w = (
+                    jnp.concatenate([jnp.stack([up, over], 1), w[0]], 1),
+                    jnp.concatenate([jnp.repeat(w[1][:, :1], 2, 1), w[1]], 1),
+                    jnp.concatenate([zero, w[2]], 1),
+                    jnp.concatenate([zero, w[3]], 1),
+                )
+            parts.append(w)
         return tuple(jnp.concatenate([p[i] for p in parts], 1) for i in range(4))
 
     def _resume(self, state: SimState, carry: PlannerCarry) -> PlannerCarry:
