@@ -355,6 +355,30 @@ def cmd_diagnose(args) -> None:
 # ----------------------------------------------------------------------------- run
 
 
+def _end_round(st, learner, args, rnd: int, row: dict, curve: list, ek, t0: float) -> None:
+    """Held-out evaluation every `eval_every` rounds (all episodes at the last), log, save."""
+    if (rnd + 1) % args.eval_every == 0 or rnd == args.rounds - 1:
+        n = None if rnd == args.rounds - 1 else args.eval_n
+        res = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, n)
+        row.update(res.as_dict())
+    curve.append(row)
+    log(f"round {rnd}: {row} ({time.time() - t0:.0f}s)")
+    part = {"command": _command(), "args": vars(args), "family": st.family, "curve": curve}
+    _write(args.out, part)
+
+
+def _run_record(st, args, start, curve: list, t0: float) -> dict:
+    return {
+        "command": _command(),
+        "args": vars(args),
+        "family": st.family,
+        "start": start.as_dict(),
+        "curve": curve,
+        "wall_s": time.time() - t0,
+        "machine": _machine(),
+    }
+
+
 def cmd_run(args) -> None:
     t0 = time.time()
     st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",))
@@ -407,26 +431,8 @@ def cmd_run(args) -> None:
         row = {"updates": learner.policy_updates, "round": rnd}
         row["collect_success"] = float(np.asarray(res.success)[st.bucket.valid].mean())
         row["rewarded"], row["critic_td_error"] = info["rewarded"], cm["td_error"]
-        if (rnd + 1) % args.eval_every == 0 or rnd == args.rounds - 1:
-            n = None if rnd == args.rounds - 1 else args.eval_n
-            s = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, n)
-            row.update(s.as_dict())
-        curve.append(row)
-        log(f"round {rnd}: {row} ({time.time() - t0:.0f}s)")
-        part = {"command": _command(), "args": vars(args), "family": st.family, "curve": curve}
-        _write(args.out, part)
-    _write(
-        args.out,
-        {
-            "command": _command(),
-            "args": vars(args),
-            "family": st.family,
-            "start": start.as_dict(),
-            "curve": curve,
-            "wall_s": time.time() - t0,
-            "machine": _machine(),
-        },
-    )
+        _end_round(st, learner, args, rnd, row, curve, ek, t0)
+    _write(args.out, _run_record(st, args, start, curve, t0))
 
 
 # ----------------------------------------------------------------------------- sampler
@@ -500,27 +506,9 @@ def cmd_dagger(args) -> None:
         learner.update_policy_bc(agg, args.policy_steps, kp)
         row = {"updates": learner.policy_updates, "round": rnd, "rows": int(agg.actions.shape[0])}
         row["collect_success"] = float(np.asarray(res.success)[st.bucket.valid].mean())
-        if (rnd + 1) % args.eval_every == 0 or rnd == args.rounds - 1:
-            n = None if rnd == args.rounds - 1 else args.eval_n
-            s_ = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, n)
-            row.update(s_.as_dict())
-        curve.append(row)
-        log(f"round {rnd}: {row} ({time.time() - t0:.0f}s)")
-        part = {"command": _command(), "args": vars(args), "family": st.family, "curve": curve}
-        _write(args.out, part)
-    _write(
-        args.out,
-        {
-            "command": _command(),
-            "args": vars(args),
-            "family": st.family,
-            "method": "dagger (planner labels on the policy's states, BC on the aggregate)",
-            "start": start.as_dict(),
-            "curve": curve,
-            "wall_s": time.time() - t0,
-            "machine": _machine(),
-        },
-    )
+        _end_round(st, learner, args, rnd, row, curve, ek, t0)
+    method = "dagger (planner labels on the policy's states, BC on the aggregate)"
+    _write(args.out, {**_run_record(st, args, start, curve, t0), "method": method})
 
 
 def main(argv=None):
