@@ -39,6 +39,7 @@ RELEASE_GAP = 0.03  # m: the object's bottom above the target surface at release
 WIDE_HALF = 0.04  # m: narrowest half width beyond which the jaws (9 cm) take the rim instead
 RIM_INSET = 0.004  # m: the tcp's distance inside the object's outline for a rim grasp
 RIM_BELOW_TOP = 0.025  # m: tcp below the rim for a rim grasp
+UPTURNED_BELOW_TOP = 0.015  # m: tcp below an upturned bowl's base (its origin) at the grasp
 SAFE_Z = 0.28  # m: tcp height for moving between the stages of a compound goal
 MAX_HOLD_OFFSET = 0.08  # m: largest tcp-to-object offset the placement compensates
 
@@ -92,6 +93,12 @@ class LiberoPickPlace(ScriptedPlanner):
         yaw = jnp.where(wide, jnp.pi / 2, yaw)
         grasp_z = jnp.maximum(top - GRASP_BELOW_TOP, bottom + 0.012)
         grasp_z = jnp.where(wide, top - RIM_BELOW_TOP, grasp_z)
+        # an upturned bowl (local z down: some settle so off a ramekin or the stove) cannot be
+        # taken by the rim (the inner finger lands on its base): its origin is at its base's
+        # outer face, now on top, and the base (~7 cm across) fits the jaws
+        upturned = wide & (rot[..., 2, 2] < 0)
+        gx = jnp.where(upturned, po[..., 0], gx)
+        grasp_z = jnp.where(upturned, po[..., 2] - UPTURNED_BELOW_TOP, grasp_z)
         hold = grasp_z - bottom  # tcp above the object's bottom while held
         if kind == "on_obj":
             pt = G.pos(s, self.atom[3])
