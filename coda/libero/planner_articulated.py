@@ -119,7 +119,10 @@ class Articulation:
         move = axis * dq[..., None]  # [B, 3]
         u = move / jnp.maximum(jnp.linalg.norm(move[..., :2], axis=-1, keepdims=True), 1e-6)
         u = u.at[..., 2].set(0.0)
-        yaw = wrap(jnp.arctan2(axis[..., 1], axis[..., 0]), jnp.pi)
+        # jaws are symmetric: of the two yaws, the one nearer the setpoint's (the yaw servo
+        # cannot wrap past ±π)
+        raw = jnp.arctan2(axis[..., 1], axis[..., 0])
+        yaw = target[..., 3] + wrap(raw - target[..., 3], jnp.pi)
         top = h[..., 2] + self.handle_top
         goal = h + move
         # tilt the hand so the palm leans outward, clear of a handle above this one
