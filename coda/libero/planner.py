@@ -24,6 +24,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import mujoco
+import numpy as np
 
 from coda.libero import predicates as P
 from coda.sim import geometry as G
@@ -63,6 +64,10 @@ def supported(atoms: tuple) -> bool:
 @dataclasses.dataclass(frozen=True)
 class LiberoPickPlace(ScriptedPlanner):
     atom: tuple = ()  # the goal's static atom (`predicates.resolve`)
+    # the moved object's collision box in its own frame, (lo xyz, hi xyz): LIBERO objects'
+    # origins sit at their base, so the symmetric `body_half` puts a bottle's bottom a bottle
+    # height too low (and its carry height out of reach); () = symmetric about the origin
+    box: tuple = ()
 
     @property
     def phases(self) -> tuple[Waypoint, ...]:
@@ -75,9 +80,15 @@ class LiberoPickPlace(ScriptedPlanner):
         rot = P._quat_mat(q)  # [B, 3, 3]
         half = s.body_half[..., obj, :]  # [B, 3]
         po = G.pos(s, obj)  # [B, 3]
-        ext_z = jnp.sum(jnp.abs(rot[..., 2, :]) * half, -1)  # world half height [B]
-        top = po[..., 2] + ext_z
-        bottom = po[..., 2] - ext_z
+        if self.box:
+            lo, hi = (jnp.asarray(v, po.dtype) for v in self.box)
+            mid = po[..., 2] + jnp.einsum("...j,j->...", rot[..., 2, :], (lo + hi) / 2)
+            ext_z = jnp.sum(jnp.abs(rot[..., 2, :]) * (hi - lo) / 2, -1)  # [B]
+        else:
+            mid = po[..., 2]
+            ext_z = jnp.sum(jnp.abs(rot[..., 2, :]) * half, -1)  # world half height [B]
+        top = mid + ext_z
+        bottom = mid - ext_z
         # jaws close across the narrowest horizontal local axis
         horiz = jnp.linalg.norm(rot[..., :2, :], axis=-2)  # [B, 3]
         width = jnp.where(horiz > 0.5, half, jnp.inf)
@@ -214,6 +225,30 @@ def implicit_open(compiled, atom: tuple) -> tuple | None:
     return None
 
 
+def object_box(compiled, body: int) -> tuple:
+    """(lo xyz, hi xyz) of a tracked body's collision geoms in its own frame (host side)."""
+    m = compiled.model
+    bid = m.body(compiled.layout.body_names[body]).id
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    mujoco.mj_kinematics(m, d)
+    rb = d.xmat[bid].reshape(3, 3)
+    lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
+    for g in np.nonzero(m.geom_bodyid == bid)[0]:
+        if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
+            continue
+        rot = rb.T @ d.geom_xmat[g].reshape(3, 3)
+        c = rb.T @ (d.geom_xpos[g] - d.xpos[bid])
+        if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX:
+            ext = np.abs(rot) @ m.geom_size[g]
+        else:
+            ext = np.full(3, m.geom_rbound[g])
+        lo, hi = np.minimum(lo, c - ext), np.maximum(hi, c + ext)
+    if not np.isfinite(lo).all():
+        return ()
+    return (tuple(float(v) for v in lo), tuple(float(v) for v in hi))
+
+
 def stages_for(compiled, atoms: tuple) -> tuple:
     """Ordered stages (a `LiberoPickPlace` or an `Articulation` each) for a goal's atoms."""
     from coda.libero.planner_articulated import articulation_for
@@ -228,7 +263,8 @@ def stages_for(compiled, atoms: tuple) -> tuple:
         if a[0] == "joint":
             out.append(articulation_for(compiled, a))
         elif a[0] in ("on_obj", "on_region", "in_region"):
-            out.append(LiberoPickPlace("libero", (), compiled.sym, 10, a))
+            box = object_box(compiled, a[1])
+            out.append(LiberoPickPlace("libero", (), compiled.sym, 10, a, box))
         else:
             raise ValueError(f"no planner stage for atom kind {a[0]!r}")
     return tuple(out)
