@@ -41,6 +41,7 @@ WIDE_HALF = 0.04  # m: narrowest half width beyond which the jaws (9 cm) take th
 RIM_INSET = 0.004  # m: the tcp's distance inside the object's outline for a rim grasp
 RIM_BELOW_TOP = 0.025  # m: tcp below the rim for a rim grasp
 UPTURNED_BELOW_TOP = 0.015  # m: tcp below an upturned bowl's base (its origin) at the grasp
+SLOT_SPREAD = 0.6  # fraction of a shared region's half size between placements' centres
 SAFE_Z = 0.28  # m: tcp height for moving between the stages of a compound goal
 MAX_HOLD_OFFSET = 0.08  # m: largest tcp-to-object offset the placement compensates
 
@@ -68,6 +69,7 @@ class LiberoPickPlace(ScriptedPlanner):
     # origins sit at their base, so the symmetric `body_half` puts a bottle's bottom a bottle
     # height too low (and its carry height out of reach); () = symmetric about the origin
     box: tuple = ()
+    slot: tuple = ()  # (x, y) in the region's frame: where in a shared region this one goes
 
     @property
     def phases(self) -> tuple[Waypoint, ...]:
@@ -121,6 +123,9 @@ class LiberoPickPlace(ScriptedPlanner):
         else:
             body, pos, quat, size = self.atom[2:6]
             pt, rs = P._site_frame(s, body, pos, quat)
+            if self.slot:  # LIBERO's region frame: d = R (p - p_site), so p = p_site + R^T d
+                d = jnp.asarray((*self.slot, 0.0), pt.dtype)
+                pt = pt + jnp.einsum("...ji,j->...i", rs, d)
             ext = jnp.abs(jnp.einsum("...ij,j->...i", rs, jnp.asarray(size, pt.dtype)))[..., 2]
             surface = pt[..., 2] + (ext if kind == "on_region" else -ext)
         place_z = surface + hold + RELEASE_GAP
@@ -258,13 +263,34 @@ def stages_for(compiled, atoms: tuple) -> tuple:
         extra = implicit_open(compiled, a)
         if extra is not None and all(b[0] != "joint" or b[3] != extra[3] for b in atoms):
             atoms.append(extra)
+    ordered = order_atoms(tuple(atoms))
+    # several objects into one region (two moka pots on the stove, two boxes in the basket):
+    # spread along the region's longer axis so the second does not land on the first
+    shared: dict[tuple, list[int]] = {}
+    for i, a in enumerate(ordered):
+        if a[0] in ("on_region", "in_region"):
+            shared.setdefault((a[2], a[3]), []).append(i)
+    slots: dict[int, tuple] = {}
+    for idx in shared.values():
+        if len(idx) < 2:
+            continue
+        size = ordered[idx[0]][5]
+        ax = 0 if size[0] >= size[1] else 1
+        for k, i in enumerate(idx):
+            reach = SLOT_SPREAD * size[ax]
+            if ordered[i][0] == "in_region":  # inside walls: the whole object must fit
+                box = object_box(compiled, ordered[i][1])
+                obj_half = max(abs(v) for v in box[0][:2] + box[1][:2]) if box else 0.0
+                reach = max(0.0, min(reach, size[ax] - obj_half - 0.005))
+            off = (2 * k / (len(idx) - 1) - 1) * reach
+            slots[i] = (off, 0.0) if ax == 0 else (0.0, off)
     out = []
-    for a in order_atoms(tuple(atoms)):
+    for i, a in enumerate(ordered):
         if a[0] == "joint":
             out.append(articulation_for(compiled, a))
         elif a[0] in ("on_obj", "on_region", "in_region"):
             box = object_box(compiled, a[1])
-            out.append(LiberoPickPlace("libero", (), compiled.sym, 10, a, box))
+            out.append(LiberoPickPlace("libero", (), compiled.sym, 10, a, box, slots.get(i, ())))
         else:
             raise ValueError(f"no planner stage for atom kind {a[0]!r}")
     return tuple(out)
@@ -342,6 +368,13 @@ class LiberoPlanner(ScriptedPlanner):
             redo = finished & ~holds
             phase = jnp.where(skip, b, jnp.where(redo, a, phase))
             count = jnp.where(skip | redo, 0, count)
+        # all done but an earlier atom undone since (a later placement knocked it off): back to
+        # the earliest such stage; stages still true on the way are skipped
+        done = (phase == starts[-1] - 1) & (count > settle_last)
+        for k in reversed(range(len(self.stages) - 1)):
+            back = done & ~P.atom_holds(state, self.stages[k].atom)
+            phase = jnp.where(back, starts[k], phase)
+            count = jnp.where(back, 0, count)
         return PlannerCarry(phase, count)
 
     def act(self, params, state: SimState, carry: PlannerCarry, rng):
