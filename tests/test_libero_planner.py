@@ -107,3 +107,19 @@ def test_planner_turns_the_stove_knob_on(goal_tasks):
     ok, q = _solve(goal_tasks[7], 16)
     assert bool(ok.all())
     assert float(q[0, -1, 3]) >= 0.5
+
+
+def test_placements_sharing_a_region_are_spread_inside_it():
+    name = suites.tasks("libero_10")[8]  # both moka pots on the stove (and turn it on)
+    stages = LP.planner_for(S.compile_task("libero_10", name, 0)).stages
+    assert [getattr(s, "mode", "place") for s in stages] == ["turn", "place", "place"]
+    a, b = stages[1].slot, stages[2].slot
+    size = stages[1].atom[5]
+    assert a == pytest.approx(tuple(-v for v in b), abs=1e-9) and max(map(abs, a)) > 0.02
+    assert all(abs(v) < s for v, s in zip(a, size[:2], strict=True))
+    # inside a basket's walls the spread leaves room for the whole box
+    name = suites.tasks("libero_10")[1]  # cream cheese and butter in the basket
+    stages = LP.planner_for(S.compile_task("libero_10", name, 0)).stages
+    for st in stages:
+        half = max(abs(v) for v in st.box[0][:2] + st.box[1][:2])
+        assert max(map(abs, st.slot)) + half < max(st.atom[5][:2])
