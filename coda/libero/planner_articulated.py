@@ -174,6 +174,16 @@ class Articulation:
 # ----------------------------------------------------------------------------- host side
 
 
+def _geom_frames(m: mujoco.MjModel, d: mujoco.MjData, body: int):
+    """(rotation [3, 3], half sizes [3]) of a body's collision geoms, as `_geom_boxes`."""
+    out = []
+    for g in np.nonzero(m.geom_bodyid == body)[0]:
+        if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
+            continue
+        out.append((d.geom_xmat[g].reshape(3, 3).copy(), m.geom_size[g].copy()))
+    return out
+
+
 def _geom_boxes(m: mujoco.MjModel, d: mujoco.MjData, body: int):
     """(centre [3], world half extents [3]) of a body's collision geoms."""
     out = []
@@ -246,9 +256,15 @@ def articulation_for(compiled, atom: tuple) -> Articulation:
             )
         # the ridge: the part's geom that rises highest; grasp it at the reachable point
         # nearest the axis along its long horizontal direction
-        c, ext = max(boxes, key=lambda b: float(b[0][2] + b[1][2]))
-        long = np.array([1.0, 0.0, 0.0]) if ext[0] >= ext[1] else np.array([0.0, 1.0, 0.0])
-        half = float(ext[:2].max())
+        gi = max(range(len(boxes)), key=lambda i: float(boxes[i][0][2] + boxes[i][1][2]))
+        c, ext = boxes[gi]
+        # its long horizontal axis from the geom's own frame (a knob left turned is diagonal)
+        rot, size = _geom_frames(m, d, bid)[gi]
+        flat = [k for k in range(3) if abs(rot[2, k]) < 0.5]
+        k = max(flat, key=lambda k: size[k]) if flat else 0
+        long = rot[:, k] * np.array([1.0, 1.0, 0.0])
+        long = long / max(float(np.linalg.norm(long)), 1e-9)
+        half = float(size[k])
         ts = np.linspace(-half, half, 41)
         cand = c[None] + ts[:, None] * long[None]
         ok = (cand[:, 0] >= REACH_X) & (np.abs(cand[:, 1]) <= robot.TARGET_HIGH[1] - 0.01)
