@@ -81,11 +81,13 @@ def test_stages_from_the_model_drawer_pull_knob_turn_and_implicit_open(goal_task
     assert both.phase_names[len(LA.PULL_PHASES) :][:3] == ("clear", "over", "approach")
 
 
-def test_door_hinges_are_refused_with_the_reason():
+def test_doors_are_swung_shut_and_opening_one_is_refused_with_the_reason():
     name = suites.tasks("libero_10")[9]  # mug in the microwave and close it
-    c = S.compile_task("libero_10", name, 0)
-    with pytest.raises(ValueError, match="door"):
-        LP.planner_for(c)
+    stages = LP.planner_for(S.compile_task("libero_10", name, 0)).stages
+    assert [getattr(s, "mode", "place") for s in stages] == ["place", "swing"]
+    name = suites.tasks("libero_90")[35]  # open the microwave
+    with pytest.raises(ValueError, match="opening a door"):
+        LP.planner_for(S.compile_task("libero_90", name, 0))
 
 
 def _solve(compiled, chunks: int):

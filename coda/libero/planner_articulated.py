@@ -1,18 +1,23 @@
-"""Scripted articulation for LIBERO's Open / Close / TurnOn / TurnOff atoms (drawers, knobs).
+"""Scripted articulation for LIBERO's Open / Close / TurnOn / TurnOff atoms (drawers, knobs, doors).
 
 The joint's type, axis, anchor and range come from the compiled model (host side, once per
 task); the part's pose comes from `SimState` each chunk (pure JAX), so the waypoints follow the
-part as it moves. Three modes, chosen by joint type and the direction the goal needs:
-  pull  a slide joint opened: our gripper is a vertical parallel gripper (no hook), so it presses
-        its closed fingers down on the handle bar and drags it along the joint axis (friction
-        1.5 × ~35 N >> the drawer's 50 N·s/m damping). The palm (12 × 3 cm, 5 cm above the
-        finger tips) rests on whatever lies above: a drawer under another drawer's handle
-        (7 cm above) cannot be reached this way (a known gap, reported per goal type).
-  push  a slide joint closed: closed fingers come down in front of the handle and push it
-        along the axis 1 cm past the goal (the joint limit stops it).
+part as it moves. Four modes, chosen by joint type and the direction the goal needs:
+  pull  a slide joint opened: our parallel gripper has no hook, so it presses its closed finger
+        tips down on the handle bar and drags it along the joint axis (friction 1.5 × ~35 N >>
+        the drawer's 50 N·s/m damping). The hand is pitched 0.6 rad so the palm (12 × 3 cm,
+        5 cm above the tips) leans outward: held upright it lands on the handle of the drawer
+        above (7 cm higher) and drags that one instead. The tips come in at handle height
+        from the front, then over the bar.
+  push  a slide joint closed: the closed fingers (same pitch) come down in front of the handle
+        and push it along the axis 1 cm past the goal (the joint limit stops it).
   turn  a hinge about a vertical axis (a stove knob): the jaws close across the knob's ridge at
         the reachable point nearest the axis, then the tcp is carried round the axis while the
         yaw turns by the same angle, to 0.5 rad past LIBERO's threshold.
+  swing a door (a vertical hinge whose part is wider than a knob) closed: the closed fingers come
+        down behind its face at 0.6 of its width from the hinge and follow the arc about the
+        hinge (as `coda.sim.tasks.articulated` does) past the closed position. Opening a door
+        from closed needs its handle pulled round the hinge: refused with that reason.
 Each mode is a stage of `planner.LiberoPlanner`: `phases` and `_waypoints(s, cmd)` as a
 `ScriptedPlanner` has them.
 """
@@ -68,7 +73,17 @@ TURN_PHASES = (
     Waypoint("release", OPEN, tol=0.01, settle=5),
     Waypoint("retreat", OPEN, tol=0.02),
 )
-MODES = {"pull": PULL_PHASES, "push": PUSH_PHASES, "turn": TURN_PHASES}
+SWING_PHASES = (
+    Waypoint("approach", CLOSE, tol=0.01),
+    Waypoint("lower", CLOSE, speed=0.5, tol=0.006, settle=2),
+    Waypoint("swing", CLOSE, speed=0.5, tol=0.01, settle=4),
+    Waypoint("back", CLOSE, tol=0.01),
+    Waypoint("lift", CLOSE, tol=0.02),
+)
+MODES = {"pull": PULL_PHASES, "push": PUSH_PHASES, "turn": TURN_PHASES, "swing": SWING_PHASES}
+ARC_STEP = 0.045  # rad per control step along a door's arc (as coda.sim.tasks.articulated)
+DOOR_AT = 0.6  # the pushing fingers' distance from a door's hinge, fraction of its width
+DOOR_GAP = 0.02  # m: fingers behind the door's face before the swing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +130,8 @@ class Articulation:
 
         if self.mode == "turn":
             return self._turn(s, target, world, h, axis, dq)
+        if self.mode == "swing":
+            return self._swing(target, world, axis, dq)
         # slides: handle motion dq · axis; jaws along the bar (perpendicular to the motion)
         move = axis * dq[..., None]  # [B, 3]
         u = move / jnp.maximum(jnp.linalg.norm(move[..., :2], axis=-1, keepdims=True), 1e-6)
@@ -150,6 +167,43 @@ class Articulation:
         n = xyz.shape[1]
         rep = (yaw, zero, pitch)
         return (xyz,) + tuple(jnp.repeat(v[:, None], n, 1) for v in rep)
+
+    def _swing(self, target, world, axis, dq):
+        """Close a door: the closed fingers behind its face follow the arc about the hinge."""
+        a = world(self.anchor)  # [B, 3]
+        v = world(self.ridge, point=False)  # door direction from the hinge [B, 3]
+        th = jnp.arctan2(v[..., 1], v[..., 0])  # [B]
+        ang = dq * jnp.sign(axis[..., 2])  # door rotation still to go, about +z [B]
+        sg = jnp.sign(ang)
+        r, off = self.handle[0], self.handle_depth
+        rp = jnp.hypot(r, off)
+        delta = -sg * jnp.arctan2(off + DOOR_GAP, r)  # the pusher trails the door
+
+        def polar(phi, radius, z):
+            xy = a[..., :2] + radius * jnp.stack([jnp.cos(phi), jnp.sin(phi)], -1)
+            return jnp.concatenate([xy, z[..., None]], -1)
+
+        z = a[..., 2]
+        pre = polar(th + delta, rp, z)
+        goal = th + ang + delta
+        rel = target[..., :2] - a[..., :2]
+        phi_t = jnp.arctan2(rel[..., 1], rel[..., 0])
+        phi_n = phi_t + jnp.clip(wrap(goal - phi_t), -ARC_STEP, ARC_STEP)
+        togo = rp * jnp.abs(wrap(goal - phi_n))
+        end = polar(goal - sg * 0.15, rp + 0.02, z)
+        top = z + self.handle_top
+        raw = th + jnp.pi / 2  # jaws along the door: the closed fingers' wide face on it
+        yaw = target[..., 3] + wrap(raw - target[..., 3], jnp.pi)
+        turned = yaw + wrap(phi_n - (th + delta))
+        xyz = jnp.stack(
+            [pre.at[..., 2].set(top + 0.05), pre, polar(phi_n, rp, z), end,
+             end.at[..., 2].set(top + 0.05)],
+            1,
+        )  # fmt: skip
+        yaws = jnp.stack([yaw, yaw, turned, turned, turned], 1)
+        zero = jnp.zeros_like(th)
+        togos = jnp.stack([zero, zero, togo, zero, zero], 1)
+        return xyz, yaws, togos
 
     def _turn(self, s, target, world, g, axis, dq):
         anchor = world(self.anchor)  # [B, 3]
@@ -251,9 +305,22 @@ def articulation_for(compiled, atom: tuple) -> Articulation:
         anchor = d.xanchor[jid].copy()
         reach = max(float(np.linalg.norm(b[0][:2] - anchor[:2]) + b[1][:2].max()) for b in boxes)
         if reach > KNOB_RADIUS:
-            raise ValueError(
-                f"joint {names[j]}: a hinged part {reach:.2f} m across (a door) is not scripted"
-            )
+            if (qg - q0) * float(np.sign(axis_w[2])) * (1 if abs(lo) > abs(hi) else -1) < 0:
+                raise ValueError(
+                    f"joint {names[j]}: opening a door ({reach:.2f} m) needs its handle pulled "
+                    "round the hinge, which is not scripted"
+                )
+            far = max(boxes, key=lambda b: float(np.linalg.norm(b[0][:2] - anchor[:2])))
+            v = far[0] - anchor
+            v[2] = 0.0
+            v /= max(float(np.linalg.norm(v)), 1e-9)
+            thick = min(float(b[1][:2].min()) for b in boxes)
+            thick = float(min(b[1][:2].min() for b in boxes if b[1][:2].max() > 0.05) or thick)
+            top = max(float(b[0][2] + b[1][2]) for b in boxes) - float(anchor[2])
+            off = thick + float(robot.FINGER_HALF[0])
+            return Articulation("swing", atom, tracked.index(bname), j, local(axis_w, False),
+                                local(anchor), (DOOR_AT * reach, 0.0, 0.0), top, off,
+                                local(v, False), qg)  # fmt: skip
         # the ridge: the part's geom that rises highest; grasp it at the reachable point
         # nearest the axis along its long horizontal direction
         gi = max(range(len(boxes)), key=lambda i: float(boxes[i][0][2] + boxes[i][1][2]))
