@@ -125,3 +125,10 @@ def test_placements_sharing_a_region_are_spread_inside_it():
     for st in stages:
         half = max(abs(v) for v in st.box[0][:2] + st.box[1][:2])
         assert max(map(abs, st.slot)) + half < max(st.atom[5][:2])
+
+
+def test_planner_swings_the_microwave_door_shut():
+    name = suites.tasks("libero_90")[33]  # close the microwave
+    ok, q = _solve(S.compile_task("libero_90", name, 0), 12)
+    assert bool(ok.all())
+    assert float(q[0, -1, 0]) > -0.005
