@@ -3,8 +3,9 @@
 
 Suites: libero_spatial | libero_object | libero_goal | libero_10 | libero_90.
 Perturbations: none | swap | object | lan | task (LIBERO-PRO's shipped suites) |
-layout1..layout5 (LIBERO-Plus layout shifts). Policies: planner (scripted pick-and-place for
-single On / In goals; other goals count as failed, with the reason) | random | hold.
+layout1..layout5 (LIBERO-Plus layout shifts). Policies: planner (goals as ordered stages:
+pick-and-place, drawer pull / push, knob turn, door swing shut; goals it cannot do, e.g. opening
+the microwave, count as failed with the reason) | random | hold.
 """
 
 from ml_collections import ConfigDict
