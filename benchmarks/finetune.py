@@ -419,6 +419,13 @@ def cmd_run(args) -> None:
     rng = jax.random.key(1000 + args.seed)
     for rnd in range(args.rounds):
         rng, kc, kq, kp = jax.random.split(rng, 4)
+        if args.bc_only:  # the control: the same updates as BC on the planner demos alone
+            learner.update_policy_bc(
+                learner.demo_batch(st.demos(), st.bucket), args.policy_steps, kp
+            )
+            row = {"updates": learner.policy_updates, "round": rnd}
+            _end_round(st, learner, args, rnd, row, curve, ek, t0)
+            continue
         if collect_policy is None:
             res = learner.rollout(st.backend, st.bucket, kc, NUM_CHUNKS)
         else:
@@ -554,6 +561,11 @@ def main(argv=None):
         type=float,
         default=1.0,
         help="flow-noise scale when collecting (evaluation always samples at 1)",
+    )
+    r.add_argument(
+        "--bc-only",
+        action="store_true",
+        help="control: the policy updates are BC on the planner demos (no rollouts, no critic)",
     )
     r.add_argument("--advantage", choices=["critic", "mc", "nstep"], default="critic")
     r.add_argument("--out", required=True)

@@ -31,7 +31,7 @@ def run_summary(path: str, label: str | None = None) -> dict:
     later = curve[1:]
     budget = max(c["updates"] for c in r["curve"])
     hit = [c["updates"] for c in later if c["rate"] >= start + GAIN - 1e-9]
-    drop = max([start - c["rate"] for c in later] or [0.0])
+    drop = max([0.0] + [start - c["rate"] for c in later])  # 0 when it never fell below
     return {
         "file": os.path.basename(path),
         "label": label or r.get("args", {}).get("label") or os.path.basename(path)[:-5],
