@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
@@ -30,7 +29,15 @@ from coda.libero import predicates as P
 from coda.sim import geometry as G
 from coda.sim import predicates as SP
 from coda.sim import robot
-from coda.sim.planner import CLOSE, OPEN, PlannerCarry, ScriptedPlanner, Waypoint
+from coda.sim.planner import (
+    CLOSE,
+    OPEN,
+    PlannerCarry,
+    ScriptedPlanner,
+    Waypoint,
+    advance_phase,
+    scan_chunk,
+)
 from coda.sim.state import SimState
 from coda.sim.tasks.waypoints import wrap
 
@@ -424,18 +431,9 @@ class LiberoPlanner(ScriptedPlanner):
             err = err + jnp.take_along_axis(togo, k[:, None], 1)[:, 0]
             rot_err = jnp.abs(wrap(wy - target[:, 3])) + jnp.abs(wpi - target[:, 4])
             reached = (err < tol[k]) & (rot_err < 0.05)
-            count = jnp.where(reached, c.count + 1, 0)
-            done = reached & (count > settle[k])
-            nxt = jnp.where(done & (k < n - 1), k + 1, k)
-            count = jnp.where(nxt != k, 0, count)
-            return (PlannerCarry(nxt, count), target), (action, k)
+            return (advance_phase(c, reached, settle, n), target), (action, k)
 
-        (carry, _), (actions, phase) = jax.lax.scan(
-            step, (carry, state.ee_cmd.astype(jnp.float32)), None, length=self.horizon
-        )
-        actions = jnp.moveaxis(actions, 0, 1)  # [B, H, 7]
-        phase = jnp.moveaxis(phase, 0, 1)  # [B, H]
-        return actions, carry, {"phase": phase}
+        return scan_chunk(step, carry, state, self.horizon)
 
 
 def planner_for(compiled, horizon: int = 10) -> LiberoPlanner:

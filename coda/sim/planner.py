@@ -41,6 +41,27 @@ class PlannerCarry:
     count: jnp.ndarray  # [B] int32 control steps spent at the phase's waypoint
 
 
+def advance_phase(
+    c: PlannerCarry, reached: jnp.ndarray, settle: jnp.ndarray, n: int
+) -> PlannerCarry:
+    """One control step of the phase machine: a phase ends once its waypoint has been held
+    for more than `settle[phase]` steps (`reached` [B]); the last phase never ends."""
+    k = c.phase
+    count = jnp.where(reached, c.count + 1, 0)
+    done = reached & (count > settle[k])
+    nxt = jnp.where(done & (k < n - 1), k + 1, k)
+    return PlannerCarry(nxt, jnp.where(nxt != k, 0, count))
+
+
+def scan_chunk(step, carry: PlannerCarry, state: SimState, horizon: int):
+    """`step` over one chunk from the executed setpoint (whoever chose the last actions):
+    -> actions [B, H, 7], carry, {"phase": [B, H]}."""
+    (carry, _), (actions, phase) = jax.lax.scan(
+        step, (carry, state.ee_cmd.astype(jnp.float32)), None, length=horizon
+    )
+    return jnp.moveaxis(actions, 0, 1), carry, {"phase": jnp.moveaxis(phase, 0, 1)}
+
+
 @dataclasses.dataclass(frozen=True)
 class ScriptedPlanner:
     """Phase-based planner for one task family / task mode (hashable: a jit-static policy).
@@ -113,19 +134,9 @@ class ScriptedPlanner:
             err = err + jnp.take_along_axis(togo, k[:, None], 1)[:, 0]
             yaw_err = jnp.abs(wrap(wy - target[:, 3]))
             reached = (err < tol[k]) & (yaw_err < 0.05)
-            count = jnp.where(reached, c.count + 1, 0)
-            done = reached & (count > settle[k])
-            nxt = jnp.where(done & (k < n - 1), k + 1, k)
-            count = jnp.where(nxt != k, 0, count)
-            return (PlannerCarry(nxt, count), target), (action, k)
+            return (advance_phase(c, reached, settle, n), target), (action, k)
 
-        # starts from the executed setpoint, whoever chose the last actions
-        (carry, _), (actions, phase) = jax.lax.scan(
-            step, (carry, state.ee_cmd.astype(jnp.float32)), None, length=self.horizon
-        )
-        actions = jnp.moveaxis(actions, 0, 1)  # [B, H, 7]
-        phase = jnp.moveaxis(phase, 0, 1)  # [B, H]
-        return actions, carry, {"phase": phase}
+        return scan_chunk(step, carry, state, self.horizon)
 
 
 def planner_for(bucket, horizon: int = 10) -> ScriptedPlanner:
