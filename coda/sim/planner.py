@@ -146,8 +146,19 @@ def planner_for(bucket, horizon: int = 10) -> ScriptedPlanner:
     return ScriptedPlanner(task["family"], params, bucket.sym, horizon)
 
 
+class _Wraps:
+    """A policy wrapper (a dataclass with a `base` field): horizon and carry are `base`'s."""
+
+    @property
+    def horizon(self) -> int:
+        return int(self.base.horizon)
+
+    def init(self, batch: int, rng: jax.Array):
+        return self.base.init(batch, rng)
+
+
 @dataclasses.dataclass(frozen=True)
-class Perturbed:
+class Perturbed(_Wraps):
     """Executes a policy's chunks with Gaussian noise; the clean chunk is the label (DART).
 
     Behaviour cloning from noise-free demos only ever sees the expert's own narrow tube of
@@ -161,13 +172,6 @@ class Perturbed:
     base: Any
     sigma: float = 0.2
     arm_dims: int = 6
-
-    @property
-    def horizon(self) -> int:
-        return int(self.base.horizon)
-
-    def init(self, batch: int, rng: jax.Array):
-        return self.base.init(batch, rng)
 
     def act(self, params: Any, state: SimState, carry, rng: jax.Array):
         k_base, k_noise = jax.random.split(rng)
@@ -210,7 +214,7 @@ class ExpertLabels:
 
 
 @dataclasses.dataclass(frozen=True)
-class NarrowGrip:
+class NarrowGrip(_Wraps):
     """A policy with a planted flaw: its gripper never opens wider than 2·max_half.
 
     The finger servos are soft, so objects up to ~4.4 cm still pass a 4 cm cap; wider boxes get
@@ -220,13 +224,6 @@ class NarrowGrip:
 
     base: Any
     max_half: float = 0.02
-
-    @property
-    def horizon(self) -> int:
-        return int(self.base.horizon)
-
-    def init(self, batch: int, rng: jax.Array):
-        return self.base.init(batch, rng)
 
     def act(self, params: Any, state: SimState, carry, rng: jax.Array):
         a, carry, info = self.base.act(params, state, carry, rng)  # [B, H, 7]
