@@ -23,9 +23,9 @@ import dataclasses
 
 import jax.numpy as jnp
 import mujoco
-import numpy as np
 
 from coda.libero import predicates as P
+from coda.libero.scene import body_box
 from coda.sim import geometry as G
 from coda.sim import predicates as SP
 from coda.sim import robot
@@ -244,21 +244,10 @@ def object_box(compiled, body: int) -> tuple:
     d = mujoco.MjData(m)
     d.qpos[:] = compiled.init_qpos
     mujoco.mj_kinematics(m, d)
-    rb = d.xmat[bid].reshape(3, 3)
-    lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
-    for g in np.nonzero(m.geom_bodyid == bid)[0]:
-        if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
-            continue
-        rot = rb.T @ d.geom_xmat[g].reshape(3, 3)
-        c = rb.T @ (d.geom_xpos[g] - d.xpos[bid])
-        if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX:
-            ext = np.abs(rot) @ m.geom_size[g]
-        else:
-            ext = np.full(3, m.geom_rbound[g])
-        lo, hi = np.minimum(lo, c - ext), np.maximum(hi, c + ext)
-    if not np.isfinite(lo).all():
+    box = body_box(m, d, bid)
+    if box is None:
         return ()
-    return (tuple(float(v) for v in lo), tuple(float(v) for v in hi))
+    return tuple(tuple(float(v) for v in side) for side in box)
 
 
 def stages_for(compiled, atoms: tuple) -> tuple:

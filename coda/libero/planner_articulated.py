@@ -31,6 +31,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
+from coda.libero.scene import collision_geoms, geom_half_extents
 from coda.sim import robot
 from coda.sim.planner import CLOSE, OPEN, Waypoint
 from coda.sim.state import SimState
@@ -230,27 +231,16 @@ class Articulation:
 
 def _geom_frames(m: mujoco.MjModel, d: mujoco.MjData, body: int):
     """(rotation [3, 3], half sizes [3]) of a body's collision geoms, as `_geom_boxes`."""
-    out = []
-    for g in np.nonzero(m.geom_bodyid == body)[0]:
-        if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
-            continue
-        out.append((d.geom_xmat[g].reshape(3, 3).copy(), m.geom_size[g].copy()))
-    return out
+    geoms = collision_geoms(m, body)
+    return [(d.geom_xmat[g].reshape(3, 3).copy(), m.geom_size[g].copy()) for g in geoms]
 
 
 def _geom_boxes(m: mujoco.MjModel, d: mujoco.MjData, body: int):
     """(centre [3], world half extents [3]) of a body's collision geoms."""
-    out = []
-    for g in np.nonzero(m.geom_bodyid == body)[0]:
-        if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
-            continue
-        rot = d.geom_xmat[g].reshape(3, 3)
-        if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX:
-            ext = np.abs(rot) @ m.geom_size[g]
-        else:
-            ext = np.full(3, m.geom_rbound[g])
-        out.append((d.geom_xpos[g].copy(), ext))
-    return out
+    return [
+        (d.geom_xpos[g].copy(), geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3)))
+        for g in collision_geoms(m, body)
+    ]
 
 
 def goal_q(op: str, bound: float, lo: float, hi: float, hinge: bool) -> float:
