@@ -416,13 +416,12 @@ def cmd_run(args) -> None:
             **POLICIES[st.blob.get("policy", "small")],
             sample_noise_scale=args.collect_noise,
         )
+    demos = learner.demo_batch(st.demos(), st.bucket) if args.bc_only else None
     rng = jax.random.key(1000 + args.seed)
     for rnd in range(args.rounds):
         rng, kc, kq, kp = jax.random.split(rng, 4)
         if args.bc_only:  # the control: the same updates as BC on the planner demos alone
-            learner.update_policy_bc(
-                learner.demo_batch(st.demos(), st.bucket), args.policy_steps, kp
-            )
+            learner.update_policy_bc(demos, args.policy_steps, kp)
             row = {"updates": learner.policy_updates, "round": rnd}
             _end_round(st, learner, args, rnd, row, curve, ek, t0)
             continue
