@@ -2,7 +2,7 @@
 
 Every MJX episode compile costs ~1 minute on a 2-core CPU, so all tests in this file share one
 bucket shape (4 variants, 14 chunks) through session fixtures; the sharding / deadlock check
-lives in tests/test_mjx_deadlock.py (a subprocess with 4 forced host devices).
+lives in tests/test_mjx_deadlock.py (a subprocess with 4 forced host devices; marked slow).
 """
 
 import jax
