@@ -3,9 +3,11 @@
 
 Suites: libero_spatial | libero_object | libero_goal | libero_10 | libero_90.
 Perturbations: none | swap | object | lan | task (LIBERO-PRO's shipped suites) |
-layout1..layout5 (LIBERO-Plus layout shifts). Policies: planner (goals as ordered stages:
-pick-and-place, drawer pull / push, knob turn, door swing shut; goals it cannot do, e.g. opening
-the microwave, count as failed with the reason) | random | hold.
+layout1..layout5 (LIBERO-Plus layout shifts) | camera1..5, light1..5, noise1..5
+(LIBERO-Plus-style observation perturbations: rendered frames only, e.g. the GIFs).
+Policies: planner (goals as ordered stages: pick-and-place, drawer pull / push, knob turn, door
+swing shut; goals it cannot do, e.g. opening the microwave, count as failed with the reason) |
+random | hold.
 """
 
 from ml_collections import ConfigDict
@@ -22,10 +24,13 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.horizon = 10  # control steps per action chunk
     c.num_chunks = 0  # 0 = the suite's LIBERO step cap in simulated time
     c.nthread = 0  # native backend threads; 0 = all cores
+    c.gifs = 2  # agent-view GIFs of the first episodes of each task (<= 3 advised); 0 = off
+    c.gif_size = 128  # px; must divide the 256 px render
     if arg == "smoke":
         c.tasks = "0"
         c.init_states = 2
         c.num_chunks = 2
+        c.gifs = 1
     elif arg not in (None, ""):
         raise ValueError(f"unknown config variant {arg!r}; valid: '', 'smoke'")
     return c

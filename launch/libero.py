@@ -1,6 +1,7 @@
 """LIBERO evaluation entry point: `python -m launch.libero --config=configs/libero.py
 --config.suite=libero_spatial --config.perturbation=swap --config.policy=random --workdir=runs/l`
--> per-task and per-suite success over the fixed initial states (results.json, results.md)."""
+-> per-task and per-suite success over the fixed initial states (results.json, results.md) and
+agent-view GIFs of each task's first episodes (gifs/; `--config.gifs=0` turns them off)."""
 
 from __future__ import annotations
 

@@ -6,10 +6,17 @@ One bucket per task (its initial states are the batch), rolled out on the native
 LIBERO's: ν holds at some chunk endpoint within the suite's step cap (LIBERO stops an episode at
 its first success). LIBERO's step caps are 20 Hz control steps; we run the same simulated time
 at our control rate.
+
+GIFs: the first `config.gifs` episodes of each task are replayed from their chunk-endpoint qpos
+through the agent view (`coda.libero.render`, under the run's observation perturbation if any)
+into gifs/ of the run folder; without a GL backend the run goes on and says why none were made.
+Observation perturbations (camera / light / noise levels) change rendered frames only: the
+states, so a state-based policy's success, are the unperturbed suite's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -25,7 +32,12 @@ from coda.sim import robot
 
 LIBERO_CONTROL_DT = 0.05  # s: LIBERO's 20 Hz control
 POLICIES = ("planner", "random", "hold")
-PERTURBATIONS = ("none",) + suites.PERTURBATIONS + tuple(f"layout{k}" for k in perturb.LEVELS)
+PERTURBATIONS = (
+    ("none",)
+    + suites.PERTURBATIONS
+    + tuple(f"layout{k}" for k in perturb.LEVELS)
+    + perturb.obs_perturbation_names()
+)
 
 
 class HoldPolicy:
@@ -73,8 +85,37 @@ def compile_variants(suite: str, task: str, indices: list[int], perturbation: st
     if perturbation.startswith("layout"):
         level = int(perturbation[len("layout") :])
         return suite, [perturb.layout_shift(suite, task, i, level, seed) for i in indices]
-    src = suite if perturbation == "none" else suites.perturbed(suite, perturbation)
+    if perturbation == "none" or perturb.parse_obs(perturbation) is not None:
+        src = suite  # observation perturbations leave the states alone
+    else:
+        src = suites.perturbed(suite, perturbation)
     return src, [S.compile_task(src, task, i) for i in indices]
+
+
+def write_gifs(
+    out: pathlib.Path,
+    suite: str,
+    task: str,
+    task_id: int,
+    qpos: np.ndarray,  # [n, C+1, nq] chunk endpoints of the first n episodes
+    success: np.ndarray,  # [n] bool
+    obs_perturbation: perturb.ObsPerturbation | None,
+    size: int,
+) -> list[str]:
+    """Agent-view GIFs of episodes (frames at chunk endpoints); paths relative to `out`."""
+    from coda.libero import render as LR
+
+    model = LR.render_model(suite, task)
+    (out / "gifs").mkdir(exist_ok=True)
+    paths = []
+    for i, (q, ok) in enumerate(zip(qpos, success, strict=True)):
+        frames = LR.render_episode(  # [C+1, 256, 256, 3]; fresh noise per episode and frame
+            model, q, perturbation=obs_perturbation, first_index=i * len(q)
+        )
+        rel = f"gifs/task{task_id:02d}_ep{i:02d}_{'success' if ok else 'failure'}.gif"
+        LR.write_gif(out / rel, frames, size=size)
+        paths.append(rel)
+    return paths
 
 
 def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
@@ -93,6 +134,14 @@ def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
             raise ValueError(f"task ids {bad} outside [0, {len(names)}) of {suite}")
         names = [names[i] for i in idx]
     policy = make_policy(config.policy, config.horizon)
+    obs_pert = perturb.parse_obs(config.perturbation, config.seed)
+    n_gifs, gif_note = int(config.get("gifs", 0)), None
+    if n_gifs > 0:
+        from coda.sim.render import gl_available
+
+        gl_ok, why = gl_available()
+        if not gl_ok:
+            n_gifs, gif_note = 0, f"no GIFs: {why}"
     chunks = config.num_chunks or num_chunks(suite, config.horizon)
     backend = NativeBackend(nthread=config.nthread or None)
     rng = jax.random.PRNGKey(config.seed)
@@ -120,6 +169,12 @@ def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
         else:
             ok, failed = np.zeros(n, bool), 0
         wall = time.time() - t
+        gifs: list[str] = []
+        if unsupported is None and n_gifs > 0:
+            g = min(n_gifs, n)
+            gifs = write_gifs(
+                out, src, name, k, np.asarray(res.qpos)[:g], ok[:g], obs_pert, config.gif_size
+            )
         rows.append(
             {
                 "unsupported": unsupported,
@@ -132,12 +187,15 @@ def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
                 "failed": failed,
                 "init_indices": indices,
                 "rollout_seconds": round(wall, 2),
+                "gifs": gifs,
             }
         )
     episodes = sum(r["episodes"] for r in rows)
     result = {
         "suite": suite,
         "perturbation": config.perturbation,
+        "observation_perturbation": dataclasses.asdict(obs_pert) if obs_pert else None,
+        "gif_note": gif_note,
         "policy": config.policy,
         "seed": config.seed,
         "horizon": config.horizon,

@@ -79,6 +79,37 @@ SETTLE_S = 1.0  # s of passive physics after setting LIBERO's stored state, whos
 ROBOT_NQ, ROBOT_NV = 9, 9  # LIBERO's mounted Panda: 7 arm joints + 2 finger joints
 GRIPPER_NQ = 8  # ours: x, y, z, yaw, pitch, roll + 2 fingers
 
+# Cameras as LIBERO renders its observations (robosuite names). The agent view is a fixed world
+# camera whose pose each LIBERO problem class sets in `_setup_camera` (LIBERO's world frame, w x y
+# z; no fovy given, so MuJoCo's default 45 deg); we move it into our frame like every position.
+AGENTVIEW_CAMERA = "agentview"
+WRIST_CAMERA = "robot0_eye_in_hand"
+AGENTVIEW_FOVY = 45.0  # deg
+_TABLE_VIEW = (
+    (0.6586131746834771, 0.0, 1.6103500240372423),
+    (0.638018, 0.304850, 0.304850, 0.638018),
+)
+_LOW_VIEW = (0.618217, 0.343231, 0.343231, 0.618218)  # living room / floor: a steeper look
+AGENTVIEW_POSE = {  # problem class -> (pos [3], quat [4]) in LIBERO's world
+    "libero_tabletop_manipulation": _TABLE_VIEW,
+    "libero_kitchen_tabletop_manipulation": _TABLE_VIEW,
+    "libero_study_tabletop_manipulation": (
+        (0.4586131746834771, 0.0, 1.6103500240372423),
+        _TABLE_VIEW[1],
+    ),
+    "libero_living_room_tabletop_manipulation": ((0.6065773716836134, 0.0, 0.96), _LOW_VIEW),
+    "libero_floor_manipulation": ((0.8965773716836134, 0.0, 0.65), _LOW_VIEW),
+}
+# The wrist camera: robosuite's Panda `eye_in_hand` (fovy 75) sits 5 cm along the hand's x axis
+# at the hand's origin, looking along the approach axis at the fingers. LIBERO's Panda starts with
+# its hand x along world +x (away from the base) and its fingers along world -y, so on our gripper
+# (approach -z, fingers along y) it sits 5 cm towards +x, as high above our tcp as the Franka
+# hand's flange is above its grasp point (0.1034 m); image up = +x, fingers at the bottom edge.
+WRIST_FOVY = 75.0  # deg
+FRANKA_FLANGE_TO_TCP = 0.1034  # m
+WRIST_POS = (0.05, 0.0, FRANKA_FLANGE_TO_TCP - robot.TCP_OFFSET)  # in the gripper body frame
+WRIST_QUAT = (math.sqrt(0.5), 0.0, 0.0, -math.sqrt(0.5))  # camera x = -y, y = +x, looks along -z
+
 
 class LiberoImportError(ValueError):
     pass
@@ -286,6 +317,7 @@ def build_spec(task: LiberoTask, visual: bool = False) -> Built:
     cam = wb.add_camera(name="front", pos=list(eye))
     cam.quat = list(C._look_quat(eye, at))
     robot.add_gripper(spec)
+    add_cameras(spec, task)
     # workspace regions as sites of the table (LIBERO's TargetZones), for rendering / lookup
     for rname, region in task.problem.regions.items():
         if region.target == ws.name and region.ranges:
@@ -348,6 +380,33 @@ def build_spec(task: LiberoTask, visual: bool = False) -> Built:
                 continue
             pairs.append((ent[a], ent[b], a, b, body_t))
     return Built(spec, tuple(tracked), tuple(owner), joints, tuple(pairs))
+
+
+def add_cameras(spec: mujoco.MjSpec, task: LiberoTask) -> None:
+    """LIBERO's observation cameras: the agent view (world) and the wrist view (on our gripper)."""
+    if task.problem.problem not in AGENTVIEW_POSE:
+        raise LiberoImportError(
+            f"{task.name}: no agentview pose for {task.problem.problem!r}; "
+            f"known: {sorted(AGENTVIEW_POSE)}"
+        )
+    pos, quat = AGENTVIEW_POSE[task.problem.problem]
+    cam = spec.worldbody.add_camera(name=AGENTVIEW_CAMERA, pos=list(to_ours(pos, task.workspace)))
+    cam.quat = list(quat)
+    cam.fovy = AGENTVIEW_FOVY
+    wrist = spec.body("gripper").add_camera(name=WRIST_CAMERA, pos=list(WRIST_POS))
+    wrist.quat = list(WRIST_QUAT)
+    wrist.fovy = WRIST_FOVY
+
+
+def visual_model(suite: str, name: str) -> mujoco.MjModel:
+    """The task's model with LIBERO's visual meshes and textures, sites hidden (for rendering;
+    shared, do not step it): same bodies, joints and qpos layout as `compile_task`'s model."""
+    model = _compiled_model(suite, name, True)[2]
+    physics = _compiled_model(suite, name, False)[2]
+    if model.nq != physics.nq:  # meshes are geoms only; a mismatch would mis-pose the replay
+        raise LiberoImportError(f"{name}: visual model nq {model.nq} != physics nq {physics.nq}")
+    model.site_rgba[:, 3] = 0.0  # LIBERO's observations show no sites (our tcp marker)
+    return model
 
 
 def geom_half_extents(m: mujoco.MjModel, g: int, rot: np.ndarray) -> np.ndarray:
