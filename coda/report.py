@@ -411,7 +411,7 @@ def write_report(workdir: str, config: ConfigDict, state: Any, ctx: Any, wall: f
         "rounds": state.round,
         "stopped": state.stopped,
         "wall_seconds": wall,
-        "costs": costs(budgets, None, accel),
+        "costs": costs(budgets, budgets.get("llm"), accel),
         "final": hist[-1].get("suites") if hist else None,
         "history": hist,
     }

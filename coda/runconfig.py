@@ -93,8 +93,10 @@ def problems(config: Any, families: Iterable[str] | None = None) -> list[str]:
     return out
 
 
-CRITICS = ("offline",)  # wired into the loop (the VLM critic needs an LLM client: not yet)
-ENGINES = ("offline",)
+CRITICS = ("offline", "vlm")  # coda.critic.CRITICS as the loop wires them
+ENGINES = ("offline", "llm")  # coda.engine.engines.ENGINES
+LLM_BACKENDS = ("offline", "openai", "openai_compatible")  # coda.llm BACKENDS the loop configures
+LLM_RECORD_MODES = ("off", "record", "replay", "reuse")  # coda.llm.record.RECORD_MODES
 POLICY_NAMES = ("small",)
 ADVANTAGES = ("critic", "mc", "nstep")  # coda.train.learner.ADVANTAGES (no JAX import here)
 LOOP_INTS = {  # field -> minimum
@@ -132,12 +134,38 @@ LOOP_INTS = {  # field -> minimum
     "policy.max_token_len": 8,
     "critic.n_probes": 1,
     "critic.n_repeats": 0,
+    "critic.max_keyframes": 1,
+    "critic.image_size": 16,
     "eval.episodes": 1,
     "eval.heldout_tasks_per_family": 0,
     "eval.every": 1,
     "render.failures_per_round": 0,
 }
 LOOP_FRACTIONS = ("loop.epsilon", "loop.replay_fraction", "loop.demo_fraction")
+
+
+def _llm_problems(config: Any, out: list[str], choice: Any) -> None:
+    """The LLM client the VLM critic and the LLM engine talk through (`config.llm`)."""
+    uses = _get(config, "critic.name") == "vlm" or _get(config, "engine.name") == "llm"
+    if _get(config, "llm") is _MISSING:
+        if uses:
+            out.append("llm: missing (the vlm critic / llm engine need an `llm` section)")
+        return
+    choice("llm.backend", LLM_BACKENDS)
+    choice("llm.record_mode", LLM_RECORD_MODES)
+    backend, url = _get(config, "llm.backend"), _get(config, "llm.base_url")
+    if backend == "openai_compatible" and not url:
+        out.append(
+            "llm.base_url: needed by llm.backend=openai_compatible (e.g. http://127.0.0.1:8000/v1)"
+        )
+    if _get(config, "critic.name") == "vlm" and backend == "offline":
+        out.append(
+            "critic.name=vlm needs a networked llm.backend (openai or openai_compatible); "
+            "the embedded default is critic.name=offline"
+        )
+    n = _get(config, "llm.max_concurrency")
+    if n is not _MISSING and (not _is_int(n) or n < 1):
+        out.append(f"llm.max_concurrency={n!r} must be an integer >= 1")
 
 
 def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> None:
@@ -149,6 +177,7 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("strategy", tuple(STRATEGIES))
     choice("critic.name", CRITICS)
     choice("engine.name", ENGINES)
+    _llm_problems(config, out, choice)
     choice("policy.name", POLICY_NAMES)
     for field, lo in LOOP_INTS.items():
         integer(field, lo)

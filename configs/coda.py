@@ -95,12 +95,28 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.policy_ema = 0.999
 
     c.critic = ConfigDict()
-    c.critic.name = "offline"  # offline (embedded default)
-    c.critic.n_probes = 2
+    # offline (embedded default: state-based probes) | vlm (keyframes to a vision-language
+    # model through `llm`; needs llm.backend openai or openai_compatible)
+    c.critic.name = "offline"
+    c.critic.n_probes = 2  # offline critic: counterfactual probes per factor
     c.critic.n_repeats = 1
+    c.critic.max_keyframes = 6  # vlm critic: images per failed episode, and their side
+    c.critic.image_size = 224
 
     c.engine = ConfigDict()
-    c.engine.name = "offline"
+    c.engine.name = "offline"  # offline (rule table) | llm (LLM-written edit programs, sandboxed)
+
+    # The LLM client of the vlm critic and the llm engine (unused by the offline defaults).
+    # Every call is recorded under <workdir>/llm/records; "reuse" replays a recorded call on
+    # resume (the interrupted round gets the same answers) and calls the backend otherwise.
+    c.llm = ConfigDict()
+    c.llm.backend = "offline"  # offline | openai | openai_compatible
+    c.llm.model = ""  # "" = coda.llm's default per role (gpt-5.5 for the critic)
+    c.llm.base_url = ""  # openai_compatible: e.g. http://127.0.0.1:8000/v1
+    c.llm.api_key_env = "OPENAI_API_KEY"
+    c.llm.record_mode = "reuse"
+    c.llm.max_concurrency = 4
+    c.llm.timeout_s = 120.0
 
     c.eval = ConfigDict()
     c.eval.episodes = 32  # per suite (s.e. <= 0.09)

@@ -9,6 +9,7 @@ Re-running with the same workdir (or `--resume`) continues after the last comple
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -102,7 +103,14 @@ class Context:
         )
         path = os.path.join(workdir, "memory.sqlite")
         self.memory = MEMORY_MODES[strategy.memory](path if strategy.memory != "none" else None)
-        self.engine = make_engine(config.engine.name)
+        from coda.loop import llm as loop_llm
+
+        self.llm = loop_llm.make_client(config, workdir) if loop_llm.needs_llm(config) else None
+        self.sync_llm = loop_llm.UsageSync(self.llm)
+        if config.engine.name == "llm":  # LLM-written edit programs, run in the sandbox
+            self.engine = make_engine("llm", client=self.llm, memory=self.memory)
+        else:
+            self.engine = make_engine(config.engine.name)
         self.agents = collect.Agents(self.learner)
         self.eval_agents: dict = {}
         self.budgets = Budgets()
@@ -444,7 +452,12 @@ def _scalars(row: dict) -> dict:
     for k, v in row.get("refutation_rate", {}).items():
         out[f"refutation_rate/{k}"] = v
     for k, v in row.get("budgets", {}).items():
-        out[f"budget/{k}"] = v
+        if isinstance(v, dict):  # llm spend per role
+            for role, t in v.items():
+                for name, x in t.items():
+                    out[f"budget/{k}/{role}/{name}"] = x
+        else:
+            out[f"budget/{k}"] = v
     return {k: v for k, v in out.items() if not (isinstance(v, float) and not math.isfinite(v))}
 
 
@@ -544,7 +557,8 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
     if last is None:
         state = RunState(key=[int(x) for x in np.asarray(jax.random.key_data(base)).ravel()])
         row = start(ctx, state, jax.random.fold_in(base, 0), bar)
-        row["budgets"] = dict(vars(ctx.budgets))
+        ctx.sync_llm(ctx.budgets)
+        row["budgets"] = copy.deepcopy(vars(ctx.budgets))
         state.round, state.budgets = 0, ctx.budgets
         state.history.append(row)
         _decide(ctx, state, row)
@@ -573,7 +587,8 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
             break
         r = state.round + 1
         row = one_round(ctx, state, r, jax.random.fold_in(base, r), bar)
-        row["budgets"] = dict(vars(ctx.budgets))
+        ctx.sync_llm(ctx.budgets)
+        row["budgets"] = copy.deepcopy(vars(ctx.budgets))
         state.history.append(row)
         state.round, state.budgets = r, ctx.budgets
         state.stopped = _decide(ctx, state, row)
@@ -584,6 +599,8 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         bar.update(1)
         bar.write(_line(row, ctx.budgets))
     bar.close()
+    if ctx.llm is not None:
+        ctx.llm.save_usage()  # <workdir>/llm/usage.json (this process's calls, by role and round)
     summary = report.write_report(workdir, config, state, ctx, time.perf_counter() - t_start)
     ctx.memory.close()
     return summary

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections import Counter, defaultdict
 from typing import Any
@@ -302,17 +303,27 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
     chosen = select_failures(episodes, int(lc.critiques_per_mode), k_sel)
     out: dict[str, Any] = {"critiqued": len(chosen), "diagnosed": 0, "validated": [], "refuted": []}
     if chosen:
-        bound = collect.BoundFactory(ctx.agents, 1)  # shared compiled agents, per-bucket tokens
-        critic = make_critic(
-            cc.name,
-            policy=bound,
-            params=bound.params,
-            backend=ctx.backend,
-            num_chunks=int(ctx.config.sim.num_chunks),
-            n_probes=int(cc.n_probes),
-            n_repeats=int(cc.n_repeats),
-            memory=ctx.memory,
-        )
+        if cc.name == "vlm":  # keyframes + factored scene to the critic role of ctx.llm
+            critic = make_critic(
+                "vlm",
+                client=ctx.llm,
+                memory=ctx.memory,
+                max_keyframes=int(cc.max_keyframes),
+                image_size=int(cc.image_size),
+                log_dir=os.path.join(ctx.workdir, "llm"),
+            )
+        else:
+            bound = collect.BoundFactory(ctx.agents, 1)  # shared compiled agents, bucket tokens
+            critic = make_critic(
+                cc.name,
+                policy=bound,
+                params=bound.params,
+                backend=ctx.backend,
+                num_chunks=int(ctx.config.sim.num_chunks),
+                n_probes=int(cc.n_probes),
+                n_repeats=int(cc.n_repeats),
+                memory=ctx.memory,
+            )
         t0 = time.perf_counter()
         crits = critic.diagnose(chosen, k_crit, round=r)
         ctx.budgets.critiques += len(chosen)

@@ -32,6 +32,9 @@ class Budgets:
     critiques: int = 0  # failed episodes sent to the critic
     policy_updates: int = 0
     critic_updates: int = 0
+    llm_tokens: int = 0  # prompt + completion, all roles (replayed calls count once)
+    llm_usd: float = 0.0
+    llm: dict[str, dict] = dataclasses.field(default_factory=dict)  # role -> calls/tokens/usd
 
 
 @dataclasses.dataclass

@@ -1,0 +1,225 @@
+"""The loop's LLM wiring: `critic.name=vlm` / `engine.name=llm` through `config.llm`.
+
+Fast: config validation, the client each config builds, LLM spend folded into the budgets.
+Slow: one smoke round with the VLM critic and the LLM engine against a scripted
+OpenAI-compatible server on 127.0.0.1, then the same round again from its round-0 checkpoint
+with the server gone — every call replays from the record and the metrics are the same.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sqlite3
+import threading
+import types
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from coda import runconfig
+from coda.loop import llm as loop_llm
+from coda.loop.state import Budgets
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = "local-vlm-test"
+
+
+def smoke_config(**llm):
+    path = os.path.join(ROOT, "configs", "coda.py")
+    spec = importlib.util.spec_from_file_location("coda_cfg_llm", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = mod.get_config("smoke")
+    for k, v in llm.items():
+        cfg.llm[k] = v
+    return cfg
+
+
+def test_llm_fields_are_validated_before_anything_runs():
+    cfg = smoke_config()
+    assert runconfig.problems(cfg) == []
+    cfg.critic.name = "vlm"  # the embedded backend has no vision model
+    assert any(
+        "critic.name=vlm needs a networked llm.backend" in p for p in runconfig.problems(cfg)
+    )
+    cfg.llm.backend = "openai_compatible"
+    assert any("llm.base_url: needed" in p for p in runconfig.problems(cfg))
+    cfg.llm.base_url = "http://127.0.0.1:9/v1"
+    assert runconfig.problems(cfg) == []
+    cfg.engine.name, cfg.llm.backend, cfg.llm.record_mode = "gpt", "anthropic", "always"
+    got = runconfig.problems(cfg)
+    assert "engine.name='gpt' is unknown (valid: offline, llm)" in got
+    assert "llm.backend='anthropic' is unknown (valid: offline, openai, openai_compatible)" in got
+    assert "llm.record_mode='always' is unknown (valid: off, record, replay, reuse)" in got
+
+
+def test_config_choices_name_what_the_code_registers():
+    from coda.critic.base import CRITICS
+    from coda.engine.engines import ENGINES
+    from coda.llm.backends import BACKENDS
+    from coda.llm.record import RECORD_MODES
+
+    assert set(runconfig.CRITICS) == set(CRITICS)
+    assert set(runconfig.ENGINES) == set(ENGINES)
+    assert set(runconfig.LLM_BACKENDS) <= set(BACKENDS)
+    assert runconfig.LLM_RECORD_MODES == RECORD_MODES
+
+
+def test_client_puts_every_role_on_the_configured_backend(tmp_path):
+    cfg = smoke_config(backend="openai_compatible", base_url="http://127.0.0.1:9/v1")
+    cfg.critic.name, cfg.engine.name = "vlm", "llm"
+    assert loop_llm.needs_llm(cfg)
+    client = loop_llm.make_client(cfg, str(tmp_path))
+    for role in ("critic", "engine", "compiler"):
+        rc = client.config.roles[role]
+        assert rc.backend == "openai_compatible"
+        assert rc.backend_kwargs["base_url"] == "http://127.0.0.1:9/v1"
+        assert rc.model  # the default critic model when none is configured
+        assert client.record_mode(role) == "reuse"
+    offline = loop_llm.make_client(smoke_config(), str(tmp_path / "off"))
+    assert offline.config.roles["engine"].backend == "offline"
+    assert not loop_llm.needs_llm(smoke_config())
+
+
+class _Ledger:
+    def __init__(self):
+        self.by_role = {}
+
+    def usage_summary(self):
+        return {"by_role": self.by_role}
+
+
+def _tally(calls, prompt, completion, usd, replayed=0):
+    return {
+        "calls": calls,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "replayed_prompt_tokens": replayed,
+        "replayed_completion_tokens": 0,
+        "cost_usd": usd,
+    }
+
+
+def test_usage_sync_adds_only_the_growth_and_counts_replays_once():
+    ledger, budgets = _Ledger(), Budgets(llm_tokens=50, llm={"critic": {"calls": 1, "tokens": 50}})
+    budgets.llm["critic"]["usd"] = 0.5  # restored from a checkpoint: earlier rounds' spend
+    sync = loop_llm.UsageSync(ledger)
+    ledger.by_role = {"critic": _tally(2, 100, 20, 1.0, replayed=30)}
+    sync(budgets)
+    assert budgets.llm["critic"] == {"calls": 3, "tokens": 200, "usd": pytest.approx(1.5, abs=1e-9)}
+    ledger.by_role["engine"] = _tally(1, 10, 5, 0.0)
+    sync(budgets)  # critic unchanged: nothing added twice
+    assert budgets.llm["critic"]["tokens"] == 200
+    assert budgets.llm["engine"] == {"calls": 1, "tokens": 15, "usd": pytest.approx(0.0, abs=1e-9)}
+    assert budgets.llm_tokens == 215
+    loop_llm.UsageSync(None)(budgets)  # offline run: no client, no change
+    assert budgets.llm_tokens == 215
+
+
+# ----------------------------------------------------------------------------- slow: end to end
+
+
+def _critic_reply(body: dict) -> dict:
+    """A schema-valid diagnosis: the phase the prompt says progress stopped in, layout."""
+    text = body["messages"][1]["content"][0]["text"]
+    phase = re.search(r"Progress stopped in phase '([a-z_]+)'", text).group(1)
+    return {
+        "factor": "layout",
+        "phase": phase,
+        "cause": "collision_with_distractor",
+        "cause_text": "the gripper's approach path runs through the other object",
+        "evidence": {"chunks": [1], "keyframes": [0, 1], "numbers": []},
+    }
+
+
+class Server:
+    """Chat-completions on 127.0.0.1: the engine role answers with the rule table's program
+    (`offline_engine_handler`, as a model would send it), the critic role with a diagnosis."""
+
+    def __init__(self) -> None:
+        from coda.engine.llm_engine import offline_engine_handler
+
+        self.requests: dict[str, int] = {"critic": 0, "engine": 0}
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                name = body.get("response_format", {}).get("json_schema", {}).get("name")
+                if name == "edit_program":
+                    outer.requests["engine"] += 1
+                    req = types.SimpleNamespace(messages=body["messages"])
+                    reply = offline_engine_handler(req, "engine")
+                else:
+                    outer.requests["critic"] += 1
+                    reply = _critic_reply(body)
+                data = json.dumps(
+                    {
+                        "id": "chatcmpl-loop",
+                        "object": "chat.completion",
+                        "created": 1_700_000_000,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": json.dumps(reply)},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1000, "completion_tokens": 50},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_smoke_round_with_vlm_critic_and_llm_engine_then_replay(tmp_path):
+    from coda import loop
+    from coda.loop import checkpoint as ckpt
+    from coda.sim.render import gl_available
+
+    ok, why = gl_available()
+    if not ok:
+        pytest.skip(f"the VLM critic renders keyframes: {why}")
+    server = Server()
+    cfg = smoke_config(backend="openai_compatible", base_url=server.url, model=MODEL)
+    cfg.critic.name, cfg.engine.name, cfg.loop.rounds = "vlm", "llm", 1
+    workdir = str(tmp_path / "run")
+    try:
+        first = loop.run(cfg, workdir)
+    finally:
+        server.close()
+    rows = [json.loads(x) for x in open(os.path.join(workdir, "metrics.jsonl"))]
+    spent = rows[-1]["budget/llm/critic/tokens"]
+    assert server.requests["critic"] >= 1 and spent == 1050 * server.requests["critic"]
+    assert first["costs"]["llm_tokens"] >= spent
+    with sqlite3.connect(os.path.join(workdir, "memory.sqlite")) as db:
+        critics = {r[0] for r in db.execute("SELECT critic FROM diagnoses")}
+    assert critics == {"vlm"}
+    # lose round 1 (as a kill before its checkpoint would) and run it again, server gone
+    shutil.rmtree(ckpt.round_dir(workdir, 1))
+    again = loop.run(cfg, workdir)
+    rows2 = [json.loads(x) for x in open(os.path.join(workdir, "metrics.jsonl"))]
+    keys = [k for k in rows[-1] if k.startswith(("success/", "se/", "budget/llm"))]
+    assert {k: rows2[-1][k] for k in keys} == {k: rows[-1][k] for k in keys}
+    assert again["costs"]["llm_tokens"] == first["costs"]["llm_tokens"]
