@@ -196,17 +196,22 @@ def applied(
         vis.diffuse[:], vis.ambient[:], vis.specular[:] = saved["head"]
 
 
-def _blur(img: np.ndarray, sigma: float) -> np.ndarray:  # [..., H, W, C] float -> same
+def _blur(img: np.ndarray, sigma: float) -> np.ndarray:  # [..., H, W, C] float32 -> same
     """Separable Gaussian blur over the H and W axes (edges reflected)."""
     r = max(1, math.ceil(3 * sigma))
     w = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma) ** 2)
-    w /= w.sum()
-    for axis in (-3, -2):
+    w = (w / w.sum()).astype(np.float32)
+    for axis in (img.ndim - 3, img.ndim - 2):
         pad = [(0, 0)] * img.ndim
         pad[axis] = (r, r)
         src = np.pad(img, pad, mode="reflect")
         n = img.shape[axis]
-        img = sum(wk * np.take(src, np.arange(k, k + n), axis=axis) for k, wk in enumerate(w))
+        out = np.zeros_like(img)
+        for k, wk in enumerate(w):
+            cut = [slice(None)] * img.ndim
+            cut[axis] = slice(k, k + n)
+            out += wk * src[tuple(cut)]
+        img = out
     return img
 
 
