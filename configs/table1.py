@@ -1,0 +1,114 @@
+"""A mini Table 1: CoDA against its baselines and the no-memory ablation, several seeds each.
+
+`python -m launch.study --config=configs/table1.py --workdir=runs/table1` runs every
+(strategy, seed) cell through `coda.loop.run` in `<workdir>/<strategy>/seed<k>/` (resumable:
+finished cells are skipped) and writes `<workdir>/table1.{json,md}` (`coda.study`).
+
+Fields:
+* `study.strategies`: `coda.loop.strategies.STRATEGIES` names (a typo fails listing them);
+* `study.seeds`: the loop's `seed` of each cell (pool, suites, PRNG keys all follow it);
+* `study.base`: the loop config every cell shares (`configs/coda.py`'s fields); each cell is
+  `study.base` with `strategy` and `seed` set. Override it like launch.main's config, e.g.
+  `--config.study.base.loop.rounds=1`.
+
+Variants:
+* '' (CPU scale): the 7 strategies x 3 seeds = 21 cells, sized to fit <= 2 hours on a 2-core
+  CPU (the estimate and how it was measured are beside `_cpu_base`);
+* 'smoke': 2 strategies x 1 seed on the smoke loop config (`configs/coda.py:smoke`), for tests;
+* 'gpu': `configs/coda.py:gpu` per cell, 7 strategies x 3 seeds. NOT run or timed: no
+  accelerator run of it has been made.
+"""
+
+import importlib.util
+import os
+
+from ml_collections import ConfigDict
+
+VARIANTS = ("", "smoke", "gpu")
+# Table 1's rows: the method, the five baselines and the no-memory ablation.
+TABLE1_STRATEGIES = (
+    "coda",
+    "zero_shot",
+    "sft",
+    "domain_randomization",
+    "uniform_variants",
+    "success_rate_guided",
+    "no_memory",
+)
+
+
+def _loop_config(arg, strategy: str = "coda") -> ConfigDict:
+    """`configs/coda.py`'s get_config (loaded by path, as configs/sft.py does)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "coda.py")
+    spec = importlib.util.spec_from_file_location("_coda_base_config", path)
+    base = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(base)
+    return base.get_config(arg, strategy=strategy)
+
+
+def _cpu_base() -> ConfigDict:
+    """The default loop config shrunk so that 21 cells fit <= 2 hours on 2 CPU cores.
+
+    The default (`configs/coda.py`) takes ~28 min per run on this machine
+    (benchmarks/results/loop_default.json); 21 cells need <= ~5.7 min each. Shrunk: one family
+    (pick-place; its held-out task program keeps the ood_tasks suite), 8 pool layouts, 12-chunk
+    episodes, a narrower 1-layer policy with 4 flow steps, 1,000 BC steps on the pool + 24 more
+    layouts + one DART pass (a start off zero on ID; the default's 6,000 steps on 256 layouts is
+    what reaches the band), 2 rounds of B = 8 scenes, short update blocks, 16 episodes per suite.
+
+    Measured (see the study's report): one `coda` cell at this size, cold JAX cache, on the
+    2-core machine while two other training jobs ran (load average ~7): being measured.
+    Estimate for the 21 cells: pending that measurement.
+    """
+    c = _loop_config(None)
+    c.sim.families = ("pick_place",)
+    c.sim.programs_per_family = 1
+    c.sim.seeds_per_program = 8
+    c.sim.num_chunks = 12
+    c.policy.width = 64
+    c.policy.expert_width = 32
+    c.policy.depth = 1
+    c.policy.heads = 2
+    c.policy.state_hidden = 64
+    c.policy.num_state_tokens = 1
+    c.policy.sample_steps = 4
+    c.loop.rounds = 2
+    c.loop.budget = 8
+    c.loop.num_candidates = 1
+    c.loop.critiques_per_mode = 2
+    c.loop.critic_updates = 60
+    c.loop.policy_updates = 20
+    c.loop.bc_steps = 1000
+    c.loop.validate_n = 4
+    c.loop.max_validations = 1
+    c.loop.bucket_size = 8
+    c.loop.updates_per_call = 20
+    c.loop.replay_size = 5000
+    c.loop.demo_cap = 4000
+    c.loop.demo_seeds = 24
+    c.loop.demo_dart = (0.3,)
+    c.critic.n_probes = 1
+    c.critic.n_repeats = 0
+    c.eval.episodes = 16
+    c.render.failures_per_round = 1
+    c.render.width = c.render.height = 96
+    return c
+
+
+def get_config(arg: str | None = None) -> ConfigDict:
+    c = ConfigDict()
+    c.study = ConfigDict()
+    c.study.strategies = TABLE1_STRATEGIES  # coda.loop.strategies.STRATEGIES names
+    c.study.seeds = (0, 1, 2)  # each cell's loop `seed`
+    if arg in (None, ""):
+        c.study.base = _cpu_base()
+    elif arg == "smoke":  # tests: 2 strategies x 1 seed, the smoke loop (one round after round 0)
+        c.study.strategies = ("coda", "sft")
+        c.study.seeds = (0,)
+        c.study.base = _loop_config("smoke")
+        c.study.base.loop.rounds = 1
+    elif arg == "gpu":  # untested: no accelerator run of this variant has been made
+        c.study.base = _loop_config("gpu")
+    else:
+        raise ValueError(f"unknown config variant {arg!r}; valid: '', 'smoke', 'gpu'")
+    return c
