@@ -77,6 +77,15 @@ def test_cameras_are_libero_s_and_render_both_views(task, base):
     np.testing.assert_array_equal(LR.render_observations(model, [d]), base)  # MjData works
 
 
+def test_chunk_endpoints_of_a_rollout_batch_render_in_order(task, base):
+    _, model, q = task
+    obs = LR.render_endpoints(model, np.stack([q, q[::-1]]))  # [B=2, T=2, nq]
+    assert obs.shape == (2, 2, 2, 256, 256, 3)
+    np.testing.assert_array_equal(obs[0, 0], base[0])
+    np.testing.assert_array_equal(obs[1, 1], base[0])
+    np.testing.assert_array_equal(obs[0, 1], obs[1, 0])  # the same state, the same frames
+
+
 def test_stove_burner_shows_only_when_the_stove_is_on(task):
     _, model, q = task
     adr = model.jnt_qposadr[model.joint("flat_stove_1_button").id]

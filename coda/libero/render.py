@@ -125,6 +125,25 @@ def render_observations(
     return P.perturb_images(out, perturbation, index)
 
 
+def render_endpoints(
+    model: mujoco.MjModel,
+    qpos: np.ndarray,  # [B, T, nq]: RolloutResult.qpos (t = 0 and every chunk endpoint)
+    *,
+    size: int = IMAGE_SIZE,
+    perturbation: P.ObsPerturbation | None = None,
+) -> np.ndarray:  # [B, T, 2, size, size, 3] uint8 (~0.4 MB per endpoint at 256)
+    """Both cameras at every recorded chunk endpoint of a batch of episodes; endpoint t's noise
+    is drawn from (seed, t)."""
+    qpos = np.asarray(qpos)
+    if qpos.ndim != 3:
+        raise ValueError(f"qpos must be [B, T, nq], got {qpos.shape}")
+    out = [
+        render_observations(model, qpos[:, t], size=size, perturbation=perturbation, index=t)
+        for t in range(qpos.shape[1])
+    ]
+    return np.stack(out, 1)
+
+
 def render_episode(
     model: mujoco.MjModel,
     qpos: np.ndarray,  # [T, nq]: one episode's chunk endpoints
