@@ -209,8 +209,9 @@ def markdown(table: dict[str, Any]) -> str:
         "",
         f"Command: `{table['command']}`",
         "",
-        f"{table['cells_total']} cells ({len(rows)} strategies x {len(table['seeds'])} seeds "
-        f"{list(table['seeds'])}), {table['cells_failed']} failed; study wall "
+        f"{table['cells_total']} of {table['cells_planned']} cells ({len(rows)} strategies x "
+        f"{len(table['seeds'])} seeds {list(table['seeds'])}), {table['cells_failed']} failed; "
+        "study wall "
         f"{table['wall_seconds']:.0f} s this invocation. Success in % at each cell's last "
         "evaluated round: mean over seeds ± seed-level s.e. (ddof 1; none with 1 seed), then the "
         "pooled episode counts. Costs per 1,000 accepted environments (pooled over seeds).",
@@ -222,6 +223,9 @@ def markdown(table: dict[str, Any]) -> str:
     for s, r in rows.items():
         kind = STRATEGIES[s].kind if s in STRATEGIES else "?"
         paper = "–" if r["paper_ood_percent"] is None else f"{r['paper_ood_percent']:.1f}"
+        if not r["seeds"] and not r["failed"]:
+            out.append(f"| {s} | {kind} | not run yet | | | | | | | {paper} |")
+            continue
         if not r["seeds"]:
             why = "; ".join(f"seed {k}: {e}" for k, e in r["failed"].items())
             out.append(f"| {s} | {kind} | failed: {why} | | | | | | | {paper} |")
@@ -245,6 +249,12 @@ def markdown(table: dict[str, Any]) -> str:
         "OOD ordering, paper: " + " > ".join(f"{s} {PAPER_OOD[s]}" for s in paper),
         "",
     ]
+    if all(not r["seeds"] or r["llm_tokens_per_1000"] == 0 for r in rows.values()):
+        out += [
+            "LLM tokens are 0: the offline critic and engine (critic.name / engine.name = "
+            "offline, the embedded defaults) make no LLM calls.",
+            "",
+        ]
     failed = [c for c in table["cells"] if c["status"] == "failed"]
     if failed:
         out += ["## Failed cells", ""]
@@ -336,15 +346,24 @@ def run_study(
         else:
             line = f"{strategy} seed {seed}: FAILED ({rec['error']})"
         records.append(rec)
+        table = _write(config, workdir, records, command, t0)  # after every cell: partial table
         bar.update(1)
         bar.write(line)
     bar.close()
+    return table
+
+
+def _write(
+    config: ConfigDict, workdir: str, records: list[dict], command: str, t0: float
+) -> dict[str, Any]:
+    """table1.json / table1.md from the cells recorded so far."""
     rows = aggregate(records, list(config.study.strategies))
     table = {
         "command": command,
         "config": json.loads(config.to_json_best_effort()),
         "seeds": [int(k) for k in config.study.seeds],
         "cells_total": len(records),
+        "cells_planned": len(cells(config)),
         "cells_failed": sum(r["status"] == "failed" for r in records),
         "wall_seconds": time.perf_counter() - t0,
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -53,12 +53,23 @@ def _cpu_base() -> ConfigDict:
     (benchmarks/results/loop_default.json); 21 cells need <= ~5.7 min each. Shrunk: one family
     (pick-place; its held-out task program keeps the ood_tasks suite), 8 pool layouts, 12-chunk
     episodes, a narrower 1-layer policy with 4 flow steps, 1,000 BC steps on the pool + 24 more
-    layouts + one DART pass (a start off zero on ID; the default's 6,000 steps on 256 layouts is
-    what reaches the band), 2 rounds of B = 8 scenes, short update blocks, 16 episodes per suite.
+    layouts + one DART pass (what one cell's budget allows; the default's 6,000 steps on 256
+    layouts + 2 DART passes is what reaches the band), 2 rounds of B = 8 scenes, short update
+    blocks, 16 episodes per suite.
 
-    Measured (see the study's report): one `coda` cell at this size, cold JAX cache, on the
-    2-core machine while two other training jobs ran (load average ~7): being measured.
-    Estimate for the 21 cells: pending that measurement.
+    Measured (2026-12-01, one `coda` cell, seed 0, alone in its process, cold in-process JIT,
+    on the 2-core machine while two other training jobs ran, load average 5-8): 350 s wall
+    (round 0 ~205 s incl. compiles and 1,000 BC steps in ~110 s; round 1 120 s; round 2 26 s).
+    The smoke study (`:smoke`, 2 cells in one process) ran its first cell (coda) in 110 s and
+    its second (sft: no critique, warm) in 55 s: later cells reuse the process's compiled
+    functions.
+    Estimate for the 21 cells in one `launch.study` process at that load: <= 21 x 350 s = 2.0 h
+    if nothing were reused; ~1 h with the warm-cell saving (zero_shot cells skip BC and updates).
+    Learning at this size: that cell scored 0/16 ID and 0/64 OOD at rounds 0 and 2 (BC loss
+    0.13, planner 100 % on the pool): 1,000 BC steps do not reach the success band, so the CPU
+    table measures cost, not the ordering. A shared BC start per seed would buy the default's
+    6,000-step recipe (40.6 % ID) within the same 2 hours; it needs a loop hook (see the study's
+    report), not yet there.
     """
     c = _loop_config(None)
     c.sim.families = ("pick_place",)
