@@ -67,9 +67,10 @@ def _cpu_base() -> ConfigDict:
     if nothing were reused; ~1 h with the warm-cell saving (zero_shot cells skip BC and updates).
     Learning at this size: that cell scored 0/16 ID and 0/64 OOD at rounds 0 and 2 (BC loss
     0.13, planner 100 % on the pool): 1,000 BC steps do not reach the success band, so the CPU
-    table measures cost, not the ordering. A shared BC start per seed would buy the default's
-    6,000-step recipe (40.6 % ID) within the same 2 hours; it needs a loop hook (see the study's
-    report), not yet there.
+    table measures cost, not the ordering. A BC start shared by the strategies of a seed (round
+    0 is the same for every strategy with `bc_start`) might afford the default's 6,000-step
+    recipe (40.6 % ID; its round 0 took ~750 s under load, x 3 seeds): unmeasured, and it needs
+    a loop hook (`loop.start_from`, proposed in the study's report) that does not exist yet.
     """
     c = _loop_config(None)
     c.sim.families = ("pick_place",)
