@@ -198,6 +198,9 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
         or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in dart)
     ):
         out.append(f"loop.demo_dart={dart!r} must be a list of noise sigmas > 0 (or empty)")
+    src = _get(config, "loop.start_from")
+    if src is not _MISSING and not isinstance(src, str):
+        out.append(f"loop.start_from={src!r} must be a run folder path ('' = none)")
     adv = _get(config, "loop.advantage")
     if adv is not _MISSING and adv not in ADVANTAGES:
         out.append(f"loop.advantage={adv!r} is unknown (valid: {', '.join(ADVANTAGES)})")

@@ -74,11 +74,24 @@ def check_study(config: ConfigDict) -> None:
         raise StudyError(f"study.seeds={list(seeds)!r} must be distinct integers >= 0")
 
 
-def cell_config(config: ConfigDict, strategy: str, seed: int) -> ConfigDict:
-    """The loop config of one cell: `study.base` with `strategy` and `seed` set."""
+def cell_config(
+    config: ConfigDict, strategy: str, seed: int, workdir: str | None = None
+) -> ConfigDict:
+    """The loop config of one cell: `study.base` with `strategy` and `seed` set.
+
+    With `study.share_start` and a `workdir`, a strategy that starts from BC adopts the round 0
+    of the study's first BC-start strategy at the same seed (`loop.start_from`): the SFT start
+    is trained once per seed instead of once per cell.
+    """
+    from coda.loop.strategies import get_strategy
+
     c = copy.deepcopy(config.study.base)
     c.strategy = strategy
     c.seed = int(seed)
+    if workdir is not None and config.study.get("share_start", False):
+        first = next((s for s in config.study.strategies if get_strategy(s).bc_start), None)
+        if first is not None and first != strategy and get_strategy(strategy).bc_start:
+            c.loop.start_from = cell_dir(workdir, first, seed)
     return c
 
 
@@ -321,7 +334,7 @@ def run_study(
     bar = tqdm(total=len(todo), desc="study cells", unit="cell", dynamic_ncols=True)
     for strategy, seed in todo:
         cdir = cell_dir(workdir, strategy, seed)
-        cfg = cell_config(config, strategy, seed)
+        cfg = cell_config(config, strategy, seed, workdir)
         rec: dict[str, Any] = {"strategy": strategy, "seed": seed, "workdir": cdir}
         summary = _finished(cdir, cfg)
         t_cell = time.perf_counter()

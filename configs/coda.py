@@ -93,6 +93,10 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # EMA of the policy weights; rollouts and evaluations act with it (0 = off). BC from noisy
     # flow-matching minibatches needs it; it also damps the AWR blocks' drift.
     c.loop.policy_ema = 0.999
+    # A run folder whose round 0 this run adopts instead of training its own ("" = none): same
+    # config apart from strategy / critic / engine / llm, same `bc_start` (coda.loop.driver
+    # `adopt_start`); a study trains the SFT start once per seed this way.
+    c.loop.start_from = ""
 
     c.critic = ConfigDict()
     # offline (embedded default: state-based probes) | vlm (keyframes to a vision-language

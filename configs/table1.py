@@ -112,6 +112,9 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.study = ConfigDict()
     c.study.strategies = TABLE1_STRATEGIES  # coda.loop.strategies.STRATEGIES names
     c.study.seeds = (0, 1, 2)  # each cell's loop `seed`
+    # BC-start strategies adopt the first one's round 0 at the same seed (`loop.start_from`):
+    # the SFT start is trained once per seed (round 0 depends on the strategy only via bc_start)
+    c.study.share_start = True
     if arg in (None, ""):
         c.study.base = _cpu_base()
     elif arg == "smoke":  # tests: 2 strategies x 1 seed, the smoke loop (one round after round 0)

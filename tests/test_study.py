@@ -185,6 +185,17 @@ def test_every_variant_loads_and_every_cell_config_is_valid(arg):
         assert len(got) == 21 and set(study.PAPER_OOD) <= set(c.study.strategies)
 
 
+def test_bc_start_cells_adopt_the_first_bc_cells_round_0_at_their_seed(tmp_path):
+    c = table1(None)
+    w = str(tmp_path)
+    assert study.cell_config(c, "coda", 1, w).loop.start_from == ""  # trains the start
+    assert study.cell_config(c, "sft", 1, w).loop.start_from == study.cell_dir(w, "coda", 1)
+    assert study.cell_config(c, "zero_shot", 1, w).loop.start_from == ""  # no BC: own round 0
+    assert study.cell_config(c, "sft", 1).loop.start_from == ""  # no workdir: nothing shared
+    c.study.share_start = False
+    assert study.cell_config(c, "sft", 1, w).loop.start_from == ""
+
+
 def test_unknown_variant_lists_the_valid_ones():
     with pytest.raises(ValueError, match="valid: '', 'smoke', 'gpu'"):
         table1("smok")

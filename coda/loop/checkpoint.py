@@ -63,7 +63,8 @@ def save_round(
     workdir: str, state: RunState, learner: Any, memory: Any, extras: dict | None = None
 ) -> str:
     """Write round `state.round` atomically; complete rounds older than the previous one are
-    pruned. `extras`: host pytrees (e.g. accumulated demo rows) saved as leaves in extras.npz."""
+    pruned, except round 0. `extras`: host pytrees (e.g. accumulated demo rows) saved as leaves
+    in extras.npz."""
     final = round_dir(workdir, state.round)
     tmp = final + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -89,7 +90,8 @@ def save_round(
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     _fsync_dir(os.path.dirname(final))
-    for r in complete_rounds(workdir)[:-2]:  # keep the last two complete rounds
+    # keep round 0 (the start other runs can adopt: `loop.start_from`) and the last two rounds
+    for r in complete_rounds(workdir)[1:-2]:
         shutil.rmtree(round_dir(workdir, r), ignore_errors=True)
     return final
 

@@ -398,17 +398,15 @@ def _decide(ctx: Context, state: RunState, row: dict) -> str:
 _RESUMABLE = ("loop.rounds", "loop.max_env_steps", "render", "cache_dir")  # may change on resume
 
 
-def _check_same_config(workdir: str, config: ConfigDict) -> None:
-    path = os.path.join(workdir, "config.json")
-    if not os.path.exists(path):
-        return
-    with open(path) as f:
-        old = json.load(f)
-    new = json.loads(config.to_json_best_effort())
-    diff = []
+START_FILES = ("pool.jsonl", "scenes.jsonl", "heldout_tasks.json", "suites.json")
+_START_FREE = ("strategy", "loop.start_from", "critic", "engine", "llm") + _RESUMABLE
+
+
+def _config_diff(old: Any, new: Any, free: tuple[str, ...]) -> list[str]:
+    diff: list[str] = []
 
     def walk(a: Any, b: Any, where: str) -> None:
-        if any(where == p or where.startswith(p + ".") for p in _RESUMABLE):
+        if any(where == p or where.startswith(p + ".") for p in free):
             return
         if isinstance(a, dict) and isinstance(b, dict):
             for k in sorted(set(a) | set(b)):
@@ -417,6 +415,47 @@ def _check_same_config(workdir: str, config: ConfigDict) -> None:
             diff.append(f"{where}: {a!r} -> {b!r}")
 
     walk(old, new, "")
+    return diff
+
+
+def adopt_start(config: ConfigDict, workdir: str, strategy: Strategy) -> None:
+    """Round 0 of another run (`loop.start_from`) as this run's round 0.
+
+    Round 0 (seeding, planner demos, BC, suites, first evaluation) depends on the strategy only
+    through `bc_start`, so runs that differ in strategy (and critic / engine / LLM settings, which
+    round 0 does not use) can share it: a study trains the SFT start once per seed. The copy
+    carries round 0's budgets, so every run is charged for the start it uses.
+    """
+    import shutil
+
+    src = str(config.loop.start_from)
+    if not os.path.exists(os.path.join(ckpt.round_dir(src, 0), ckpt.MARKER)):
+        raise runconfig.ConfigError(f"loop.start_from={src!r} holds no complete round 0")
+    with open(os.path.join(src, "config.json")) as f:
+        old = json.load(f)
+    diff = _config_diff(old, json.loads(config.to_json_best_effort()), _START_FREE)
+    if diff:
+        raise runconfig.ConfigError(
+            f"loop.start_from={src!r} ran another round 0 ({'; '.join(diff[:5])})"
+        )
+    theirs = get_strategy(old["strategy"])
+    if theirs.bc_start != strategy.bc_start:
+        raise runconfig.ConfigError(
+            f"loop.start_from={src!r}: its strategy {theirs.name!r} has bc_start="
+            f"{theirs.bc_start}, {strategy.name!r} has {strategy.bc_start}"
+        )
+    for name in START_FILES:
+        shutil.copy2(os.path.join(src, name), os.path.join(workdir, name))
+    shutil.copytree(ckpt.round_dir(src, 0), ckpt.round_dir(workdir, 0))
+
+
+def _check_same_config(workdir: str, config: ConfigDict) -> None:
+    path = os.path.join(workdir, "config.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        old = json.load(f)
+    diff = _config_diff(old, json.loads(config.to_json_best_effort()), _RESUMABLE)
     if diff:
         raise runconfig.ConfigError(
             f"--workdir={workdir!r} holds a run with another config ({'; '.join(diff[:5])}); "
@@ -547,6 +586,9 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
     if last is not None:
         _check_same_config(workdir, config)
     _drop_partial(workdir, last)
+    if last is None and config.loop.get("start_from"):
+        adopt_start(config, workdir, strategy)
+        last = 0
     with open(os.path.join(workdir, "config.json"), "w") as f:
         f.write(config.to_json_best_effort(indent=2))
     t_start = time.perf_counter()
