@@ -373,7 +373,7 @@ def test_planner_jaws_close_across_the_narrow_axis():
         s = _state([[0.5, 0.0, 0.02]], quat=[q])
         s = s.replace(body_half=jnp.array([[0.08, 0.02, 0.02]]))
         s = jax.tree_util.tree_map(lambda x: x[None], s)
-        _, yaw, _ = waypoints(s)
+        yaw = waypoints(s)[1]  # [B, P]
         assert abs(abs(float(yaw[0, 0])) - want) < 1e-5
 
 

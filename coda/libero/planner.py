@@ -47,10 +47,14 @@ RELEASE_GAP = 0.03  # m: the object's bottom above the target surface at release
 WIDE_HALF = 0.04  # m: narrowest half width beyond which the jaws (9 cm) take the rim instead
 RIM_INSET = 0.004  # m: the tcp's distance inside the object's outline for a rim grasp
 RIM_BELOW_TOP = 0.025  # m: tcp below the rim for a rim grasp
-UPTURNED_BELOW_TOP = 0.015  # m: tcp below an upturned bowl's base (its origin) at the grasp
+UPTURNED_BELOW_TOP = 0.006  # m: tcp below an upturned bowl's base (its origin) at the grasp
 SLOT_SPREAD = 0.6  # fraction of a shared region's half size between placements' centres
 SAFE_Z = 0.28  # m: tcp height for moving between the stages of a compound goal
 MAX_HOLD_OFFSET = 0.08  # m: largest tcp-to-object offset the placement compensates
+RIM_OPEN = 0.028  # m: finger half-opening for a rim grasp (a bowl in a drawer: the outer
+# finger fully open would land on the drawer's wall)
+RIM_RELEASE_GAP = 0.01  # m: a bowl hung by its rim pivots when let go from higher
+LIFT_CLEAR = 0.03  # m: the object's bottom above every body around it while carried
 
 PHASES = (
     Waypoint("approach", OPEN),
@@ -119,7 +123,15 @@ class LiberoPickPlace(ScriptedPlanner):
         upturned = wide & (rot[..., 2, 2] < 0)
         gx = jnp.where(upturned, po[..., 0], gx)
         grasp_z = jnp.where(upturned, po[..., 2] - UPTURNED_BELOW_TOP, grasp_z)
-        hold = grasp_z - bottom  # tcp above the object's bottom while held
+        # once held, the tcp-to-object offsets are the real ones (a bowl hung by its rim sags,
+        # a bottle slips in the jaws); before, the planned grasp's
+        # a bowl hung by its rim tilts in the jaws (~15 deg): it is placed as if upright, so
+        # its low side meets the target first and it is pressed back upright before release
+        held = G.grasped(s, obj)  # [B]
+        rim = wide & ~upturned
+        height = (hi - lo)[2] if self.box else 2 * half[..., 2]  # upright height [B] or []
+        hold = jnp.where(held, s.ee_pos[..., 2] - bottom, grasp_z - bottom)  # [B]
+        hold = jnp.where(rim, height - RIM_BELOW_TOP, hold)
         if kind == "on_obj":
             pt = G.pos(s, self.atom[3])
             surface = pt[..., 2] + jnp.sum(
@@ -135,8 +147,11 @@ class LiberoPickPlace(ScriptedPlanner):
                 pt = pt + jnp.einsum("...ji,j->...i", rs, d)
             ext = jnp.abs(jnp.einsum("...ij,j->...i", rs, jnp.asarray(size, pt.dtype)))[..., 2]
             surface = pt[..., 2] + (ext if kind == "on_region" else -ext)
-        place_z = surface + hold + RELEASE_GAP
+        place_z = surface + hold + jnp.where(wide, RIM_RELEASE_GAP, RELEASE_GAP)
         carry = jnp.maximum(CARRY_Z, place_z + 0.05)
+        # lifted clear of every body beside or under it (a bowl in a drawer rises past the
+        # drawer's walls before it moves sideways)
+        carry = jnp.maximum(carry, _tops_around(s, obj) + hold + LIFT_CLEAR)
         if kind != "on_obj" and self.atom[2] >= 0:  # clear the rim of the region's owner
             owner = self.atom[2]
             rim = G.pos(s, owner)[..., 2] + jnp.sum(
@@ -154,6 +169,8 @@ class LiberoPickPlace(ScriptedPlanner):
         off = s.ee_pos[..., :2] - po[..., :2]  # [B, 2]
         n = jnp.linalg.norm(off, axis=-1, keepdims=True)
         off = off * jnp.minimum(1.0, MAX_HOLD_OFFSET / jnp.maximum(n, 1e-6))  # a dropped object
+        rim_off = jnp.stack([rim_x - po[..., 0], jnp.zeros_like(rim_x)], -1)  # upright [B, 2]
+        off = jnp.where(rim[:, None], rim_off, off)
         ox, oy = gx, po[..., 1]
         tx, ty = pt[..., 0] + off[..., 0], pt[..., 1] + off[..., 1]
         xyz = jnp.stack(
@@ -170,7 +187,24 @@ class LiberoPickPlace(ScriptedPlanner):
             1,
         )  # [B, P, 3]
         yaws = jnp.repeat(yaw[:, None], len(PHASES), 1)
-        return xyz, yaws, jnp.zeros(yaws.shape)
+        # a rim grasp opens only as far as the rim wall needs
+        opened = jnp.where(wide & ~upturned, 1.0 - 2.0 * RIM_OPEN / robot.FINGER_OPEN, OPEN)
+        grip = jnp.stack(
+            [opened if p.grip == OPEN else jnp.full_like(opened, p.grip) for p in PHASES], 1
+        )
+        return xyz, yaws, jnp.zeros(yaws.shape), jnp.zeros(yaws.shape), grip  # grip [B, P]
+
+
+def _tops_around(s: SimState, obj: int) -> jnp.ndarray:
+    """Highest top [B] of the tracked bodies whose xy box overlaps body `obj`'s (boxes from
+    `body_half`, symmetric about each origin: an over-estimate, which only lifts higher)."""
+    rot = P._quat_mat(s.body_quat)  # [B, NB, 3, 3]
+    ext = jnp.einsum("...ij,...j->...i", jnp.abs(rot), s.body_half)  # world half [B, NB, 3]
+    pos = s.body_pos  # [B, NB, 3]
+    gap = jnp.abs(pos[..., :2] - pos[..., obj : obj + 1, :2])  # [B, NB, 2]
+    near = jnp.all(gap < ext[..., :2] + ext[..., obj : obj + 1, :2] + 0.01, -1)  # [B, NB]
+    near = near.at[..., obj].set(False)
+    return jnp.max(jnp.where(near, pos[..., 2] + ext[..., 2], 0.0), -1)
 
 
 # ----------------------------------------------------------------------------- compound goals
@@ -327,11 +361,15 @@ class LiberoPlanner(ScriptedPlanner):
         return tuple(out)
 
     def _waypoints(self, s: SimState, target: jnp.ndarray):
-        """xyz [B, P, 3], yaw [B, P], path to go [B, P] and pitch [B, P] of all stages."""
+        """xyz [B, P, 3], yaw [B, P], path to go [B, P], pitch [B, P] and gripper command
+        [B, P] of all stages."""
         parts = []
         for k, st in enumerate(self.stages):
             w = st._waypoints(s, target)
-            w = w if len(w) == 4 else (*w, jnp.zeros_like(w[1]))
+            w = w if len(w) >= 4 else (*w, jnp.zeros_like(w[1]))
+            if len(w) == 4:  # the phases' own grip commands
+                grip = jnp.asarray([p.grip for p in st.phases], w[1].dtype)
+                w = (*w, jnp.broadcast_to(grip, w[1].shape))
             if k > 0:
                 first = w[0][:, 0]  # [B, 3]
                 z = jnp.maximum(SAFE_Z, first[..., 2])
@@ -343,9 +381,10 @@ class LiberoPlanner(ScriptedPlanner):
                     jnp.concatenate([jnp.repeat(w[1][:, :1], 2, 1), w[1]], 1),
                     jnp.concatenate([zero, w[2]], 1),
                     jnp.concatenate([zero, w[3]], 1),
+                    jnp.concatenate([jnp.repeat(w[4][:, :1], 2, 1), w[4]], 1),
                 )
             parts.append(w)
-        return tuple(jnp.concatenate([p[i] for p in parts], 1) for i in range(4))
+        return tuple(jnp.concatenate([p[i] for p in parts], 1) for i in range(5))
 
     def _resume(self, state: SimState, carry: PlannerCarry) -> PlannerCarry:
         """Skip stages already done, redo stages that finished with their atom false."""
@@ -381,7 +420,6 @@ class LiberoPlanner(ScriptedPlanner):
             raise ValueError("the planner needs SimState.ee_cmd (states from decode have it)")
         carry = self._resume(state, carry)
         phases = self.phases
-        grip = jnp.array([p.grip for p in phases])
         speed = jnp.array([p.speed for p in phases])
         tol = jnp.array([p.tol for p in phases])
         settle = jnp.array([p.settle for p in phases])
@@ -391,7 +429,7 @@ class LiberoPlanner(ScriptedPlanner):
 
         def step(ct, _):
             c, cmd = ct  # PlannerCarry, setpoint [B, 6] integrated along the chunk
-            xyz, yaw, togo, pitch = self._waypoints(state, cmd)  # [B, P, 3], [B, P] x 3
+            xyz, yaw, togo, pitch, grips = self._waypoints(state, cmd)  # [B, P, 3], [B, P] x 4
             k = c.phase
             wp = jnp.take_along_axis(xyz, k[:, None, None], 1)[:, 0]  # [B, 3]
             wy = jnp.take_along_axis(yaw, k[:, None], 1)[:, 0]  # [B]
@@ -407,7 +445,7 @@ class LiberoPlanner(ScriptedPlanner):
             d_yaw = jnp.clip(wrap(wy - cmd[:, 3]) / robot.MAX_DROT, -1.0, 1.0)
             d_pitch = jnp.clip((wpi - cmd[:, 4]) / robot.MAX_DROT, -1.0, 1.0)
             d_roll = jnp.clip(-cmd[:, 5] / robot.MAX_DROT, -1.0, 1.0)
-            g = grip[k]
+            g = jnp.take_along_axis(grips, k[:, None], 1)[:, 0]  # [B]
             action = jnp.concatenate(
                 [d_pos, d_roll[:, None], d_pitch[:, None], d_yaw[:, None], g[:, None]], -1
             )
