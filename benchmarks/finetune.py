@@ -517,6 +517,130 @@ def cmd_dagger(args) -> None:
     _write(args.out, {**_run_record(st, args, start, curve, t0), "method": method})
 
 
+# ----------------------------------------------------------------------------- self-imitation
+
+
+def _rows(batch: Batch, idx: np.ndarray) -> Batch:
+    return jax.tree.map(lambda x: x[idx], batch)
+
+
+def cmd_selfimit(args) -> None:
+    """Filtered self-imitation (expert iteration / ReST, success-filtered BC on the policy's own
+    rollouts): each round the policy acts on the training layouts from a narrower flow-noise
+    prior (`--collect-noise`), its successful episodes join a FIFO buffer, and the policy is
+    trained by flow matching on the buffer mixed with the planner demos (`--demo-fraction`, the
+    BC anchor). No critic: the episode outcome is the filter. Evaluation samples at scale 1."""
+    from finetune_bc import POLICIES
+
+    t0 = time.time()
+    st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",))
+    cfg = LearnerConfig(
+        mode="sparse",
+        num_candidates=1,
+        policy_lr=args.lr,
+        policy_warmup=1,
+        policy_ema=args.ema,
+        policy_batch=args.batch,
+    )
+    learner = st.learner(cfg, args.seed, args.rounds * args.policy_steps)
+    collect = get_policy(
+        "small", **POLICIES[st.blob.get("policy", "small")], sample_noise_scale=args.collect_noise
+    )
+    demos = learner.demo_batch(st.demos(), st.bucket)
+    n_demo_rows = int(demos.actions.shape[0])
+    ek = jax.random.key(7)  # the same evaluation key at every evaluation (common noise)
+    start = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, args.eval_n)
+    curve = [{"updates": 0, **start.as_dict()}]
+    log(f"start {start}")
+    buffer: list[Batch] = []  # own successful episodes, one Batch per round (FIFO)
+    rng = jax.random.key(3000 + args.seed)
+    nrng = np.random.default_rng(args.seed)
+    for rnd in range(args.rounds):
+        rng, kc, kp = jax.random.split(rng, 3)
+        succ = np.zeros(1)
+        if not args.bc_only:  # the control skips collection: its data is the demos alone
+            agent = dataclasses.replace(learner.agent(st.bucket, 1), policy=collect)
+            res = st.backend.rollout(st.bucket, agent, learner.agent_params(), kc, NUM_CHUNKS)
+            succ = np.asarray(res.success)[st.bucket.valid]
+        if succ.any():
+            buffer = (buffer + [learner.demo_batch(res, st.bucket, only_success=True)])[
+                -args.keep_rounds :
+            ]
+        own = awr_lib.concat_batches(buffer) if buffer else None
+        n_own = 0 if own is None else int(own.actions.shape[0])
+        # a fixed-size data set every round (one compiled update): `demo_fraction` of it demo
+        # rows, the rest own successes, both drawn with replacement (all demos before a success)
+        n_d = args.rows if n_own == 0 else round(args.demo_fraction * args.rows)
+        parts = [_rows(demos, nrng.integers(0, n_demo_rows, n_d))]
+        if n_d < args.rows:
+            parts.append(_rows(own, nrng.integers(0, n_own, args.rows - n_d)))
+        data = awr_lib.concat_batches(parts)
+        learner.update_policy_bc(data, args.policy_steps, kp)
+        row = {"updates": learner.policy_updates, "round": rnd, "own_rows": n_own}
+        row["demo_rows"], row["collect_success"] = n_d, float(succ.mean())
+        _end_round(st, learner, args, rnd, row, curve, ek, t0)
+    method = (
+        "control: BC on the planner demos alone"
+        if args.bc_only
+        else (
+            "filtered self-imitation: success-filtered BC on the policy's own rollouts "
+            f"(collected at flow-noise scale {args.collect_noise}) + planner demos"
+        )
+    )
+    _write(args.out, {**_run_record(st, args, start, curve, t0), "method": method})
+
+
+# ----------------------------------------------------------------------------- steer
+
+
+def cmd_steer(args) -> None:
+    """Critic-guided sampling (best-of-j with the chunk critic, the loop's acting rule; cf.
+    value-guided policy steering): the start policy collects on the training layouts, the chunk
+    critic learns from those rollouts only, and held-out success is measured at j = 1, 4, 8
+    candidates per chunk, the policy weights untouched. Says how much of §2's gap an action
+    critic trained on the start policy's own data can close by selection alone."""
+    from coda.train.agent import AgentParams, PolicyAgent, bucket_prompts, instruction_tokens
+
+    t0 = time.time()
+    st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",))
+    cfg = LearnerConfig(mode="sparse", num_candidates=1, advantage=args.advantage)
+    learner = st.learner(cfg, args.seed, 1)
+    rng = jax.random.key(4000 + args.seed)
+    collect = []
+    for _ in range(args.collect_rounds):
+        rng, kc = jax.random.split(rng)
+        res = learner.rollout(st.backend, st.bucket, kc, NUM_CHUNKS, 1)
+        learner.add_rollout(res, st.bucket)
+        collect.append(float(np.asarray(res.success)[st.bucket.valid].mean()))
+    log(f"collected {args.collect_rounds} rounds, success {collect}")
+    out = {"command": _command(), "family": st.family, "collect_success": collect, "critic": {}}
+    done = 0
+    for steps in args.critic_steps:
+        rng, kq = jax.random.split(rng)
+        cm = learner.update_critic(steps - done, kq)
+        done = steps
+        row = {"td_error": cm.get("td_error")}
+        for j in args.candidates:
+            agents: dict = {}
+
+            def agent_for(bucket, j=j, agents=agents):
+                tokens, mask = instruction_tokens(st.policy, bucket_prompts(bucket))
+                b = bucket.batch_size
+                if b not in agents:
+                    critic = learner.critic if j > 1 else None
+                    agents[b] = PolicyAgent(st.policy, tokens, mask, j, critic)
+                p = learner.agent_params()
+                return agents[b], AgentParams(p.policy, p.norm, p.critic, tokens=(tokens, mask))
+
+            res = evaluate(
+                agent_for, st.suites["heldout_layouts"], st.backend, jax.random.key(7), NUM_CHUNKS
+            )
+            row[f"j{j}"] = res.as_dict()
+            log(f"critic steps {steps}, best-of-{j}: {res}")
+        out["critic"][str(steps)] = row
+        _write(args.out, {**out, "wall_s": time.time() - t0, "machine": _machine()})
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -574,6 +698,34 @@ def main(argv=None):
     m.add_argument("--repeats", type=int, default=6)
     m.add_argument("--scales", type=float, nargs="+", default=[1.0, 0.7, 0.5, 0.3, 0.0])
     m.add_argument("--out", required=True)
+    i = sub.add_parser("selfimit")
+    i.add_argument("--ckpt", required=True)
+    i.add_argument("--seed", type=int, default=0)
+    i.add_argument("--episodes", type=int, default=128)
+    i.add_argument("--eval-n", type=int, default=128)
+    i.add_argument("--eval-every", type=int, default=4)
+    i.add_argument("--rounds", type=int, default=20)
+    i.add_argument("--policy-steps", type=int, default=100)
+    i.add_argument("--lr", type=float, default=1e-4)
+    i.add_argument("--ema", type=float, default=0.0)
+    i.add_argument("--collect-noise", type=float, default=0.5)
+    i.add_argument("--demo-fraction", type=float, default=0.5)
+    i.add_argument("--batch", type=int, default=32, help="policy batch")
+    i.add_argument(
+        "--bc-only", action="store_true", help="control: same updates on the planner demos only"
+    )
+    i.add_argument("--rows", type=int, default=8192, help="rows of each round's data set")
+    i.add_argument("--keep-rounds", type=int, default=4, help="rounds of own successes kept")
+    i.add_argument("--out", required=True)
+    e = sub.add_parser("steer")
+    e.add_argument("--ckpt", required=True)
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--episodes", type=int, default=128)
+    e.add_argument("--collect-rounds", type=int, default=4)
+    e.add_argument("--critic-steps", type=int, nargs="+", default=[500, 2000])
+    e.add_argument("--candidates", type=int, nargs="+", default=[1, 4, 8])
+    e.add_argument("--advantage", choices=["critic", "mc", "nstep"], default="critic")
+    e.add_argument("--out", required=True)
     g = sub.add_parser("dagger")
     g.add_argument("--ckpt", required=True)
     g.add_argument("--seed", type=int, default=0)
@@ -591,6 +743,8 @@ def main(argv=None):
         "run": cmd_run,
         "dagger": cmd_dagger,
         "sampler": cmd_sampler,
+        "selfimit": cmd_selfimit,
+        "steer": cmd_steer,
     }
     cmds[args.cmd](args)
 
