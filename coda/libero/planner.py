@@ -23,6 +23,7 @@ import dataclasses
 
 import jax.numpy as jnp
 import mujoco
+import numpy as np
 
 from coda.libero import predicates as P
 from coda.libero.scene import body_box
@@ -55,6 +56,8 @@ RIM_OPEN = 0.028  # m: finger half-opening for a rim grasp (a bowl in a drawer: 
 # finger fully open would land on the drawer's wall)
 RIM_RELEASE_GAP = 0.01  # m: a bowl hung by its rim pivots when let go from higher
 LIFT_CLEAR = 0.03  # m: the object's bottom above every body around it while carried
+BAND_MARGIN = 0.008  # m: inside the top of a region's admissible band
+Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005  # m: highest tcp waypoint
 
 PHASES = (
     Waypoint("approach", OPEN),
@@ -97,8 +100,11 @@ class LiberoPickPlace(ScriptedPlanner):
             lo, hi = (jnp.asarray(v, po.dtype) for v in self.box)
             mid = po[..., 2] + jnp.einsum("...j,j->...", rot[..., 2, :], (lo + hi) / 2)
             ext_z = jnp.sum(jnp.abs(rot[..., 2, :]) * (hi - lo) / 2, -1)  # [B]
+            # the box's centre, not the origin (at a bottle's base: its end once it lies down)
+            cxy = po[..., :2] + jnp.einsum("...ij,j->...i", rot[..., :2, :], (lo + hi) / 2)
         else:
             mid = po[..., 2]
+            cxy = po[..., :2]
             ext_z = jnp.sum(jnp.abs(rot[..., 2, :]) * half, -1)  # world half height [B]
         top = mid + ext_z
         bottom = mid - ext_z
@@ -112,16 +118,24 @@ class LiberoPickPlace(ScriptedPlanner):
         # wider than the jaws everywhere (bowls): straddle the near rim wall instead, jaws
         # closing along x, the tcp on the wall (the object's half width minus RIM_INSET)
         wide = jnp.min(width, -1) > WIDE_HALF  # [B]
-        rim_x = po[..., 0] - (jnp.min(width, -1) - RIM_INSET)
-        gx = jnp.where(wide, rim_x, po[..., 0])
-        yaw = jnp.where(wide, jnp.pi / 2, yaw)
         grasp_z = jnp.maximum(top - GRASP_BELOW_TOP, bottom + 0.012)
+        gxy = cxy
+        if self.box:  # a leaning bottle: the point of its long axis at the grasp height
+            long_k = int(np.argmax(np.asarray(self.box[1]) - np.asarray(self.box[0])))
+            ax = rot[..., :, long_k]  # [B, 3]
+            steep = jnp.abs(ax[..., 2]) > 0.3
+            t = jnp.where(steep, (grasp_z - mid) / jnp.where(steep, ax[..., 2], 1.0), 0.0)
+            gxy = cxy + ax[..., :2] * t[..., None]
+        rim_x = cxy[..., 0] - (jnp.min(width, -1) - RIM_INSET)
+        gx = jnp.where(wide, rim_x, gxy[..., 0])
+        gy = jnp.where(wide, cxy[..., 1], gxy[..., 1])
+        yaw = jnp.where(wide, jnp.pi / 2, yaw)
         grasp_z = jnp.where(wide, top - RIM_BELOW_TOP, grasp_z)
         # an upturned bowl (local z down: some settle so off a ramekin or the stove) cannot be
         # taken by the rim (the inner finger lands on its base): its origin is at its base's
         # outer face, now on top, and the base (~7 cm across) fits the jaws
         upturned = wide & (rot[..., 2, 2] < 0)
-        gx = jnp.where(upturned, po[..., 0], gx)
+        gx = jnp.where(upturned, cxy[..., 0], gx)
         grasp_z = jnp.where(upturned, po[..., 2] - UPTURNED_BELOW_TOP, grasp_z)
         # once held, the tcp-to-object offsets are the real ones (a bowl hung by its rim sags,
         # a bottle slips in the jaws); before, the planned grasp's
@@ -148,10 +162,28 @@ class LiberoPickPlace(ScriptedPlanner):
             ext = jnp.abs(jnp.einsum("...ij,j->...i", rs, jnp.asarray(size, pt.dtype)))[..., 2]
             surface = pt[..., 2] + (ext if kind == "on_region" else -ext)
         place_z = surface + hold + jnp.where(wide, RIM_RELEASE_GAP, RELEASE_GAP)
+        if kind == "on_region":
+            # a tilted region (a wine rack's slot) admits the origin only within a thin band
+            # above its centre: d = R (p - p_site) of a vertical offset δ is δ R e_z, so
+            # |δ R_i2| < size_i (i = x, y) and δ R_22 < size_z + 0.10 bound δ. The object is
+            # lowered (held) to at most that height: it comes to rest on the fixture there.
+            c = jnp.abs(rs[..., :, 2])  # [B, 3]
+            sz = jnp.asarray(size, c.dtype)
+            lim = jnp.concatenate(
+                [
+                    sz[:2] / jnp.maximum(c[..., :2], 1e-6),
+                    ((sz[2] + 0.1) / jnp.maximum(c[..., 2:], 1e-6)),
+                ],
+                -1,
+            )
+            top_ok = pt[..., 2] + jnp.min(lim, -1) - BAND_MARGIN  # highest origin z [B]
+            origin_over_tcp = hold - (po[..., 2] - bottom)  # tcp above the origin while held
+            place_z = jnp.minimum(place_z, top_ok + origin_over_tcp)
         carry = jnp.maximum(CARRY_Z, place_z + 0.05)
         # lifted clear of every body beside or under it (a bowl in a drawer rises past the
         # drawer's walls before it moves sideways)
         carry = jnp.maximum(carry, _tops_around(s, obj) + hold + LIFT_CLEAR)
+        carry = jnp.minimum(carry, Z_REACH)  # a waypoint out of reach is never reached
         if kind != "on_obj" and self.atom[2] >= 0:  # clear the rim of the region's owner
             owner = self.atom[2]
             rim = G.pos(s, owner)[..., 2] + jnp.sum(
@@ -169,9 +201,9 @@ class LiberoPickPlace(ScriptedPlanner):
         off = s.ee_pos[..., :2] - po[..., :2]  # [B, 2]
         n = jnp.linalg.norm(off, axis=-1, keepdims=True)
         off = off * jnp.minimum(1.0, MAX_HOLD_OFFSET / jnp.maximum(n, 1e-6))  # a dropped object
-        rim_off = jnp.stack([rim_x - po[..., 0], jnp.zeros_like(rim_x)], -1)  # upright [B, 2]
+        rim_off = jnp.stack([rim_x, cxy[..., 1]], -1) - po[..., :2]  # upright [B, 2]
         off = jnp.where(rim[:, None], rim_off, off)
-        ox, oy = gx, po[..., 1]
+        ox, oy = gx, gy
         tx, ty = pt[..., 0] + off[..., 0], pt[..., 1] + off[..., 1]
         xyz = jnp.stack(
             [
@@ -205,6 +237,82 @@ def _tops_around(s: SimState, obj: int) -> jnp.ndarray:
     near = jnp.all(gap < ext[..., :2] + ext[..., obj : obj + 1, :2] + 0.01, -1)  # [B, NB]
     near = near.at[..., obj].set(False)
     return jnp.max(jnp.where(near, pos[..., 2] + ext[..., 2], 0.0), -1)
+
+
+PUSH_HEIGHT = 0.03  # m: an object wider than the jaws and lower than this is pushed (a plate)
+PUSH_LEVEL = 0.02  # m: the most a pushed object's target surface may differ from its bottom
+PUSH_Z = 0.012  # m: tcp above the object's bottom while pushing: the pads press on its floor
+PUSH_PHASES = (
+    Waypoint("approach", CLOSE, tol=0.01),
+    Waypoint("descend", CLOSE, speed=0.5, tol=0.006, settle=2),
+    Waypoint("push", CLOSE, speed=0.35, tol=0.008, settle=4),
+    Waypoint("lift", CLOSE, tol=0.02),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class LiberoPush(ScriptedPlanner):
+    """An On(object, region) atom by pushing from inside: a plate is wider than the jaws and too
+    low for a rim grasp, but it is a dish: the closed fingers come down into its middle and
+    move to the region's centre, pushing its raised rim on the far side. Needs no room around
+    the plate (a cabinet behind it); the push line is re-aimed every chunk, and the fingers'
+    end point keeps their measured offset from the plate's centre along it."""
+
+    atom: tuple = ()
+    radius: float = 0.0  # m: the object's largest horizontal half extent
+    floor: float = 0.0  # m: the object's bottom below its origin (box lo z, negative or 0)
+
+    @property
+    def phases(self) -> tuple[Waypoint, ...]:
+        return PUSH_PHASES
+
+    def _waypoints(self, s: SimState, target: jnp.ndarray):
+        obj = self.atom[1]
+        po = G.pos(s, obj)  # [B, 3]
+        pt, _ = P._site_frame(s, *self.atom[2:5])  # [B, 3]
+        d = pt[..., :2] - po[..., :2]
+        u = d / jnp.maximum(jnp.linalg.norm(d, axis=-1, keepdims=True), 1e-6)  # [B, 2]
+        start = po[..., :2] - u * 0.005
+        reach = jnp.sum((s.ee_pos[..., :2] - po[..., :2]) * u, -1, keepdims=True)  # [B, 1]
+        end = pt[..., :2] + u * jnp.clip(reach, 0.0, self.radius)
+        z = po[..., 2] + self.floor + PUSH_Z
+        high = jnp.clip(_tops_around(s, obj) + 0.05, CARRY_Z, Z_REACH)
+
+        def at(xy, zz):
+            return jnp.concatenate([xy, jnp.broadcast_to(zz, xy.shape[:-1])[..., None]], -1)
+
+        xyz = jnp.stack([at(start, high), at(start, z), at(end, z), at(end, high)], 1)
+        # the closed pads' wide face (their local y span) across the push direction
+        raw = jnp.arctan2(u[..., 1], u[..., 0])
+        yaw = target[..., 3] + wrap(raw - target[..., 3], jnp.pi)
+        yaws = jnp.repeat(yaw[:, None], len(PUSH_PHASES), 1)
+        return xyz, yaws, jnp.zeros(yaws.shape)
+
+
+def pushable(compiled, atom: tuple, box: tuple) -> float:
+    """The object's horizontal radius if the atom is best done by pushing (an object wider than
+    the jaws, lower than PUSH_HEIGHT, onto a region level with where it stands), else 0."""
+    if atom[0] != "on_region" or not box:
+        return 0.0
+    lo, hi = np.asarray(box[0]), np.asarray(box[1])
+    half_xy = (hi - lo)[:2] / 2
+    if half_xy.min() <= WIDE_HALF or (hi - lo)[2] >= PUSH_HEIGHT:
+        return 0.0
+    m = compiled.model
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    mujoco.mj_kinematics(m, d)
+    bottom = d.xpos[m.body(compiled.layout.body_names[atom[1]]).id][2] + lo[2]
+    body, pos, quat, size = atom[2:6]
+    if body >= 0:
+        bid = m.body(compiled.layout.body_names[body]).id
+        site = d.xpos[bid] + d.xmat[bid].reshape(3, 3) @ np.asarray(pos)
+    else:
+        site = np.asarray(pos)
+    surface = site[2] + size[2]
+    if abs(surface - bottom) > PUSH_LEVEL:
+        return 0.0
+    return float(np.abs(np.concatenate([lo[:2], hi[:2]])).max())
 
 
 # ----------------------------------------------------------------------------- compound goals
@@ -320,7 +428,14 @@ def stages_for(compiled, atoms: tuple) -> tuple:
             out.append(articulation_for(compiled, a))
         elif a[0] in ("on_obj", "on_region", "in_region"):
             box = object_box(compiled, a[1])
-            out.append(LiberoPickPlace("libero", (), compiled.sym, 10, a, box, slots.get(i, ())))
+            radius = pushable(compiled, a, box)
+            if radius > 0 and i not in slots:
+                push = LiberoPush("libero", (), compiled.sym, 10, a, radius, box[0][2])
+                out.append(push)
+            else:
+                out.append(
+                    LiberoPickPlace("libero", (), compiled.sym, 10, a, box, slots.get(i, ()))
+                )
         else:
             raise ValueError(f"no planner stage for atom kind {a[0]!r}")
     return tuple(out)
