@@ -56,6 +56,7 @@ RIM_OPEN = 0.028  # m: finger half-opening for a rim grasp (a bowl in a drawer: 
 # finger fully open would land on the drawer's wall)
 RIM_RELEASE_GAP = 0.01  # m: a bowl hung by its rim pivots when let go from higher
 LIFT_CLEAR = 0.03  # m: the object's bottom above every body around it while carried
+UPRIGHT_COS = 0.95  # cos of the tilt below which an object counts as upright
 BAND_MARGIN = 0.008  # m: inside the top of a region's admissible band
 Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005  # m: highest tcp waypoint
 
@@ -100,8 +101,11 @@ class LiberoPickPlace(ScriptedPlanner):
             lo, hi = (jnp.asarray(v, po.dtype) for v in self.box)
             mid = po[..., 2] + jnp.einsum("...j,j->...", rot[..., 2, :], (lo + hi) / 2)
             ext_z = jnp.sum(jnp.abs(rot[..., 2, :]) * (hi - lo) / 2, -1)  # [B]
-            # the box's centre, not the origin (at a bottle's base: its end once it lies down)
-            cxy = po[..., :2] + jnp.einsum("...ij,j->...i", rot[..., :2, :], (lo + hi) / 2)
+            # a fallen / leaning object by its box's centre, not its origin (at a bottle's base:
+            # its end once it lies down); an upright one by its origin (a moka pot's box
+            # centre lies towards its handle)
+            centre = po[..., :2] + jnp.einsum("...ij,j->...i", rot[..., :2, :], (lo + hi) / 2)
+            cxy = jnp.where((rot[..., 2, 2] > UPRIGHT_COS)[:, None], po[..., :2], centre)
         else:
             mid = po[..., 2]
             cxy = po[..., :2]
@@ -123,7 +127,7 @@ class LiberoPickPlace(ScriptedPlanner):
         if self.box:  # a leaning bottle: the point of its long axis at the grasp height
             long_k = int(np.argmax(np.asarray(self.box[1]) - np.asarray(self.box[0])))
             ax = rot[..., :, long_k]  # [B, 3]
-            steep = jnp.abs(ax[..., 2]) > 0.3
+            steep = (jnp.abs(ax[..., 2]) > 0.3) & (rot[..., 2, 2] <= UPRIGHT_COS)
             t = jnp.where(steep, (grasp_z - mid) / jnp.where(steep, ax[..., 2], 1.0), 0.0)
             gxy = cxy + ax[..., :2] * t[..., None]
         rim_x = cxy[..., 0] - (jnp.min(width, -1) - RIM_INSET)
@@ -142,7 +146,9 @@ class LiberoPickPlace(ScriptedPlanner):
         # a bowl hung by its rim tilts in the jaws (~15 deg): it is placed as if upright, so
         # its low side meets the target first and it is pressed back upright before release
         held = G.grasped(s, obj)  # [B]
-        rim = wide & ~upturned
+        # wider than the jaws' full opening (a bowl, not a moka pot that just fits them): a
+        # true rim grasp, the fingers straddling a thin wall
+        rim = wide & ~upturned & (jnp.min(width, -1) > robot.FINGER_OPEN)
         height = (hi - lo)[2] if self.box else 2 * half[..., 2]  # upright height [B] or []
         hold = jnp.where(held, s.ee_pos[..., 2] - bottom, grasp_z - bottom)  # [B]
         hold = jnp.where(rim, height - RIM_BELOW_TOP, hold)
@@ -161,7 +167,7 @@ class LiberoPickPlace(ScriptedPlanner):
                 pt = pt + jnp.einsum("...ji,j->...i", rs, d)
             ext = jnp.abs(jnp.einsum("...ij,j->...i", rs, jnp.asarray(size, pt.dtype)))[..., 2]
             surface = pt[..., 2] + (ext if kind == "on_region" else -ext)
-        place_z = surface + hold + jnp.where(wide, RIM_RELEASE_GAP, RELEASE_GAP)
+        place_z = surface + hold + jnp.where(rim, RIM_RELEASE_GAP, RELEASE_GAP)
         if kind == "on_region":
             # a tilted region (a wine rack's slot) admits the origin only within a thin band
             # above its centre: d = R (p - p_site) of a vertical offset δ is δ R e_z, so
@@ -183,15 +189,15 @@ class LiberoPickPlace(ScriptedPlanner):
         # lifted clear of every body beside or under it (a bowl in a drawer rises past the
         # drawer's walls before it moves sideways)
         carry = jnp.maximum(carry, _tops_around(s, obj) + hold + LIFT_CLEAR)
-        carry = jnp.minimum(carry, Z_REACH)  # a waypoint out of reach is never reached
         if kind != "on_obj" and self.atom[2] >= 0:  # clear the rim of the region's owner
             owner = self.atom[2]
-            rim = G.pos(s, owner)[..., 2] + jnp.sum(
+            owner_top = G.pos(s, owner)[..., 2] + jnp.sum(
                 jnp.abs(P._quat_mat(s.body_quat[..., owner, :])[..., 2, :])
                 * s.body_half[..., owner, :],
                 -1,
             )
-            carry = jnp.maximum(carry, rim + hold + RELEASE_GAP)
+            carry = jnp.maximum(carry, owner_top + hold + RELEASE_GAP)
+        carry = jnp.minimum(carry, Z_REACH)  # a waypoint out of reach is never reached
 
         def at(x, y, z):
             return jnp.stack([x, y, z], -1)
@@ -220,7 +226,7 @@ class LiberoPickPlace(ScriptedPlanner):
         )  # [B, P, 3]
         yaws = jnp.repeat(yaw[:, None], len(PHASES), 1)
         # a rim grasp opens only as far as the rim wall needs
-        opened = jnp.where(wide & ~upturned, 1.0 - 2.0 * RIM_OPEN / robot.FINGER_OPEN, OPEN)
+        opened = jnp.where(rim, 1.0 - 2.0 * RIM_OPEN / robot.FINGER_OPEN, OPEN)
         grip = jnp.stack(
             [opened if p.grip == OPEN else jnp.full_like(opened, p.grip) for p in PHASES], 1
         )
