@@ -85,6 +85,9 @@ class LiberoPickPlace(ScriptedPlanner):
     # height too low (and its carry height out of reach); () = symmetric about the origin
     box: tuple = ()
     slot: tuple = ()  # (x, y) in the region's frame: where in a shared region this one goes
+    # turn the held object so its long horizontal axis lies along the region's long axis (a
+    # book into a caddy's compartment narrower than the book is long)
+    align: bool = False
 
     @property
     def phases(self) -> tuple[Waypoint, ...]:
@@ -209,6 +212,18 @@ class LiberoPickPlace(ScriptedPlanner):
         off = off * jnp.minimum(1.0, MAX_HOLD_OFFSET / jnp.maximum(n, 1e-6))  # a dropped object
         rim_off = jnp.stack([rim_x, cxy[..., 1]], -1) - po[..., :2]  # upright [B, 2]
         off = jnp.where(rim[:, None], rim_off, off)
+        turn = jnp.zeros_like(yaw)  # [B]: yaw change while carried
+        if self.align and self.box:
+            lo_, hi_ = np.asarray(self.box[0]), np.asarray(self.box[1])
+            kl = int(np.argmax((hi_ - lo_)[:2]))  # the object's long horizontal local axis
+            a_obj = jnp.arctan2(rot[..., 1, kl], rot[..., 0, kl])
+            kr = 0 if self.atom[5][0] >= self.atom[5][1] else 1
+            a_reg = jnp.arctan2(rs[..., kr, 1], rs[..., kr, 0])  # LIBERO: axes are R's rows
+            turn = wrap(a_reg - a_obj, jnp.pi)  # [B], within ±π/2
+            c_, s_ = jnp.cos(turn), jnp.sin(turn)
+            off = jnp.stack(
+                [c_ * off[..., 0] - s_ * off[..., 1], s_ * off[..., 0] + c_ * off[..., 1]], -1
+            )
         ox, oy = gx, gy
         tx, ty = pt[..., 0] + off[..., 0], pt[..., 1] + off[..., 1]
         xyz = jnp.stack(
@@ -225,6 +240,9 @@ class LiberoPickPlace(ScriptedPlanner):
             1,
         )  # [B, P, 3]
         yaws = jnp.repeat(yaw[:, None], len(PHASES), 1)
+        if self.align:  # carried phases (transport on) turn from the setpoint's yaw
+            carried = s.ee_cmd[..., 3] + turn if s.ee_cmd is not None else yaw
+            yaws = yaws.at[:, 4:].set(carried[:, None])
         # a rim grasp opens only as far as the rim wall needs
         opened = jnp.where(rim, 1.0 - 2.0 * RIM_OPEN / robot.FINGER_OPEN, OPEN)
         grip = jnp.stack(
@@ -293,6 +311,16 @@ class LiberoPush(ScriptedPlanner):
         yaw = target[..., 3] + wrap(raw - target[..., 3], jnp.pi)
         yaws = jnp.repeat(yaw[:, None], len(PUSH_PHASES), 1)
         return xyz, yaws, jnp.zeros(yaws.shape)
+
+
+def _fits(atom: tuple, box: tuple) -> bool:
+    """Whether an In placement must turn the object: it is elongated and its long horizontal
+    extent exceeds the region's short horizontal size (LIBERO's `size` is half extents)."""
+    if atom[0] != "in_region" or not box:
+        return False
+    halves = (np.asarray(box[1])[:2] - np.asarray(box[0])[:2]) / 2
+    # elongated (a round bowl gains nothing from turning) and too long to go in crosswise
+    return bool(halves.max() > 1.3 * halves.min() and halves.max() > min(atom[5][:2]))
 
 
 def pushable(compiled, atom: tuple, box: tuple) -> float:
@@ -440,7 +468,9 @@ def stages_for(compiled, atoms: tuple) -> tuple:
                 out.append(push)
             else:
                 out.append(
-                    LiberoPickPlace("libero", (), compiled.sym, 10, a, box, slots.get(i, ()))
+                    LiberoPickPlace(
+                        "libero", (), compiled.sym, 10, a, box, slots.get(i, ()), _fits(a, box)
+                    )
                 )
         else:
             raise ValueError(f"no planner stage for atom kind {a[0]!r}")
