@@ -545,6 +545,14 @@ class LiberoPlanner(ScriptedPlanner):
         for k, st in enumerate(self.stages):
             holds = P.atom_holds(state, st.atom)  # [B]
             a, b = starts[k], starts[k + 1]
+            if isinstance(st, LiberoPickPlace):
+                # carrying nothing (the object slipped out in the lift): grasp again rather
+                # than lower empty jaws into the target (they catch a basket's rim)
+                own = b - len(st.phases)  # the stage's "approach"
+                carried = (phase == own + 4) | (phase == own + 5)  # transport, lower
+                lost = carried & ~G.grasped(state, st.atom[1])
+                phase = jnp.where(lost, a, phase)
+                count = jnp.where(lost, 0, count)
             if k < len(self.stages) - 1:
                 skip = (phase == a) & (count == 0) & holds
                 finished = (phase == b) & (count == 0)
