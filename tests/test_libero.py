@@ -393,3 +393,87 @@ def test_planner_puts_the_alphabet_soup_in_the_basket():
         E.num_chunks("libero_object", 10),
     )
     assert bool(np.asarray(res.success_any).all())
+
+
+def _held(s: SimState, body: int, held: bool) -> SimState:
+    """`s` ([..., NE, NE] contacts) with both finger pads touching `body` (or neither)."""
+    from coda.sim import geometry as G
+
+    con = np.zeros(s.contact.shape, np.float32)
+    if held:
+        for f in (G.LEFT, G.RIGHT):
+            con[..., f, N_FIXED_ENTITIES + body] = con[..., N_FIXED_ENTITIES + body, f] = 1
+    return s.replace(contact=jnp.asarray(con))
+
+
+def test_planner_rim_grasp_opens_the_jaws_partly_and_a_narrow_grasp_fully():
+    from coda.libero import planner as LP
+    from coda.sim import robot
+
+    atom = ("on_region", 0, -1, (0.6, 0.2, 0.0), (1.0, 0, 0, 0), (0.05, 0.05, 0.01), None)
+    p = LP.LiberoPickPlace("libero", (), None, 10, atom)
+    waypoints = jax.jit(lambda s: p._waypoints(s, None))
+    partly = 1.0 - 2.0 * LP.RIM_OPEN / robot.FINGER_OPEN
+    for half, want in ((0.054, partly), (0.02, -1.0)):  # a bowl (wider than the jaws), a can
+        s = _state([[0.5, 0.0, 0.02]]).replace(body_half=jnp.full((1, 3), half))
+        grip = waypoints(jax.tree_util.tree_map(lambda x: x[None], s))[4]  # [1, P]
+        assert float(grip[0, 0]) == pytest.approx(want, abs=1e-6)  # approach
+        assert float(grip[0, 2]) == pytest.approx(1.0, abs=1e-6)  # grasp: closed
+
+
+def test_planner_turns_only_elongated_objects_too_long_for_the_region():
+    from coda.libero import planner as LP
+
+    slot = ("in_region", 0, 3, (0, 0, 0), (1.0, 0, 0, 0), (0.028, 0.062, 0.06))
+    book = ((-0.07, -0.02, 0.0), (0.07, 0.02, 0.2))
+    bowl = ((-0.054, -0.054, 0.0), (0.054, 0.054, 0.05))
+    assert LP._fits(slot, book)
+    assert not LP._fits(slot, bowl)  # round: turning gains nothing
+    assert not LP._fits(slot[:5] + ((0.1, 0.1, 0.06),), book)  # fits either way
+    assert not LP._fits(("on_region",) + slot[1:] + (None,), book)  # only In placements
+
+
+def test_planner_grasps_again_when_the_object_left_the_jaws_in_transport():
+    from coda.libero import planner as LP
+    from coda.sim.planner import PlannerCarry
+
+    atom = ("on_region", 0, -1, (0.6, 0.2, 0.0), (1.0, 0, 0, 0), (0.05, 0.05, 0.01), None)
+    pp = LP.LiberoPickPlace("libero", (), None, 10, atom)
+    planner = LP.LiberoPlanner("libero", (), None, 10, (pp,))
+    s = jax.tree_util.tree_map(lambda x: x[None], _state([[0.5, 0.0, 0.02]]))
+    carry = PlannerCarry(jnp.array([4]), jnp.array([3]))  # transporting
+    for held, phase in ((True, 4), (False, 0)):
+        c = planner._resume(_held(s, 0, held), carry)
+        assert int(c.phase[0]) == phase
+
+
+def test_planner_pushes_a_plate_and_picks_a_bowl():
+    """A plate (wider than the jaws, 2 cm high) onto a table region is pushed; a bowl onto the
+    plate is picked and placed (libero_goal scene, compiled once each)."""
+    from coda.libero import planner as LP
+
+    names = suites.tasks("libero_goal")
+    plate = LP.planner_for(S.compile_task("libero_goal", names[5], 0))  # push the plate
+    assert isinstance(plate.stages[0], LP.LiberoPush)
+    assert plate.stages[0].radius == pytest.approx(0.068, abs=0.01)
+    bowl = LP.planner_for(S.compile_task("libero_goal", names[8], 0))  # bowl on the plate
+    assert isinstance(bowl.stages[0], LP.LiberoPickPlace)
+
+
+@pytest.mark.slow
+def test_planner_pushes_the_plate_to_the_front_of_the_stove():
+    """libero_goal task 5 on 2 initial states, the suite's step cap (~3 s here: a rollout)."""
+    from coda.libero import evaluate as E
+    from coda.libero import planner as LP
+    from coda.sim.rollout import Bucket, NativeBackend
+
+    name = suites.tasks("libero_goal")[5]
+    vs = [S.compile_task("libero_goal", name, i) for i in (0, 7)]
+    res = NativeBackend(nthread=1).rollout(
+        Bucket(vs),
+        LP.planner_for(vs[0]),
+        None,
+        jax.random.PRNGKey(0),
+        E.num_chunks("libero_goal", 10),
+    )
+    assert bool(np.asarray(res.success_any).all())
