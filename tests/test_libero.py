@@ -451,10 +451,11 @@ def test_planner_pushes_a_plate_and_picks_a_bowl():
     """A plate (wider than the jaws, 2 cm high) onto a table region is pushed; a bowl onto the
     plate is picked and placed (libero_goal scene, compiled once each)."""
     from coda.libero import planner as LP
+    from coda.libero.planner_push import LiberoPush
 
     names = suites.tasks("libero_goal")
     plate = LP.planner_for(S.compile_task("libero_goal", names[5], 0))  # push the plate
-    assert isinstance(plate.stages[0], LP.LiberoPush)
+    assert isinstance(plate.stages[0], LiberoPush)
     assert plate.stages[0].radius == pytest.approx(0.068, abs=0.01)
     bowl = LP.planner_for(S.compile_task("libero_goal", names[8], 0))  # bowl on the plate
     assert isinstance(bowl.stages[0], LP.LiberoPickPlace)
