@@ -98,7 +98,7 @@ ENGINES = ("offline", "llm")  # coda.engine.engines.ENGINES
 LLM_BACKENDS = ("offline", "openai", "openai_compatible")  # coda.llm BACKENDS the loop configures
 LLM_RECORD_MODES = ("off", "record", "replay", "reuse")  # coda.llm.record.RECORD_MODES
 POLICY_NAMES = ("small",)
-ADVANTAGES = ("critic", "mc", "nstep")  # coda.train.learner.ADVANTAGES (no JAX import here)
+ADVANTAGES = ("critic", "mc", "nstep", "success")  # coda.train.learner.ADVANTAGES (no JAX)
 LOOP_INTS = {  # field -> minimum
     "loop.rounds": 0,
     "loop.budget": 1,

@@ -74,6 +74,7 @@ def _transitions(n: int, key) -> Transitions:
         jax.random.normal(k[2], (n, D)),
         jnp.zeros((n,)),
         ret,
+        ret,
     )
 
 

@@ -43,6 +43,7 @@ def synthetic_transitions(policy, n: int, seed: int, prompt: int = 5):
         boot_state=f32(n, d) * state_mask,
         boot_disc=jnp.asarray(rng.random(n) * 0.9, jnp.float32),
         mc=jnp.asarray(rng.random(n), jnp.float32),
+        success=jnp.asarray(rng.random(n) < 0.5, jnp.float32),
     )
 
 
@@ -189,10 +190,11 @@ def test_data_parallel_on_four_host_devices_equals_one_device(tmp_path):
     assert res["max_diff"] == pytest.approx(0.0, abs=1e-4), res
 
 
-@pytest.mark.parametrize("advantage", ["critic", "mc", "nstep"])
+@pytest.mark.parametrize("advantage", ["critic", "mc", "nstep", "success"])
 def test_awr_rows_advantage_estimators(advantage):
     """Each estimator's weights equal exp(A/λ) (normalised, clipped) of its own formula:
-    critic min Q - V, mc G - V(o), nstep G^(m) + Γ^m(1-d) V(o') - V(o)."""
+    critic min Q - V, mc G - V(o), nstep G^(m) + Γ^m(1-d) V(o') - V(o); success: equal weights
+    on the rows of successful episodes, 0 on the rest (filtered BC)."""
     from coda.train import awr as awr_lib
     from coda.train.learner import awr_rows
 
@@ -212,11 +214,17 @@ def test_awr_rows_advantage_estimators(advantage):
         "critic": critic.advantage(params, obs, mb.actions),
         "mc": mb.mc - v,
         "nstep": mb.ret + mb.boot_disc * critic.v(params, boot) - v,
+        "success": 2.0 * mb.success - 1.0,
     }[advantage]
-    want = awr_lib.awr_weights(want_adv, 0.5, 20.0)
+    want = awr_lib.awr_weights(want_adv, 0.5, 20.0, positive_only=advantage == "success")
+    if advantage == "success":  # kept rows weigh the same; failed episodes' rows nothing
+        w, s = np.asarray(out.weights), np.asarray(mb.success) > 0
+        assert s.any() and (~s).any()
+        np.testing.assert_allclose(w[~s], 0.0, atol=0)
+        np.testing.assert_allclose(w[s], w[s][0], atol=1e-6)
     np.testing.assert_allclose(np.asarray(out.weights), np.asarray(want), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(out.actions), np.asarray(mb.actions), atol=0)
-    with pytest.raises(ValueError, match="valid: \\['critic', 'mc', 'nstep'\\]"):
+    with pytest.raises(ValueError, match="valid: \\['critic', 'mc', 'nstep', 'success'\\]"):
         LearnerConfig(advantage="td")
 
 

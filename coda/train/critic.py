@@ -92,6 +92,7 @@ class Transitions:
     boot_state: jax.Array  # [N, D] normalised state m chunks later
     boot_disc: jax.Array  # [N] Γ^m (1 - d): zero when the episode terminated within m chunks
     mc: jax.Array  # [N] discounted (shaped) return to the end of the episode (MC advantages)
+    success: jax.Array  # [N] 1.0 when the chunk's episode succeeded (ν at its last endpoint)
 
     @property
     def size(self) -> int:

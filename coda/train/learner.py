@@ -61,7 +61,11 @@ MODES = ("shaped", "sparse", "frozen_policy")
 # methods: credit goes to the chunks after which the value rose or fell). The critic's V ranks
 # states well, but Q - V on the start policy's data barely ranks actions
 # (benchmarks/results/finetune_diagnosis.md): "mc" and "nstep" use the observed outcome instead.
-ADVANTAGES = ("critic", "mc", "nstep")
+# "success" = success-filtered self-imitation (filtered BC / ReST): rows of successful episodes
+# weight 1, all others 0 (A = ±1 with the positive-only filter, whatever awr_positive_only
+# says); on stack it lifted an in-band start where every A-weighted rule stayed flat
+# (benchmarks/results/finetune_selfimit.md).
+ADVANTAGES = ("critic", "mc", "nstep", "success")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +147,7 @@ def empty_transitions(policy: Policy) -> Transitions:
         boot_state=sd((1, d), jnp.float32),
         boot_disc=sd((1,), jnp.float32),
         mc=sd((1,), jnp.float32),
+        success=sd((1,), jnp.float32),
     )
 
 
@@ -210,7 +215,9 @@ def awr_rows(
     obs = Observation(
         mb.tokens[:, :token_len], mb.token_mask[:, :token_len], mb.state, mb.state_mask
     )
-    if advantage == "mc":
+    if advantage == "success":
+        adv, positive_only = 2.0 * mb.success - 1.0, True
+    elif advantage == "mc":
         adv = mb.mc - critic.v(critic_params, obs)
     elif advantage == "nstep":
         boot = Observation(obs.tokens, obs.token_mask, mb.boot_state, mb.state_mask)

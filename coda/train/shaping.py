@@ -231,6 +231,7 @@ def chunk_transitions(
         boot_state=jnp.asarray(x[rows, boot_idx[rows, cols]], jnp.float32),
         boot_disc=jnp.asarray(boot_disc[rows, cols], jnp.float32),
         mc=jnp.asarray(mc_returns(r, cr.mask, big_gamma)[rows, cols], jnp.float32),
+        success=jnp.asarray(np.asarray(result.success, np.float32)[rows], jnp.float32),
     )
 
 
