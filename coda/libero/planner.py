@@ -60,6 +60,7 @@ SAFE_Z = 0.28  # m: tcp height for moving between the stages of a compound goal
 MAX_HOLD_OFFSET = 0.08  # m: largest tcp-to-object offset the placement compensates
 RIM_OPEN = 0.028  # m: finger half-opening for a rim grasp (a bowl in a drawer: the outer
 # finger fully open would land on the drawer's wall)
+CLEAR_MARGIN = 0.01  # m: gap kept to a neighbour when a placement is moved inside its region
 RIM_RELEASE_GAP = 0.01  # m: a bowl hung by its rim pivots when let go from higher
 LIFT_CLEAR = 0.03  # m: the object's bottom above every body around it while carried
 UPRIGHT_COS = 0.95  # cos of the tilt below which an object counts as upright
@@ -175,6 +176,9 @@ class LiberoPickPlace(ScriptedPlanner):
                 d = jnp.asarray((*self.slot, 0.0), pt.dtype)
                 pt = pt + jnp.einsum("...ji,j->...i", rs, d)
             ext = jnp.abs(jnp.einsum("...ij,j->...i", rs, jnp.asarray(size, pt.dtype)))[..., 2]
+            if kind == "on_region":
+                skip = {obj, body, *(self.atom[6] or ())}
+                pt = _clear_of_neighbours(s, obj, pt, pt[..., 2] + ext, size, skip)
             surface = pt[..., 2] + (ext if kind == "on_region" else -ext)
         place_z = surface + hold + jnp.where(rim, RIM_RELEASE_GAP, RELEASE_GAP)
         if kind == "on_region":
@@ -255,6 +259,26 @@ class LiberoPickPlace(ScriptedPlanner):
             [opened if p.grip == OPEN else jnp.full_like(opened, p.grip) for p in PHASES], 1
         )
         return xyz, yaws, jnp.zeros(yaws.shape), jnp.zeros(yaws.shape), grip  # grip [B, P]
+
+
+def _clear_of_neighbours(s: SimState, obj: int, pt, surface, size: tuple, skip: set):
+    """The target `pt` [B, 3] moved inside its region (at most its half size less CLEAR_MARGIN
+    per world axis) away from the tracked bodies standing above `surface` [B] whose xy box
+    would overlap the object's there (pudding "right of the plate" lands on the plate's rim)."""
+    rot = P._quat_mat(s.body_quat)  # [B, NB, 3, 3]
+    ext = jnp.einsum("...ij,...j->...i", jnp.abs(rot), s.body_half)[..., :2]  # [B, NB, 2]
+    pos = s.body_pos  # [B, NB, 3]
+    rel = pt[..., None, :2] - pos[..., :2]  # [B, NB, 2]
+    need = ext + ext[..., obj : obj + 1, :] + CLEAR_MARGIN
+    over = need - jnp.abs(rel)  # [B, NB, 2] > 0 on both axes: overlapping
+    keep = jnp.ones(pos.shape[-2], bool).at[jnp.asarray(sorted(skip), jnp.int32)].set(False)
+    high = pos[..., 2] + jnp.einsum("...ij,...j->...i", jnp.abs(rot), s.body_half)[..., 2]
+    hit = keep & jnp.all(over > 0, -1) & (high > surface[..., None] + 0.005)  # [B, NB]
+    ax = jnp.argmin(over, -1)  # [B, NB]: the cheaper axis to move along
+    step = jnp.where(jnp.arange(2) == ax[..., None], over, 0.0) * jnp.sign(rel)  # [B, NB, 2]
+    shift = jnp.sum(jnp.where(hit[..., None], step, 0.0), -2)  # [B, 2]
+    lim = jnp.maximum(jnp.asarray(size[:2], pt.dtype) - CLEAR_MARGIN, 0.0)
+    return pt.at[..., :2].add(jnp.clip(shift, -lim, lim))
 
 
 def _tops_around(s: SimState, obj: int) -> jnp.ndarray:
