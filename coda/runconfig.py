@@ -181,7 +181,8 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("policy.name", POLICY_NAMES)
     for field, lo in LOOP_INTS.items():
         integer(field, lo)
-    for field in LOOP_FRACTIONS + ("loop.c_explore", "loop.policy_lr", "policy.sample_noise_scale"):
+    numbers = ("loop.c_explore", "loop.policy_lr", "policy.sample_noise_scale")
+    for field in LOOP_FRACTIONS + numbers + ("loop.collect_noise_scale",):
         v = _get(config, field)
         if v is _MISSING:
             out.append(f"{field}: missing (a number)")

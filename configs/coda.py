@@ -96,6 +96,11 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # A run folder whose round 0 this run adopts instead of training its own ("" = none): same
     # config apart from strategy / critic / engine / llm, same `bc_start` (coda.loop.driver
     # `adopt_start`); a study trains the SFT start once per seed this way.
+    # Flow-noise scale of the rollouts that collect training data (step 3; evaluation, critic
+    # probes and validation sample at policy.sample_noise_scale). With loop.advantage="success"
+    # a narrower prior (0.3) is the self-imitation recipe that lifted stack's in-band start
+    # (benchmarks/results/finetune_selfimit.md); measured there with policy_batch 128, lr 3e-4.
+    c.loop.collect_noise_scale = 1.0
     c.loop.start_from = ""
 
     c.critic = ConfigDict()

@@ -27,8 +27,11 @@ from coda.train.agent import AgentParams, ObsNorm, PolicyAgent, bucket_prompts, 
 class Agents:
     """One compiled `PolicyAgent` per (batch size, j); per-bucket tokens travel in the params."""
 
-    def __init__(self, learner: Any) -> None:
+    def __init__(self, learner: Any, policy: Any = None) -> None:
+        """`policy`: the same network under another sampler (e.g. a narrower flow-noise prior
+        for collecting training data); None = the learner's policy."""
         self.learner = learner
+        self.policy = policy
         self.cache: dict[tuple[int, int], PolicyAgent] = {}
         self._tokens: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -47,7 +50,8 @@ class Agents:
         lrn = self.learner
         if key not in self.cache:
             critic = lrn.critic if j > 1 else None
-            self.cache[key] = PolicyAgent(lrn.policy, tok, mask, num_candidates=j, critic=critic)
+            pol = self.policy or lrn.policy
+            self.cache[key] = PolicyAgent(pol, tok, mask, num_candidates=j, critic=critic)
         params = AgentParams(
             lrn.acting_params,
             lrn.norm,

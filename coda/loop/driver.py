@@ -112,6 +112,15 @@ class Context:
         else:
             self.engine = make_engine(config.engine.name)
         self.agents = collect.Agents(self.learner)
+        # training-data rollouts (step 3) may sample a narrower flow prior than evaluation
+        cn = float(lc.collect_noise_scale)
+        if cn != float(config.policy.sample_noise_scale):
+            over = {**policy_overrides(config.policy, config.sim.horizon), "sample_noise_scale": cn}
+            self.collect_agents = collect.Agents(
+                self.learner, policy=get_policy(config.policy.name, **over)
+            )
+        else:
+            self.collect_agents = self.agents
         self.eval_agents: dict = {}
         self.budgets = Budgets()
         self.pool: list = []

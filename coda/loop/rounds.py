@@ -226,7 +226,7 @@ def collect_round(ctx: Any, state: RunState, r: int, gens: list[Gen], key: jax.A
             succ = np.zeros(len(bucket.variants), int)
             for n in range(N):
                 k = jax.random.fold_in(key, bi * 1000 + n)
-                pol, params = ctx.agents(bucket, j)
+                pol, params = ctx.collect_agents(bucket, j)  # collection sampler
                 res, sec = collect.rollout(
                     ctx.backend, bucket, pol, params, k, ctx.config.sim.num_chunks
                 )
