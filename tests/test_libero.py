@@ -478,3 +478,20 @@ def test_planner_pushes_the_plate_to_the_front_of_the_stove():
         E.num_chunks("libero_goal", 10),
     )
     assert bool(np.asarray(res.success_any).all())
+
+
+def test_planner_moves_a_placement_away_from_a_neighbour_inside_the_region():
+    from coda.libero import planner as LP
+
+    # the object (body 0, 2 cm half) goes to (0.65, 0.10); a plate (body 1, 7 cm half) stands
+    # at (0.65, 0.01): centres 9 cm apart along y where 7 + 2 + 1 cm (margin) are needed, so
+    # the target moves +y by 1 cm, inside the region's 5 cm half size less the margin
+    s = _state([[0.4, 0.0, 0.02], [0.65, 0.01, 0.003]])
+    s = s.replace(body_half=jnp.array([[0.02, 0.02, 0.02], [0.07, 0.07, 0.016]]))
+    s = jax.tree_util.tree_map(lambda x: x[None], s)
+    pt = jnp.array([[0.65, 0.10, 0.0]])
+    out = LP._clear_of_neighbours(s, 0, pt, jnp.zeros(1), (0.05, 0.05, 0.007), {0})
+    np.testing.assert_allclose(np.asarray(out[0]), [0.65, 0.11, 0.0], atol=1e-5)
+    flat = s.replace(body_pos=s.body_pos.at[0, 1, 2].set(-0.05))  # lower than the surface
+    out = LP._clear_of_neighbours(flat, 0, pt, jnp.zeros(1), (0.05, 0.05, 0.007), {0})
+    np.testing.assert_allclose(np.asarray(out[0]), [0.65, 0.10, 0.0], atol=1e-5)
