@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import mujoco
 import numpy as np
@@ -34,6 +32,7 @@ from coda.sim import robot
 from coda.sim.compile import compile_scene
 from coda.sim.sdk import exec_program
 from coda.sim.state import SimState
+from tests.chat_server import ChatServer
 
 MODEL = "qwen3-vl-test"
 T = 6
@@ -58,60 +57,18 @@ SCHEMA_VIOLATION = {**GOOD, "cause": "gripper_was_sad"}  # not in the vocabulary
 BAD_PHASE = {**GOOD, "phase": "pour"}  # pick-and-place has no such phase
 
 
-class Server:
-    """Scripted chat-completions endpoint that keeps every request body."""
+def _answer(body: dict) -> dict:
+    """By content: the red cube first violates the schema (the repair round-trip gets GOOD),
+    the green cube names a phase pick-and-place does not have."""
+    msgs = body["messages"]
+    first = msgs[1]["content"][0]["text"]
+    if msgs[-1]["role"] == "user" and isinstance(msgs[-1]["content"], str):
+        return GOOD  # the repair round-trip
+    return SCHEMA_VIOLATION if "red cube" in first else BAD_PHASE
 
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with outer.lock:
-                    outer.requests.append(body)
-                msgs = body["messages"]
-                first = msgs[1]["content"][0]["text"]
-                if msgs[-1]["role"] == "user" and isinstance(msgs[-1]["content"], str):
-                    reply = GOOD  # the repair round-trip
-                elif "red cube" in first:
-                    reply = SCHEMA_VIOLATION
-                else:
-                    reply = BAD_PHASE
-                data = json.dumps(
-                    {
-                        "id": "chatcmpl-test",
-                        "object": "chat.completion",
-                        "created": 1_700_000_000,
-                        "model": body["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": json.dumps(reply)},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 100, "completion_tokens": 20},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def Server() -> ChatServer:  # noqa: N802 - reads like the class it builds
+    return ChatServer(_answer, prompt_tokens=100, completion_tokens=20)
 
 
 def _episode(cube: str):

@@ -5,10 +5,6 @@ offline backend; no other network."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from coda.engine.edits import changed_factors
@@ -19,6 +15,7 @@ from coda.engine.programs import apply
 from coda.llm import LLMClient, LLMConfig, RoleConfig
 from coda.memory import MemoryStore
 from coda.sim.sdk import exec_program
+from tests.chat_server import ChatServer
 
 MODEL = "local-coder"
 SCENE = """
@@ -37,51 +34,10 @@ BESIDE = (
 )
 
 
-class LocalServer:
-    """Chat-completions endpoint on 127.0.0.1 answering scripted replies in order."""
-
-    def __init__(self, replies: list[dict]) -> None:
-        self.replies, self.requests = list(replies), []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(body)
-                content = json.dumps(server.replies.pop(0))
-                data = json.dumps(
-                    {
-                        "id": "x",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": body["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": content},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def LocalServer(replies: list[dict]) -> ChatServer:  # noqa: N802 - reads like a class
+    """Scripted replies in order."""
+    queue = list(replies)
+    return ChatServer(lambda body: queue.pop(0), prompt_tokens=10, completion_tokens=5)
 
 
 def _client(base_url: str, run_dir, mode: str) -> LLMClient:
@@ -108,7 +64,7 @@ def test_repair_loop_against_a_local_server_then_replayed(parents, tmp_path, no_
     mem = MemoryStore(":memory:")
     eng = make_engine(
         "llm",
-        client=_client(server.base_url, tmp_path, "record"),
+        client=_client(server.url, tmp_path, "record"),
         memory=mem,
         isolation="inprocess",
         probe_variants=2,
@@ -116,7 +72,7 @@ def test_repair_loop_against_a_local_server_then_replayed(parents, tmp_path, no_
     try:
         program = eng.program_for(OBSTRUCTED, parents, seed=0, round=3)
     finally:
-        server.stop()
+        server.close()
     assert program.source == BESIDE and program.factor == "layout"
     assert set(program.roles) == {"distractor_0", "target"}
     first, second = eng.attempts
@@ -136,7 +92,7 @@ def test_repair_loop_against_a_local_server_then_replayed(parents, tmp_path, no_
     # replay: the server is gone, the records answer, the same program is accepted
     replay = make_engine(
         "llm",
-        client=_client(server.base_url, tmp_path, "replay"),
+        client=_client(server.url, tmp_path, "replay"),
         isolation="inprocess",
         probe_variants=2,
     )

@@ -14,15 +14,14 @@ import os
 import re
 import shutil
 import sqlite3
-import threading
 import types
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from coda import runconfig
 from coda.loop import llm as loop_llm
 from coda.loop.state import Budgets
+from tests.chat_server import ChatServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = "local-vlm-test"
@@ -136,64 +135,32 @@ def _critic_reply(body: dict) -> dict:
     }
 
 
-class Server:
-    """Chat-completions on 127.0.0.1: the engine role answers with the rule table's program
-    (`offline_engine_handler`, as a model would send it), the critic role with a diagnosis."""
+def Server() -> ChatServer:  # noqa: N802 - reads like the class it builds
+    """The engine role answers with the rule table's program (`offline_engine_handler`, as a
+    model would send it), the critic role with a diagnosis."""
+    from coda.engine.llm_engine import offline_engine_handler
 
-    def __init__(self) -> None:
-        from coda.engine.llm_engine import offline_engine_handler
+    def answer(body: dict) -> dict:
+        name = body.get("response_format", {}).get("json_schema", {}).get("name")
+        if name == "edit_program":
+            return offline_engine_handler(
+                types.SimpleNamespace(messages=body["messages"]), "engine"
+            )
+        return _critic_reply(body)
 
-        self.requests: dict[str, int] = {"critic": 0, "engine": 0}
-        outer = self
+    return ChatServer(answer, prompt_tokens=1000, completion_tokens=50)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                name = body.get("response_format", {}).get("json_schema", {}).get("name")
-                if name == "edit_program":
-                    outer.requests["engine"] += 1
-                    req = types.SimpleNamespace(messages=body["messages"])
-                    reply = offline_engine_handler(req, "engine")
-                else:
-                    outer.requests["critic"] += 1
-                    reply = _critic_reply(body)
-                data = json.dumps(
-                    {
-                        "id": "chatcmpl-loop",
-                        "object": "chat.completion",
-                        "created": 1_700_000_000,
-                        "model": body["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": json.dumps(reply)},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 1000, "completion_tokens": 50},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def _calls(server: ChatServer, role_schema: str) -> int:
+    names = [
+        r.get("response_format", {}).get("json_schema", {}).get("name") for r in server.requests
+    ]
+    return sum(n == role_schema for n in names)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_smoke_round_with_vlm_critic_and_llm_engine_then_replay(tmp_path):
+def test_smoke_round_with_vlm_critic_and_llm_engine_then_replay(tmp_path, monkeypatch):
     from coda import loop
     from coda.loop import checkpoint as ckpt
     from coda.sim.render import gl_available
@@ -201,6 +168,9 @@ def test_smoke_round_with_vlm_critic_and_llm_engine_then_replay(tmp_path):
     ok, why = gl_available()
     if not ok:
         pytest.skip(f"the VLM critic renders keyframes: {why}")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")  # the SDK must not route 127.0.0.1
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(k, raising=False)
     server = Server()
     cfg = smoke_config(backend="openai_compatible", base_url=server.url, model=MODEL)
     cfg.critic.name, cfg.engine.name, cfg.loop.rounds = "vlm", "llm", 1
@@ -211,7 +181,8 @@ def test_smoke_round_with_vlm_critic_and_llm_engine_then_replay(tmp_path):
         server.close()
     rows = [json.loads(x) for x in open(os.path.join(workdir, "metrics.jsonl"))]
     spent = rows[-1]["budget/llm/critic/tokens"]
-    assert server.requests["critic"] >= 1 and spent == 1050 * server.requests["critic"]
+    n_critic = _calls(server, "diagnosis")
+    assert n_critic >= 1 and spent == 1050 * n_critic
     assert first["costs"]["llm_tokens"] >= spent
     with sqlite3.connect(os.path.join(workdir, "memory.sqlite")) as db:
         critics = {r[0] for r in db.execute("SELECT critic FROM diagnoses")}
