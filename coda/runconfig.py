@@ -97,7 +97,7 @@ CRITICS = ("offline", "vlm")  # coda.critic.CRITICS as the loop wires them
 ENGINES = ("offline", "llm")  # coda.engine.engines.ENGINES
 LLM_BACKENDS = ("offline", "openai", "openai_compatible")  # coda.llm BACKENDS the loop configures
 LLM_RECORD_MODES = ("off", "record", "replay", "reuse")  # coda.llm.record.RECORD_MODES
-POLICY_NAMES = ("small",)
+POLICY_NAMES = ("small", "oft")  # coda.policy configs the loop sizes (policy_overrides)
 ADVANTAGES = ("critic", "mc", "nstep", "success")  # coda.train.learner.ADVANTAGES (no JAX)
 LOOP_INTS = {  # field -> minimum
     "loop.rounds": 0,
@@ -202,6 +202,14 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     src = _get(config, "loop.start_from")
     if src is not _MISSING and not isinstance(src, str):
         out.append(f"loop.start_from={src!r} must be a run folder path ('' = none)")
+    mem = _get(config, "loop.memory_from")
+    if mem is not _MISSING and not isinstance(mem, str):
+        out.append(f"loop.memory_from={mem!r} must be a finished run folder path ('' = none)")
+    elif mem not in (_MISSING, ""):  # folder, finished, snapshot, strategies (pure Python)
+        from coda.loop.transfer import source_problems
+
+        strategy = _get(config, "strategy")
+        out += source_problems(mem, None if strategy is _MISSING else strategy)
     adv = _get(config, "loop.advantage")
     if adv is not _MISSING and adv not in ADVANTAGES:
         out.append(f"loop.advantage={adv!r} is unknown (valid: {', '.join(ADVANTAGES)})")

@@ -7,6 +7,14 @@ cell (its `summary.json` exists and its `config.json` is this cell's config) is 
 re-run; any other cell goes to `coda.loop.run`, which continues after its last complete round
 (or refuses a folder holding another config: that cell is then recorded as failed, with why).
 
+The transfer pair (`study.transfer = (backbone, source_strategy)`, `()` = none): after the
+strategy cells, two more cells per seed run the `coda` strategy on `backbone` at the same budget,
+`<backbone>_scratch` with a fresh memory and `<backbone>_memory` seeded with the final memory of
+the finished `<source_strategy>` cell of the same seed (`loop.memory_from`, coda.loop.transfer).
+With `study.share_start` the memory cell adopts the scratch cell's round 0, so the two differ in
+nothing but the memory. Their rows (kind `transfer`) sit in the table beside the strategies, and
+table1.md gets a section comparing the pair (with what was transferred).
+
 A cell that raises is recorded with its error (`<cell>/error.txt` has the traceback) and the
 study goes on; its row in the table says why. Host code only: no JAX here (the loop imports it).
 
@@ -43,6 +51,12 @@ PAPER_OOD = {
     "sft": 5.3,
 }
 
+# The paper's backbone-transfer result (OpenVLA-OFT from scratch vs. seeded with CoDA's memory),
+# success in %, as quoted in the project's issue 15; shown beside the transfer pair.
+PAPER_TRANSFER = {"scratch": 3.8, "memory": 21.1}
+TRANSFER_STRATEGY = "coda"  # the strategy both cells of the transfer pair run
+TRANSFER_KINDS = ("scratch", "memory")
+
 # (loop config, cell workdir) -> the run's summary (what `coda.loop.run` returns)
 CellRunner = Callable[[ConfigDict, str], dict[str, Any]]
 
@@ -72,6 +86,51 @@ def check_study(config: ConfigDict) -> None:
     bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
     if bad or len(set(seeds)) != len(seeds):
         raise StudyError(f"study.seeds={list(seeds)!r} must be distinct integers >= 0")
+    _check_transfer(config)
+
+
+def transfer_pair(config: ConfigDict) -> tuple[str, str] | None:
+    """(backbone, source strategy) of `study.transfer`, None when the study has no pair."""
+    t = config.study.get("transfer", ())
+    return None if not t else (str(t[0]), str(t[1]))
+
+
+def _check_transfer(config: ConfigDict) -> None:
+    from coda import runconfig
+    from coda.loop.strategies import STRATEGIES
+    from coda.loop.transfer import usable_strategy
+
+    t = config.study.get("transfer", ())
+    if not t:
+        return
+    if isinstance(t, str) or len(t) != 2 or not all(isinstance(x, str) for x in t):
+        raise StudyError(
+            f"study.transfer={t!r} must be (backbone, source_strategy), e.g. ('oft', 'coda'), "
+            "or () for none"
+        )
+    backbone, source = t
+    if backbone not in runconfig.POLICY_NAMES:
+        raise StudyError(
+            f"study.transfer: backbone {backbone!r} unknown (valid: "
+            f"{', '.join(runconfig.POLICY_NAMES)})"
+        )
+    names = list(config.study.strategies)
+    if source not in names:
+        raise StudyError(
+            f"study.transfer: source strategy {source!r} is not one of study.strategies "
+            f"({', '.join(names)}): its finished cells are the memory the pair transfers"
+        )
+    if STRATEGIES[source].memory != "full":
+        raise StudyError(
+            f"study.transfer: source strategy {source!r} keeps no full memory "
+            f"(memory {STRATEGIES[source].memory!r})"
+        )
+    why = usable_strategy(TRANSFER_STRATEGY)
+    if why:  # a registry change would break the pair: say so rather than run it
+        raise StudyError(f"study.transfer: {why}")
+    clash = [f"{backbone}_{k}" for k in TRANSFER_KINDS if f"{backbone}_{k}" in STRATEGIES]
+    if clash:
+        raise StudyError(f"study.transfer: row names {clash} clash with strategy names")
 
 
 def cell_config(
@@ -92,6 +151,37 @@ def cell_config(
         first = next((s for s in config.study.strategies if get_strategy(s).bc_start), None)
         if first is not None and first != strategy and get_strategy(strategy).bc_start:
             c.loop.start_from = cell_dir(workdir, first, seed)
+    return c
+
+
+def transfer_cells(config: ConfigDict) -> list[tuple[str, int]]:
+    """(row name, seed) of the transfer pair, seed-major (scratch before memory), run after the
+    strategy cells so that every source cell has finished."""
+    pair = transfer_pair(config)
+    if pair is None:
+        return []
+    return [(f"{pair[0]}_{k}", int(s)) for s in config.study.seeds for k in TRANSFER_KINDS]
+
+
+def transfer_cell_config(
+    config: ConfigDict, name: str, seed: int, workdir: str | None = None
+) -> ConfigDict:
+    """The loop config of a transfer cell: `study.base` with the `coda` strategy, the pair's
+    backbone and `seed`; the memory cell (with a `workdir`) takes `loop.memory_from` = the
+    source strategy's cell of this seed and, with `study.share_start`, adopts the scratch cell's
+    round 0 (`loop.start_from`)."""
+    pair = transfer_pair(config)
+    if pair is None or name not in {f"{pair[0]}_{k}" for k in TRANSFER_KINDS}:
+        raise StudyError(f"{name!r} is not a transfer cell of study.transfer={pair!r}")
+    backbone, source = pair
+    c = copy.deepcopy(config.study.base)
+    c.strategy = TRANSFER_STRATEGY
+    c.seed = int(seed)
+    c.policy.name = backbone
+    if workdir is not None and name.endswith("_memory"):
+        c.loop.memory_from = cell_dir(workdir, source, seed)
+        if config.study.get("share_start", False):
+            c.loop.start_from = cell_dir(workdir, f"{backbone}_scratch", seed)
     return c
 
 
@@ -149,6 +239,23 @@ def cell_record(summary: dict[str, Any]) -> dict[str, Any]:
         "sim_hours": float(c.get("sim_hours", 0.0)),
         "env_steps": int(c.get("env_steps", 0)),
         "wall_seconds": float(summary.get("wall_seconds", math.nan)),
+    }
+
+
+def _transfer_record(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """Round 0's `memory_transfer` record of a transfer cell (what it was seeded with)."""
+    row0 = next((h for h in summary.get("history") or [] if h.get("round") == 0), None)
+    rec = None if row0 is None else row0.get("memory_transfer")
+    if not rec:
+        return None
+    return {
+        "source": rec.get("source", {}),
+        "modes": len(rec.get("mode_map", {})),
+        "counts": rec.get("counts", {}),
+        "skipped": len(rec.get("skipped", {})),
+        "validated_in_source": rec.get("validated_in_source"),
+        "parents": rec.get("parents"),
+        "loop_potentials": rec.get("loop_potentials"),
     }
 
 
@@ -234,7 +341,7 @@ def markdown(table: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s, r in rows.items():
-        kind = STRATEGIES[s].kind if s in STRATEGIES else "?"
+        kind = r.get("kind") or (STRATEGIES[s].kind if s in STRATEGIES else "?")
         paper = "–" if r["paper_ood_percent"] is None else f"{r['paper_ood_percent']:.1f}"
         if not r["seeds"] and not r["failed"]:
             out.append(f"| {s} | {kind} | not run yet | | | | | | | {paper} |")
@@ -268,6 +375,7 @@ def markdown(table: dict[str, Any]) -> str:
             "offline, the embedded defaults) make no LLM calls.",
             "",
         ]
+    out += _transfer_markdown(table)
     failed = [c for c in table["cells"] if c["status"] == "failed"]
     if failed:
         out += ["## Failed cells", ""]
@@ -294,6 +402,58 @@ def markdown(table: dict[str, Any]) -> str:
             f"| {c['accepted_environments']} | {c['env_steps']:,} | {c['wall_seconds']:.0f} |"
         )
     return "\n".join(out) + "\n"
+
+
+def _transfer_markdown(table: dict[str, Any]) -> list[str]:
+    """The transfer pair: scratch vs. memory per seed and on average, and what was carried."""
+    t = table.get("transfer")
+    if not t:
+        return []
+    b, rows = t["backbone"], table["rows"]
+    scratch, memory = rows[f"{b}_scratch"], rows[f"{b}_memory"]
+    out = [
+        f"## Memory transfer across backbones: `{b}` from scratch vs. seeded with "
+        f"`{t['source']}`'s memory",
+        "",
+        f"Both cells run the `{TRANSFER_STRATEGY}` strategy on the `{b}` policy at the same budget "
+        f"(`study.base`); `{b}_memory` starts with the validated modes, Ω and Φ of the finished "
+        f"`{t['source']}` cell of its seed (`loop.memory_from`; success statistics and episodic "
+        "records are not transferred). "
+        f"Paper (OpenVLA-OFT): {PAPER_TRANSFER['scratch']} % -> {PAPER_TRANSFER['memory']} %.",
+        "",
+        "| | OOD % | ID % |",
+        "|---|---|---|",
+    ]
+    for name, r in ((f"{b}_scratch", scratch), (f"{b}_memory", memory)):
+        out.append(
+            f"| {name} | {_pct(r['ood']['mean'], r['ood']['se'])} "
+            f"| {_pct(r['id']['mean'], r['id']['se'])} |"
+        )
+    d_ood = memory["ood"]["mean"] - scratch["ood"]["mean"]
+    d_id = memory["id"]["mean"] - scratch["id"]["mean"]
+    out += [f"| memory - scratch | {_pct(d_ood, math.nan)} | {_pct(d_id, math.nan)} |", ""]
+    moved = [
+        c for c in table["cells"] if c["strategy"] == f"{b}_memory" and c.get("memory_transfer")
+    ]
+    for c in moved:
+        m = c["memory_transfer"]
+        n = m.get("counts", {})
+        out.append(
+            f"- seed {c['seed']}: {m['modes']} of {m['validated_in_source']} validated modes from "
+            f"{m['source'].get('run')} (round {m['source'].get('round')}, policy "
+            f"{m['source'].get('policy')}), {n.get('generation_programs', 0)} Ω, "
+            f"{n.get('training_programs', 0)} Φ, {m['parents']} parent scenes, "
+            f"{m['skipped']} skipped"
+        )
+    if moved:
+        out.append("")
+    if any(c["memory_transfer"]["modes"] == 0 for c in moved):
+        out += [
+            "A seed with 0 transferred modes ran the memory cell on an empty memory: its source "
+            "run validated no mode (more rounds / a larger budget are needed for one).",
+            "",
+        ]
+    return out
 
 
 def _num(x: float, p: int) -> str:
@@ -329,12 +489,16 @@ def run_study(
     runner = runner or _default_runner
     os.makedirs(workdir, exist_ok=True)
     t0 = time.perf_counter()
-    todo = cells(config)
+    todo = cells(config) + transfer_cells(config)
+    pair = {name for name, _ in transfer_cells(config)}
     records: list[dict[str, Any]] = []
     bar = tqdm(total=len(todo), desc="study cells", unit="cell", dynamic_ncols=True)
     for strategy, seed in todo:
         cdir = cell_dir(workdir, strategy, seed)
-        cfg = cell_config(config, strategy, seed, workdir)
+        if strategy in pair:
+            cfg = transfer_cell_config(config, strategy, seed, workdir)
+        else:
+            cfg = cell_config(config, strategy, seed, workdir)
         rec: dict[str, Any] = {"strategy": strategy, "seed": seed, "workdir": cdir}
         summary = _finished(cdir, cfg)
         t_cell = time.perf_counter()
@@ -352,6 +516,8 @@ def run_study(
         rec["study_seconds"] = time.perf_counter() - t_cell
         if summary is not None:
             rec.update(cell_record(summary))
+            if strategy in pair:
+                rec["memory_transfer"] = _transfer_record(summary)
             line = (
                 f"{strategy} seed {seed}: {rec['status']}, OOD {_frac(rec['ood'])}, "
                 f"ID {_frac(rec['id'])}, {rec['study_seconds']:.0f} s"
@@ -370,13 +536,22 @@ def _write(
     config: ConfigDict, workdir: str, records: list[dict], command: str, t0: float
 ) -> dict[str, Any]:
     """table1.json / table1.md from the cells recorded so far."""
-    rows = aggregate(records, list(config.study.strategies))
+    names = list(config.study.strategies) + list(
+        dict.fromkeys(n for n, _ in transfer_cells(config))
+    )
+    rows = aggregate(records, names)
+    pair = transfer_pair(config)
+    if pair is not None:
+        for k in TRANSFER_KINDS:
+            rows[f"{pair[0]}_{k}"]["kind"] = "transfer"
+            rows[f"{pair[0]}_{k}"]["paper_transfer_percent"] = PAPER_TRANSFER[k]
     table = {
         "command": command,
         "config": json.loads(config.to_json_best_effort()),
         "seeds": [int(k) for k in config.study.seeds],
         "cells_total": len(records),
-        "cells_planned": len(cells(config)),
+        "cells_planned": len(cells(config)) + len(transfer_cells(config)),
+        "transfer": None if pair is None else {"backbone": pair[0], "source": pair[1]},
         "cells_failed": sum(r["status"] == "failed" for r in records),
         "wall_seconds": time.perf_counter() - t0,
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -36,7 +36,8 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.sim.nthread = 0  # native backend threads; 0 = all cores
 
     c.policy = ConfigDict()  # state-only pi0.5 (coda.policy `small` structure, sized here)
-    c.policy.name = "small"
+    c.policy.name = "small"  # small (pi0.5) | oft (OpenVLA-OFT-style: expert_width,
+    # sample_steps and sample_noise_scale do not apply to it)
     c.policy.width = 96
     c.policy.expert_width = 48
     c.policy.depth = 2
@@ -102,6 +103,10 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # (benchmarks/results/finetune_selfimit.md); measured there with policy_batch 128, lr 3e-4.
     c.loop.collect_noise_scale = 1.0
     c.loop.start_from = ""
+    # A finished run folder whose final memory snapshot seeds this run's memory at round 0
+    # ("" = none): its validated modes, their Ω programs and parents, and Φ (coda.loop.transfer;
+    # what is and is not carried over is in its docstring). Memory transfer across backbones.
+    c.loop.memory_from = ""
 
     c.critic = ConfigDict()
     # offline (embedded default: state-based probes) | vlm (keyframes to a vision-language

@@ -7,14 +7,20 @@ finished cells are skipped) and writes `<workdir>/table1.{json,md}` (`coda.study
 Fields:
 * `study.strategies`: `coda.loop.strategies.STRATEGIES` names (a typo fails listing them);
 * `study.seeds`: the loop's `seed` of each cell (pool, suites, PRNG keys all follow it);
+* `study.transfer`: (backbone, source strategy) of the memory-transfer pair, `()` = none: two
+  more cells per seed, `<backbone>_scratch` (the `coda` strategy on that backbone, fresh memory)
+  and `<backbone>_memory` (the same, seeded with the finished source cell's memory of that seed,
+  `loop.memory_from`), same budget (`coda.study`); on by default: ('oft', 'coda');
 * `study.base`: the loop config every cell shares (`configs/coda.py`'s fields); each cell is
   `study.base` with `strategy` and `seed` set. Override it like launch.main's config, e.g.
   `--config.study.base.loop.rounds=1`.
 
 Variants:
-* '' (CPU scale): the 7 strategies x 3 seeds = 21 cells, sized to fit <= 2 hours on a 2-core
-  CPU (the estimate and how it was measured are beside `_cpu_base`);
-* 'smoke': 2 strategies x 1 seed on the smoke loop config (`configs/coda.py:smoke`), for tests;
+* '' (CPU scale): the 7 strategies x 3 seeds = 21 cells + the transfer pair (2 x 3 = 6 `oft`
+  cells), sized so that the 21 cells fit <= 2 hours on a 2-core CPU (the estimate and how it
+  was measured are beside `_cpu_base`; the 6 transfer cells are not in that estimate);
+* 'smoke': 2 strategies x 1 seed on the smoke loop config (`configs/coda.py:smoke`) + the
+  transfer pair at that seed, for tests;
 * 'gpu': `configs/coda.py:gpu` per cell, 7 strategies x 3 seeds. NOT run or timed: no
   accelerator run of it has been made.
 """
@@ -115,6 +121,8 @@ def get_config(arg: str | None = None) -> ConfigDict:
     # BC-start strategies adopt the first one's round 0 at the same seed (`loop.start_from`):
     # the SFT start is trained once per seed (round 0 depends on the strategy only via bc_start)
     c.study.share_start = True
+    # the memory-transfer pair (the method's OpenVLA-OFT result): (backbone, source strategy)
+    c.study.transfer = ("oft", "coda")
     if arg in (None, ""):
         c.study.base = _cpu_base()
     elif arg == "smoke":  # tests: 2 strategies x 1 seed, the smoke loop (one round after round 0)

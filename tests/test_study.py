@@ -71,6 +71,7 @@ class FakeRunner:
 def two_by_three():
     c = table1("smoke")
     c.study.seeds = (0, 1, 2)
+    c.study.transfer = ()  # the strategy rows only (the transfer pair has its own tests)
     numbers = {
         ("coda", 0): fake_summary((2, 8), (8, 8), accepted=10, tokens=100, env_steps=3600),
         ("coda", 1): fake_summary((4, 8), (4, 8), accepted=20, tokens=200, env_steps=3600),
@@ -180,6 +181,12 @@ def test_every_variant_loads_and_every_cell_config_is_valid(arg):
         cfg = study.cell_config(c, strategy, seed)
         assert (cfg.strategy, cfg.seed) == (strategy, seed) and strategy in STRATEGIES
         runconfig.validate(cfg, families=tasks.FAMILIES)
+    pair = study.transfer_cells(c)  # on in every variant: oft from scratch / with coda's memory
+    assert len(pair) == 2 * len(c.study.seeds)
+    for name, seed in pair:
+        cfg = study.transfer_cell_config(c, name, seed)
+        assert (cfg.strategy, cfg.policy.name, cfg.seed) == ("coda", "oft", seed)
+        runconfig.validate(cfg, families=tasks.FAMILIES)
     assert c.study.base.strategy == "coda"  # the cells are copies: the base is untouched
     if arg is None:
         assert len(got) == 21 and set(study.PAPER_OOD) <= set(c.study.strategies)
@@ -240,14 +247,22 @@ def test_table1_smoke_runs_for_real_and_resumes(tmp_path):
     first = time.perf_counter() - t0
     assert out.returncode == 0, out.stderr[-3000:]
     table = json.loads((tmp_path / "table1.json").read_text())
-    assert table["cells_failed"] == 0 and table["cells_total"] == 2
-    for s in ("coda", "sft"):
+    assert table["cells_failed"] == 0 and table["cells_total"] == 4, table["cells"]
+    for s in ("coda", "sft", "oft_scratch", "oft_memory"):
         row = table["rows"][s]
         assert row["seeds"] == [0] and row["ood"]["pooled_episodes"] > 0
         assert 0.0 <= row["ood"]["mean"] <= 1.0 and row["id"]["pooled_episodes"] > 0
         assert row["sim_hours_per_1000"] > 0 and row["accepted_environments"] > 0
         assert (tmp_path / s / "seed0" / "summary.json").exists()
     assert "launch.study --config=configs/table1.py:smoke" in table["command"]
+    # the transfer pair: oft from scratch, and oft seeded with the coda cell's final memory
+    (mem,) = [c for c in table["cells"] if c["strategy"] == "oft_memory"]
+    assert mem["memory_transfer"]["source"]["run"] == str(tmp_path / "coda" / "seed0")
+    assert mem["memory_transfer"]["source"]["policy"] == "small"
+    cfg = json.loads((tmp_path / "oft_memory" / "seed0" / "config.json").read_text())
+    assert cfg["policy"]["name"] == "oft" and cfg["strategy"] == "coda"
+    assert cfg["loop"]["start_from"] == str(tmp_path / "oft_scratch" / "seed0")
+    assert "## Memory transfer across backbones" in (tmp_path / "table1.md").read_text()
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     again = json.loads((tmp_path / "table1.json").read_text())
@@ -270,3 +285,101 @@ def test_the_table_is_written_after_every_cell(tmp_path):
     assert seen == [0, 1, 2, 3, 4, 5]
     md = (tmp_path / "table1.md").read_text()
     assert "LLM tokens are 0" not in md  # the fake coda cells spent tokens
+
+
+class PairRunner(FakeRunner):
+    """FakeRunner keyed by the cell folder's name (transfer cells run the coda strategy); the
+    memory cell's summary carries round 0's memory_transfer record as the loop writes it."""
+
+    def __call__(self, cfg, workdir):
+        name = os.path.basename(os.path.dirname(workdir))
+        self.calls.append(
+            (name, cfg.seed, cfg.policy.name, cfg.loop.memory_from, cfg.loop.start_from)
+        )
+        os.makedirs(workdir, exist_ok=True)
+        with open(os.path.join(workdir, "config.json"), "w") as f:
+            f.write(cfg.to_json_best_effort(indent=2))
+        s = json.loads(json.dumps(self.numbers[(name, cfg.seed)]))
+        if name.endswith("_memory"):
+            s["history"][0]["memory_transfer"] = {
+                "mode_map": {"3": 1, "5": 2},
+                "counts": {"generation_programs": 2, "training_programs": 1},
+                "source": {"run": cfg.loop.memory_from, "round": 2, "policy": "small"},
+                "skipped": {"7": "no generation parent"},
+                "validated_in_source": 3,
+                "parents": 9,
+            }
+        with open(os.path.join(workdir, "summary.json"), "w") as f:
+            json.dump(s, f)
+        return s
+
+
+def test_the_transfer_pair_runs_after_its_sources_and_gets_rows(tmp_path):
+    c = table1("smoke")
+    c.study.seeds = (0, 1)
+    numbers = {}
+    for k in (0, 1):
+        numbers[("coda", k)] = fake_summary((4, 8), (4, 8))
+        numbers[("sft", k)] = fake_summary((1, 8), (1, 8))
+        numbers[("oft_scratch", k)] = fake_summary((1, 8), (2, 8))
+        numbers[("oft_memory", k)] = fake_summary((3, 8), (2 + 2 * k, 8))
+    runner = PairRunner(numbers)
+    w = str(tmp_path)
+    table = study.run_study(c, w, runner=runner)
+    order = [(n, k) for n, k, *_ in runner.calls]
+    assert order == [
+        ("coda", 0),
+        ("coda", 1),
+        ("sft", 0),
+        ("sft", 1),
+        ("oft_scratch", 0),
+        ("oft_memory", 0),
+        ("oft_scratch", 1),
+        ("oft_memory", 1),
+    ]
+    calls = {(n, k): rest for n, k, *rest in runner.calls}
+    assert calls[("oft_scratch", 1)] == ["oft", "", ""]  # fresh memory, its own round 0
+    assert calls[("oft_memory", 1)] == [
+        "oft",
+        study.cell_dir(w, "coda", 1),  # the finished source cell of the same seed
+        study.cell_dir(w, "oft_scratch", 1),  # the same start as its scratch twin
+    ]
+    assert table["cells_total"] == table["cells_planned"] == 8
+    assert table["transfer"] == {"backbone": "oft", "source": "coda"}
+    rows = table["rows"]
+    assert rows["oft_scratch"]["kind"] == rows["oft_memory"]["kind"] == "transfer"
+    assert rows["oft_scratch"]["ood"]["mean"] == pytest.approx(1 / 8, abs=1e-12)
+    assert rows["oft_memory"]["ood"]["mean"] == pytest.approx(3 / 8, abs=1e-12)
+    assert rows["oft_memory"]["id"]["mean"] == pytest.approx(3 / 8, abs=1e-12)
+    assert rows["oft_memory"]["paper_transfer_percent"] == pytest.approx(21.1, abs=1e-9)
+    mem = [x for x in table["cells"] if x["strategy"] == "oft_memory"]
+    assert [x["memory_transfer"]["modes"] for x in mem] == [2, 2]
+    md = (tmp_path / "table1.md").read_text()
+    assert "| oft_memory | transfer | 37.5 ± 0.0 (seeds 2) | 6/16 |" in md
+    assert "## Memory transfer across backbones: `oft` from scratch vs. seeded with `coda`" in md
+    assert "| memory - scratch | 25.0 | 12.5 |" in md
+    assert "3.8 % -> 21.1 %" in md
+    assert f"- seed 1: 2 of 3 validated modes from {study.cell_dir(w, 'coda', 1)}" in md
+    # resumable like the other cells
+    again = PairRunner(numbers)
+    study.run_study(c, w, runner=again)
+    assert again.calls == []
+
+
+def test_transfer_config_errors_name_the_field():
+    c = table1("smoke")
+    for bad, match in (
+        (("pi0", "coda"), r"backbone 'pi0' unknown \(valid: small, oft\)"),
+        (("oft", "uniform_variants"), "not one of study.strategies"),
+        (("oft",), r"must be \(backbone, source_strategy\)"),
+    ):
+        c.study.transfer = bad
+        with pytest.raises(study.StudyError, match=match):
+            study.check_study(c)
+    c.study.strategies = ("coda", "no_memory")
+    c.study.transfer = ("oft", "no_memory")
+    with pytest.raises(study.StudyError, match="keeps no full memory"):
+        study.check_study(c)
+    c.study.transfer = ()
+    study.check_study(c)
+    assert study.transfer_cells(c) == []

@@ -408,7 +408,8 @@ _RESUMABLE = ("loop.rounds", "loop.max_env_steps", "render", "cache_dir")  # may
 
 
 START_FILES = ("pool.jsonl", "scenes.jsonl", "heldout_tasks.json", "suites.json")
-_START_FREE = ("strategy", "loop.start_from", "critic", "engine", "llm") + _RESUMABLE
+_START_FREE = ("strategy", "loop.start_from", "loop.memory_from", "critic", "engine", "llm")
+_START_FREE += _RESUMABLE
 
 
 def _config_diff(old: Any, new: Any, free: tuple[str, ...]) -> list[str]:
@@ -630,6 +631,11 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         _write_metrics(workdir, state)
         _tensorboard(workdir, [], state.round + 1)
         bar.write(f"resuming after round {last} from {ckpt.round_dir(workdir, last)}")
+    if state.round == 0 and config.loop.get("memory_from"):  # coda.loop.transfer
+        from coda.loop import transfer
+
+        if transfer.seed_run(ctx, state, workdir)["created"]:  # round 0 again, with the memory
+            ckpt.save_round(workdir, state, ctx.learner, ctx.memory, {"sft_demos": ctx.sft_demos})
     ctx.freeze()
     bar.update(state.round + 1)
     while not state.stopped:
