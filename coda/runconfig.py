@@ -118,6 +118,7 @@ LOOP_INTS = {  # field -> minimum
     "loop.max_parents": 1,
     "loop.bucket_size": 1,
     "loop.policy_batch": 1,
+    "loop.finetune_batch": 0,
     "loop.policy_warmup": 0,
     "loop.critic_batch": 1,
     "loop.updates_per_call": 1,
@@ -181,7 +182,7 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("policy.name", POLICY_NAMES)
     for field, lo in LOOP_INTS.items():
         integer(field, lo)
-    numbers = ("loop.c_explore", "loop.policy_lr", "policy.sample_noise_scale")
+    numbers = ("loop.c_explore", "loop.policy_lr", "loop.finetune_lr", "policy.sample_noise_scale")
     for field in LOOP_FRACTIONS + numbers + ("loop.collect_noise_scale",):
         v = _get(config, field)
         if v is _MISSING:

@@ -75,6 +75,12 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.bucket_size = 16  # variants per rollout (padded: a few compiled shapes)
     c.loop.policy_lr = 1e-3
     c.loop.policy_batch = 32
+    # Fine-tuning after the BC start (rounds >= 1): its own warmup-cosine peak rate and batch
+    # (0 = one cosine over the whole run at policy_lr, and policy_batch). Self-imitation lifted
+    # stack's in-band start at 3e-4 / 128 and stayed flat at the tail of the BC cosine / 32
+    # (benchmarks/results/finetune_selfimit.md).
+    c.loop.finetune_lr = 0.0
+    c.loop.finetune_batch = 0
     c.loop.policy_warmup = 100
     c.loop.critic_batch = 128
     c.loop.demo_fraction = 0.5  # planner-demo rows in each AWR batch

@@ -145,3 +145,29 @@ def test_flops_at_the_needed_prompt_width_match_xla(name):
         ours = pi05_forward_flops(c, token_len=16)["total"]
     xla = lowered.cost_analysis()["flops"]
     assert ours == pytest.approx(xla, rel=0.05, abs=0.0)
+
+
+def test_two_phase_schedule_bc_then_finetune():
+    """BC decays over `finetune_start` steps alone, then a second warmup-cosine at finetune_lr:
+    the BC phase is the same whatever the fine-tuning phase is set to."""
+    from coda.policy.train import make_schedule
+
+    bc = train_config(peak_lr=1e-3, end_lr=1e-4, warmup_steps=10, decay_steps=100)
+    two = train_config(
+        peak_lr=1e-3,
+        end_lr=1e-4,
+        warmup_steps=10,
+        decay_steps=100_000,  # ignored once finetune_start is set: BC decays over 100 steps
+        finetune_start=100,
+        finetune_lr=3e-4,
+        finetune_warmup=5,
+        finetune_decay_steps=50,
+    )
+    a, b = make_schedule(bc), make_schedule(two)
+    for t in (0, 5, 10, 50, 99):
+        np.testing.assert_allclose(float(a(t)), float(b(t)), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(float(b(100)), 0.0, atol=1e-9)  # warmup of the second phase
+    np.testing.assert_allclose(float(b(105)), 3e-4, rtol=1e-5, atol=1e-9)  # its peak
+    np.testing.assert_allclose(float(b(150)), 3e-5, rtol=1e-5, atol=1e-9)  # its floor
+    with pytest.raises(ValueError, match="finetune_lr"):
+        make_schedule(train_config(finetune_start=10))

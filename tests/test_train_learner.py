@@ -251,3 +251,27 @@ def test_sample_noise_scale_zero_is_deterministic():
     c = base.sample_chunks(params, obs, jax.random.key(1))
     d = base.sample_chunks(params, obs, jax.random.key(2))
     assert float(jnp.max(jnp.abs(c - d))) > 1e-3
+
+
+def test_finetune_phase_switches_batch_and_rate():
+    """Updates before `finetune_start` draw policy_batch rows at the BC rate; from it on the
+    fine-tuning batch and rate (the loop's loop.finetune_batch / finetune_lr)."""
+    import dataclasses
+
+    policy = get_policy("small_tiny")
+    demos = synthetic_demos(policy, 10, seed=3)
+    cfg = dataclasses.replace(
+        CFG, finetune_start=4, finetune_lr=5e-4, finetune_batch=8, finetune_steps=10
+    )
+    lrn = Learner(policy, cfg, jax.random.key(0), total_policy_steps=4)
+    lrn.set_demos(demos)
+    lrn.add_transitions(synthetic_transitions(policy, 12, seed=1))
+    assert lrn.policy_batch == 4 and lrn.awr_policy_batch(jax.random.key(1)).actions.shape[0] == 4
+    lrn.update_policy_bc(demos, 4, lrn.next_key())
+    assert lrn.policy_updates == 4 and lrn.policy_batch == 8
+    assert lrn.awr_policy_batch(jax.random.key(1)).actions.shape[0] == 8
+    m = lrn.update_policy_awr(2, lrn.next_key())
+    assert np.isfinite(m["loss"])
+    np.testing.assert_allclose(m["lr"], 5e-4, rtol=1e-5, atol=1e-9)  # step 5: past warmup (1)
+    with pytest.raises(ValueError, match="finetune_lr"):
+        LearnerConfig(finetune_start=3)

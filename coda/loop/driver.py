@@ -76,9 +76,11 @@ class Context:
         self.policy = get_policy(
             config.policy.name, **policy_overrides(config.policy, config.sim.horizon)
         )
-        total = int(lc.bc_steps) + int(lc.rounds) * int(lc.policy_updates) * (
-            1 + int(lc.max_extra_blocks)
-        )
+        after = int(lc.rounds) * int(lc.policy_updates) * (1 + int(lc.max_extra_blocks))
+        total = int(lc.bc_steps) + after
+        # loop.finetune_lr > 0: rounds >= 1 learn at their own rate and batch (BC decays over
+        # bc_steps alone, so round 0 does not depend on the rounds after it)
+        finetune = float(lc.finetune_lr) > 0
         self.learner = Learner(
             self.policy,
             LearnerConfig(
@@ -97,6 +99,10 @@ class Context:
                 updates_per_call=int(lc.updates_per_call),
                 replay_size=int(lc.replay_size),
                 demo_capacity=int(lc.demo_cap),
+                finetune_start=int(lc.bc_steps) if finetune else 0,
+                finetune_lr=float(lc.finetune_lr),
+                finetune_batch=int(lc.finetune_batch),
+                finetune_steps=after,
             ),
             jax.random.PRNGKey(config.seed + 1),
             total_policy_steps=total,

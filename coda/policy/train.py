@@ -31,6 +31,14 @@ def train_config(**overrides) -> ConfigDict:
             eps=1e-8,
             clip_norm=1.0,
             ema_decay=0.99,  # None / 0 disables EMA
+            # A second phase (fine-tuning after BC): from step `finetune_start` on, warm up to
+            # `finetune_lr` over `finetune_warmup` steps, then cosine to finetune_lr / 10 over
+            # `finetune_decay_steps`. 0 = one schedule for the whole run. The BC phase then
+            # decays over `finetune_start` steps, so it does not depend on what comes after.
+            finetune_start=0,
+            finetune_lr=0.0,
+            finetune_warmup=1,
+            finetune_decay_steps=0,
         )
     )
     for k, v in overrides.items():
@@ -49,14 +57,31 @@ class TrainState:
 
 
 def make_schedule(cfg: ConfigDict) -> optax.Schedule:
-    """Linear warmup from init_lr to peak_lr, then cosine decay to end_lr at decay_steps."""
-    return optax.warmup_cosine_decay_schedule(
+    """Linear warmup from init_lr to peak_lr, then cosine decay to end_lr at decay_steps; with
+    `finetune_start` > 0 a second warmup-cosine phase from that step (BC start, then fine-tuning
+    at its own rate: the tail of one long BC cosine is too low a rate to learn from rollouts)."""
+    ft = int(cfg.get("finetune_start", 0) or 0)
+    decay = cfg.decay_steps if ft <= 0 else ft
+    first = optax.warmup_cosine_decay_schedule(
         init_value=cfg.init_lr,
         peak_value=cfg.peak_lr,
         warmup_steps=cfg.warmup_steps,
-        decay_steps=max(cfg.decay_steps, cfg.warmup_steps + 1),
+        decay_steps=max(decay, cfg.warmup_steps + 1),
         end_value=cfg.end_lr,
     )
+    if ft <= 0:
+        return first
+    if cfg.finetune_lr <= 0:
+        raise ValueError(f"finetune_start={ft} needs finetune_lr > 0, got {cfg.finetune_lr}")
+    warm = max(int(cfg.finetune_warmup), 1)
+    second = optax.warmup_cosine_decay_schedule(
+        init_value=0.0,
+        peak_value=cfg.finetune_lr,
+        warmup_steps=warm,
+        decay_steps=max(int(cfg.finetune_decay_steps), warm + 1),
+        end_value=cfg.finetune_lr / 10,
+    )
+    return optax.join_schedules([first, second], [ft])
 
 
 def make_optimizer(cfg: ConfigDict) -> optax.GradientTransformation:

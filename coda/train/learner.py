@@ -100,6 +100,15 @@ class LearnerConfig:
     demo_capacity: int = 20000  # planner-demo rows `set_demos` can hold on device
     # Updates per jitted call (lax.scan length); results do not depend on it, only dispatches.
     updates_per_call: int = 16
+    # Fine-tuning phase (0 = off): from policy update `finetune_start` on (the end of the BC
+    # start), the policy learns at its own warmup-cosine rate `finetune_lr` (over
+    # `finetune_steps` updates) and draws `finetune_batch` rows per update (0 = policy_batch).
+    # Self-imitation lifted stack's in-band start at batch 128, lr 3e-4 and stayed flat at the
+    # BC start's batch 32 and the tail of its cosine (benchmarks/results/finetune_selfimit.md).
+    finetune_start: int = 0
+    finetune_lr: float = 0.0
+    finetune_batch: int = 0
+    finetune_steps: int = 0
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -110,6 +119,10 @@ class LearnerConfig:
             raise ValueError(f"demo_fraction must be in [0, 1), got {self.demo_fraction}")
         if self.updates_per_call < 1:
             raise ValueError(f"updates_per_call must be >= 1, got {self.updates_per_call}")
+        if self.finetune_start < 0 or self.finetune_batch < 0 or self.finetune_lr < 0:
+            raise ValueError("finetune_start, finetune_batch and finetune_lr must be >= 0")
+        if self.finetune_start > 0 and self.finetune_lr <= 0:
+            raise ValueError(f"finetune_start={self.finetune_start} needs finetune_lr > 0")
 
     @property
     def effective_beta(self) -> float:
@@ -265,14 +278,25 @@ class Learner:
         self.policy, self.cfg, self.mesh = policy, cfg, mesh
         check_divisible(cfg.policy_batch, mesh, "policy batch")
         check_divisible(cfg.critic_batch, mesh, "critic batch")
+        if cfg.finetune_batch:
+            check_divisible(cfg.finetune_batch, mesh, "fine-tuning batch")
         k_pol, k_crit = jax.random.split(rng)
         params = policy_params if policy_params is not None else policy.init(k_pol)
+        ft = {}
+        if cfg.finetune_start > 0:
+            ft = dict(
+                finetune_start=cfg.finetune_start,
+                finetune_lr=cfg.finetune_lr,
+                finetune_warmup=1,
+                finetune_decay_steps=max(cfg.finetune_steps, 2),
+            )
         self.tcfg = train_config(
             peak_lr=cfg.policy_lr,
             end_lr=cfg.policy_lr / 10,
             warmup_steps=cfg.policy_warmup,
             decay_steps=max(total_policy_steps, cfg.policy_warmup + 1),
             ema_decay=cfg.policy_ema or None,
+            **ft,
         )
         critic = ChunkCritic.for_policy(
             policy, num_heads=cfg.critic_heads, hidden=cfg.critic_hidden
@@ -451,9 +475,17 @@ class Learner:
         self._set(critic=cstate, critic_updates=self.state.critic_updates + steps)
         return {k: float(v) for k, v in metrics.items()}
 
+    @property
+    def policy_batch(self) -> int:
+        """Rows per policy update now: `finetune_batch` once the fine-tuning phase has begun."""
+        c = self.cfg
+        if c.finetune_batch and int(self.state.policy_updates) >= c.finetune_start:
+            return int(c.finetune_batch)
+        return int(c.policy_batch)
+
     def _policy_scan(self, kind: str, token_len: int, n_demo: int = 0):
-        c = self.cfg  # programs are shared across learners: the AWR settings are part of the key
-        key = (kind, n_demo, token_len, c.policy_batch, c.awr_temperature, c.awr_max_weight)
+        c, b = self.cfg, self.policy_batch  # programs are shared: the settings are the key
+        key = (kind, n_demo, token_len, b, c.awr_temperature, c.awr_max_weight)
         key += (c.awr_positive_only, c.advantage)
         progs = self._progs["policy"]
         if key not in progs:
@@ -462,7 +494,7 @@ class Learner:
                 sample = functools.partial(
                     _awr_sample,
                     self.critic,
-                    batch=c.policy_batch,
+                    batch=b,
                     n_demo=n_demo,
                     temperature=c.awr_temperature,
                     max_weight=c.awr_max_weight,
@@ -471,7 +503,7 @@ class Learner:
                     advantage=c.advantage,
                 )
             else:
-                sample = functools.partial(_bc_sample, batch=c.policy_batch, token_len=token_len)
+                sample = functools.partial(_bc_sample, batch=b, token_len=token_len)
             shard = functools.partial(shard_rows, mesh=mesh)
             progs[key] = make_scan_train_step(self.policy, self.tcfg, sample, shard=shard)
         return progs[key]
@@ -484,7 +516,7 @@ class Learner:
         return {k: float(v) for k, v in metrics.items()}
 
     def _n_demo(self) -> int:
-        return round(self.cfg.demo_fraction * self.cfg.policy_batch) if self.has_demos else 0
+        return round(self.cfg.demo_fraction * self.policy_batch) if self.has_demos else 0
 
     def update_policy_awr(self, steps: int, rng: jax.Array) -> dict:
         """AWR on replay transitions with advantages from the current critic, K per call."""
@@ -499,16 +531,16 @@ class Learner:
     def awr_policy_batch(self, rng: jax.Array) -> Batch:
         """One AWR batch as the updates draw it: replay rows weighted exp(A/λ) (normalised,
         clipped), then round(demo_fraction · batch) demo rows with weight 1 when demos are set."""
-        c, n_demo, token_len = self.cfg, self._n_demo(), self.token_len
+        c, n_demo, token_len, b = self.cfg, self._n_demo(), self.token_len, self.policy_batch
         progs = self._progs["policy"]
-        key = ("awr_batch", n_demo, token_len, c.policy_batch, c.awr_temperature)
+        key = ("awr_batch", n_demo, token_len, b, c.awr_temperature)
         key += (c.awr_max_weight, c.awr_positive_only, c.advantage)
         if key not in progs:
             progs[key] = jax.jit(
                 functools.partial(
                     _awr_sample,
                     self.critic,
-                    batch=c.policy_batch,
+                    batch=b,
                     n_demo=n_demo,
                     temperature=c.awr_temperature,
                     max_weight=c.awr_max_weight,
