@@ -324,12 +324,14 @@ def markdown(table: dict[str, Any]) -> str:
     from coda.loop.strategies import STRATEGIES
 
     rows = table["rows"]
+    n_strat = sum(r.get("kind") != "transfer" for r in rows.values())
     out = [
         "# Mini Table 1: CoDA against its baselines",
         "",
         f"Command: `{table['command']}`",
         "",
-        f"{table['cells_total']} of {table['cells_planned']} cells ({len(rows)} strategies x "
+        f"{table['cells_total']} of {table['cells_planned']} cells ({n_strat} strategies"
+        f"{' + the transfer pair' if table.get('transfer') else ''} x "
         f"{len(table['seeds'])} seeds {list(table['seeds'])}), {table['cells_failed']} failed; "
         "study wall "
         f"{table['wall_seconds']:.0f} s this invocation. Success in % at each cell's last "

@@ -330,3 +330,46 @@ def test_memory_level_copy_refuses_mixed_memories(tmp_path):
     with pytest.raises(ValueError, match=r"not validated \(validated: \[\]\)"):
         transfer_modes(a, c, round=0, source={}, mode_ids=[m])
     assert recorded_transfer(c) is None
+
+
+# 72 s (the run 67 s) on the 2-core machine at load ~8: an oft smoke run (1 round) seeded from the
+# hand-built run; round 1 gave the transferred mode 4 of B = 6 scenes (4 targeted variants)
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_an_oft_run_seeded_with_the_memory_targets_its_modes_in_round_1(tmp_path, parents):
+    """The loop end to end: `policy.name=oft` + `loop.memory_from` -> round 0 checkpoint holds the
+    transferred mode, round 1 allocates to it and generates its variants, the mode gets this
+    policy's own p̂; re-running the command resumes without copying anything again."""
+    import time
+
+    from coda import loop
+
+    src, ids = make_source(tmp_path, parents)
+    cfg = smoke_config()
+    cfg.policy.name = "oft"
+    cfg.loop.rounds = 1
+    cfg.loop.memory_from = src
+    work = str(tmp_path / "oft")
+    t0 = time.perf_counter()
+    loop.run(cfg, work)
+    took = time.perf_counter() - t0
+    with open(os.path.join(ckpt.round_dir(work, 1), "state.json")) as f:
+        state = RunState.from_json(f.read())
+    row0, row1 = state.history
+    new = row0["memory_transfer"]["mode_map"][str(ids["A"])]
+    assert row0["memory_transfer"]["created"] and new in state.mode_parents
+    assert row1["allocation"][str(new)] >= 4, row1["allocation"]
+    assert row1["kinds"].get("targeted", 0) >= 1, row1["kinds"]
+    r0 = sqlite3.connect(os.path.join(ckpt.round_dir(work, 0), "memory.sqlite"))
+    assert r0.execute("SELECT id, status FROM modes").fetchall() == [(new, "validated")]
+    r0.close()
+    memory = MemoryStore(os.path.join(work, "memory.sqlite"))
+    m = memory.get_mode(new)
+    assert m.hardness_round == 1 and m.n_trials > 0  # the oft policy's own success rate
+    before = memory.counts()
+    memory.close()
+    loop.run(cfg, work)  # finished: resumes after round 1 and stops, nothing copied again
+    memory = MemoryStore(os.path.join(work, "memory.sqlite"))
+    assert memory.counts() == before
+    memory.close()
+    print(f"oft run seeded with a transferred memory: {took:.0f} s")

@@ -359,6 +359,7 @@ def test_the_transfer_pair_runs_after_its_sources_and_gets_rows(tmp_path):
     assert "## Memory transfer across backbones: `oft` from scratch vs. seeded with `coda`" in md
     assert "| memory - scratch | 25.0 | 12.5 |" in md
     assert "3.8 % -> 21.1 %" in md
+    assert "8 of 8 cells (2 strategies + the transfer pair x 2 seeds [0, 1])" in md
     assert f"- seed 1: 2 of 3 validated modes from {study.cell_dir(w, 'coda', 1)}" in md
     # resumable like the other cells
     again = PairRunner(numbers)
