@@ -229,7 +229,9 @@ def test_cli_rejects_an_unknown_strategy_before_anything_runs(tmp_path):
     assert not work.exists()
 
 
-# 178 s (first run 176 s: coda cell 110 s, sft 55 s; rerun ~2 s) on the 2-core machine at load ~6
+# with the transfer pair (4 cells): first run 93 s (coda 31 s, sft 13, oft_scratch 19, oft_memory 17;
+# warm JAX cache) and ~200 s cold (93 / 35 / 34 / 39 s) on the 2-core machine at load ~8;
+# before the pair: 178 s (coda 110 s, sft 55 s; rerun ~2 s) at load ~6
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_table1_smoke_runs_for_real_and_resumes(tmp_path):
