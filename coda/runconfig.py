@@ -232,6 +232,7 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     w, h = _get(config, "policy.width"), _get(config, "policy.heads")
     if _is_int(w) and _is_int(h) and h > 0 and w % h:
         out.append(f"policy.width={w} must be divisible by policy.heads={h}")
+    _obs_problems(config, out)
     from coda.loop.evaluation_names import SUITE_NAMES
 
     suites = _get(config, "eval.suites")
@@ -241,6 +242,30 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
         bad = [x for x in suites if x not in SUITE_NAMES]
         if bad:
             out.append(f"eval.suites: unknown {bad} (valid: {', '.join(SUITE_NAMES)})")
+
+
+OBS_MODES = ("state", "images")  # policy.obs_mode (coda.sim.observe)
+IMAGE_PATCH = 8  # coda.policy.configs.VISION_PATCH: image_size must be a multiple of it
+
+
+def _obs_problems(config: Any, out: list[str]) -> None:
+    """policy.obs_mode / image_size (absent = state-only, as configs before them)."""
+    mode = _get(config, "policy.obs_mode")
+    if mode is _MISSING or mode == "state":
+        return
+    if mode not in OBS_MODES:
+        out.append(f"policy.obs_mode={mode!r} is unknown (valid: {', '.join(OBS_MODES)})")
+        return
+    size = _get(config, "policy.image_size")
+    if not _is_int(size) or size < IMAGE_PATCH or size % IMAGE_PATCH:
+        out.append(f"policy.image_size={size!r} must be a positive multiple of {IMAGE_PATCH}")
+    backend = _get(config, "sim.backend")
+    if backend != "native":
+        out.append(
+            f"policy.obs_mode='images' needs sim.backend='native' (got {backend!r}): frames are "
+            "rendered on the host between chunks, and the MJX episode is one jitted program "
+            "without a renderer ('auto' picks mjx on an accelerator)"
+        )
 
 
 def validate(config: Any, families: Iterable[str] | None = None) -> None:

@@ -50,6 +50,12 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # BC start's held-out success rises with it (benchmarks/results/finetune.md), so it is a
     # knob to report, kept at 1 so results compare with the literature's sampler.
     c.policy.sample_noise_scale = 1.0
+    # Observations (coda.sim.observe): "state" = the flat simulator state + the instruction;
+    # "images" = agent-view + wrist frames of image_size px, rendered at chunk endpoints, through
+    # a SigLIP sized like the VLM (width, depth; patch 8) + proprioceptive state + instruction.
+    # Images need sim.backend=native (MJX cannot render inside its jitted episode).
+    c.policy.obs_mode = "state"
+    c.policy.image_size = 64  # px per side (a multiple of 8); 64 -> 64 tokens per camera
 
     c.loop = ConfigDict()
     c.loop.rounds = 3  # rounds after round 0
@@ -162,6 +168,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
         c.policy.state_hidden = 32
         c.policy.num_state_tokens = 1
         c.policy.sample_steps = 2
+        c.policy.image_size = 32  # obs_mode=images: 16 tokens per camera, 6 KB per transition
         c.loop.rounds = 2
         c.loop.budget = 6
         c.loop.num_candidates = 1

@@ -19,6 +19,7 @@ import numpy as np
 
 from coda.policy.base import Batch, fit_prompt
 from coda.sim.compile import CompiledScene
+from coda.sim.observe import image_spec_for, with_images
 from coda.sim.rollout import Bucket, RolloutResult, make_buckets
 from coda.sim.state import flat_observation
 from coda.train.agent import AgentParams, ObsNorm, PolicyAgent, bucket_prompts, instruction_tokens
@@ -130,8 +131,11 @@ def demo_rows(learner: Any, agents: Agents, result: RolloutResult, bucket: Bucke
     if not np.any(np.asarray(result.success) & np.asarray(result.valid)):
         return None
     tok, mask = agents.tokens(bucket)
+    spec = image_spec_for(learner.policy.config)  # image mode: frames rendered from qpos
+    ok = np.asarray(result.success) & np.asarray(result.valid) & ~np.asarray(result.failed)
+    result = with_images(result, bucket, spec, keep=ok)  # only the rows that become demos
     return demo_batch(
-        result, tok, mask, learner.norm, int(learner.policy.config.max_state_dim), True
+        result, tok, mask, learner.norm, int(learner.policy.config.max_state_dim), True, spec
     )
 
 

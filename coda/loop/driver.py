@@ -27,6 +27,7 @@ from coda.loop import collect, rounds
 from coda.loop.evaluation import build_suites, evaluate_suites, load_suites, pooled_ood, save_suites
 from coda.loop.state import Budgets, RunState
 from coda.loop.strategies import Strategy, get_strategy
+from coda.policy.configs import obs_overrides
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ def policy_overrides(pc: ConfigDict, horizon: int) -> dict[str, Any]:
         num_sample_steps=int(pc.sample_steps),
         sample_noise_scale=float(pc.sample_noise_scale),
         action_horizon=int(horizon),
+        **obs_overrides(pc),
     )
 
 

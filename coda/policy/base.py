@@ -54,7 +54,8 @@ class Observation:
     token_mask: jax.Array  # [B, L] bool
     state: jax.Array | None = None  # [B, D] float32, padded to max_state_dim
     state_mask: jax.Array | None = None  # [B, D] bool, False on padding
-    images: dict[str, jax.Array] | None = None  # camera -> [B, S, S, 3] float32 in [-1, 1]
+    # camera -> [B, S, S, 3] float32 in [-1, 1], or uint8 in [0, 255] (the model converts it)
+    images: dict[str, jax.Array] | None = None
     image_masks: dict[str, jax.Array] | None = None  # camera -> [B] bool
 
     @property

@@ -1,11 +1,15 @@
-"""Named model configs (ml_collections ConfigDicts): pi05, pi05_libero, tiny, small, oft, oft_tiny.
+"""Named model configs (ml_collections ConfigDicts): pi05, pi05_libero, tiny, small,
+small_vision, oft, oft_tiny.
 
 Every size is a field. ``pi05`` has openpi's exact dims (Gemma 2B + Gemma 300M action expert +
 SigLIP So400m/14); ``tiny`` has the dims of the openpi parity fixture; ``small`` is the
-CPU-trainable state-only model the rest of CoDA uses.
+CPU-trainable state-only model the rest of CoDA uses; ``small_vision`` is it in image mode
+(``vision_overrides``: agent view + wrist camera, proprioceptive state).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ml_collections import ConfigDict
 
@@ -55,6 +59,9 @@ def pi05() -> ConfigDict:
             max_state_dim=32,
             num_state_tokens=0,  # 0: no state encoder (state goes into the prompt text)
             state_hidden=0,
+            # > 0: the state encoder reads only the first `proprio_dims` state dims (image-mode
+            # policies: robot proprioception from the state, objects from the cameras)
+            proprio_dims=0,
             num_sample_steps=10,
             # Scale of the initial flow noise at sampling (1 = the trained prior; < 1 samples
             # closer to the mode, a temperature knob; training is unaffected).
@@ -114,6 +121,51 @@ def small() -> ConfigDict:
     return c
 
 
+# Image-mode policies on our scenes (coda.sim.observe): agent view + wrist camera.
+SCENE_CAMERAS = ("base_0_rgb", "left_wrist_0_rgb")
+VISION_PATCH = 8  # px: 32 px images -> 16 tokens per camera, 64 px -> 64
+# The proprioceptive head of coda.sim.state.flat_observation: tcp pos (3) + quat (4) + fingers
+# (2) + commanded wrist pose (6); object poses and articulated joints follow it.
+PROPRIO_DIMS = 15
+
+
+def vision_overrides(image_size: int, width: int = 64, depth: int = 2) -> dict:
+    """`get_config` overrides that turn a state-only config into an image-mode one: the two
+    scene cameras through a small SigLIP (patch `VISION_PATCH`, `width`, `depth`) at
+    `image_size` px, and a state encoder that reads proprioception only. Sizes are CPU-scale:
+    at 32 px with width 32 / depth 1 a smoke run stays in minutes."""
+    if image_size < VISION_PATCH or image_size % VISION_PATCH:
+        raise ValueError(f"image_size {image_size} must be a positive multiple of {VISION_PATCH}")
+    heads = 2 if width % 2 == 0 else 1
+    return dict(
+        camera_names=SCENE_CAMERAS,
+        siglip=_siglip(VISION_PATCH, width, depth, 2 * width, heads, image_size),
+        proprio_dims=PROPRIO_DIMS,
+    )
+
+
+def obs_overrides(pc: Any) -> dict:
+    """The loop's policy section (configs/coda.py) -> image-mode overrides: {} for
+    `obs_mode="state"` (or absent), else `vision_overrides` at `image_size` with the vision
+    tower sized like the VLM (`width`, `depth`)."""
+    mode = pc.get("obs_mode", "state")
+    if mode == "state":
+        return {}
+    if mode != "images":
+        raise ValueError(f"unknown policy.obs_mode {mode!r}; valid: ['images', 'state']")
+    return vision_overrides(int(pc.image_size), int(pc.width), int(pc.depth))
+
+
+def small_vision() -> ConfigDict:
+    """``small`` in image mode: agent view + wrist at 64 px (64 tokens each) through a 2-layer
+    SigLIP of width 64, proprioception from the state, the instruction through the tokenizer."""
+    c = small()
+    c.name = "small_vision"
+    for k, v in vision_overrides(64).items():
+        c[k] = v
+    return c
+
+
 def oft() -> ConfigDict:
     """OpenVLA-OFT-style backbone at ``small`` scale (parallel decoding + L1 head)."""
     c = small()
@@ -159,6 +211,7 @@ CONFIGS = {
     "tiny": tiny,
     "small": small,
     "small_tiny": small_tiny,
+    "small_vision": small_vision,
     "oft": oft,
     "oft_tiny": oft_tiny,
 }

@@ -51,6 +51,7 @@ class OFTSpec:
     head_hidden: int
     candidate_dropout: float
     dtype: str
+    proprio_dims: int = 0  # as Pi05Spec.proprio_dims
 
     @classmethod
     def from_config(cls, c: ConfigDict) -> OFTSpec:
@@ -73,6 +74,7 @@ class OFTSpec:
             head_hidden=int(c.head_hidden),
             candidate_dropout=float(c.candidate_dropout),
             dtype=str(c.dtype),
+            proprio_dims=int(c.get("proprio_dims", 0)),
         )
 
 

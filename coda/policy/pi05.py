@@ -27,6 +27,7 @@ from coda.policy.base import (
     StateEncoder,
     masked_chunk_mean,
     pad_actions,
+    to_model_image,
     weighted_mean,
 )
 from coda.policy.gemma import ExpertConfig, GemmaMoE, make_attn_mask
@@ -49,6 +50,7 @@ class Pi05Spec:
     num_state_tokens: int
     state_hidden: int
     dtype: str
+    proprio_dims: int = 0  # > 0: the state encoder sees only the first dims (see embed_observation)
 
     @classmethod
     def from_config(cls, c: ConfigDict) -> Pi05Spec:
@@ -68,6 +70,7 @@ class Pi05Spec:
             num_state_tokens=int(c.num_state_tokens),
             state_hidden=int(c.state_hidden),
             dtype=str(c.dtype),
+            proprio_dims=int(c.get("proprio_dims", 0)),
         )
 
 
@@ -87,7 +90,12 @@ def embed_observation(spec, obs: Observation, *, img_fn, state_fn, text_fn):
     """Prefix = [camera tokens..., state tokens, prompt tokens], all bidirectional.
 
     A configured camera missing from ``obs.images`` becomes a black image with mask False (nothing
-    attends to it). Returns tokens [B, S, W], mask [B, S] bool, ar_mask [S] bool (all False).
+    attends to it). uint8 images ([0, 255], how rollouts and replay buffers keep them) become
+    float [-1, 1] here (``base.to_model_image``). ``spec.proprio_dims > 0`` (image-mode policies:
+    the objects are seen, not told): state dims from that index on are masked out before the
+    state encoder, so the policy reads only proprioception from the padded flat state while the
+    same stored state still serves the critic. Returns tokens [B, S, W], mask [B, S] bool,
+    ar_mask [S] bool (all False).
     """
     b = obs.batch_size
     toks, masks = [], []
@@ -99,7 +107,7 @@ def embed_observation(spec, obs: Observation, *, img_fn, state_fn, text_fn):
             )
         for name in spec.camera_names:
             if name in obs.images:
-                img = obs.images[name]
+                img = to_model_image(obs.images[name])
                 m = (obs.image_masks or {}).get(name, jnp.ones((b,), bool))
             else:
                 size = spec.siglip.image_size
@@ -117,6 +125,9 @@ def embed_observation(spec, obs: Observation, *, img_fn, state_fn, text_fn):
                 "use coda.policy.pad_state"
             )
         sm = obs.state_mask if obs.state_mask is not None else jnp.ones(obs.state.shape, bool)
+        keep = int(getattr(spec, "proprio_dims", 0))
+        if keep > 0:
+            sm = sm & (jnp.arange(spec.max_state_dim) < keep)
         st = state_fn(obs.state.astype(jnp.float32), sm)
         toks.append(st)
         masks.append(jnp.ones(st.shape[:2], bool))

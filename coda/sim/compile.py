@@ -133,9 +133,10 @@ def build_spec(scene: Scene):
     floor.friction = [1.0, 0.005, 0.0001]
     light = wb.add_light(name="top", pos=[0.4, 0, 1.5])
     light.dir = [0, 0, -1]
-    cam = wb.add_camera(name="front", pos=[-0.15, 0.0, 0.75])
+    cam = wb.add_camera(name=AGENT_CAMERA, pos=[-0.15, 0.0, 0.75])
     cam.quat = list(_look_quat(np.array([-0.15, 0.0, 0.75]), np.array([0.5, 0.0, 0.05])))
     robot.add_gripper(spec)
+    add_wrist_camera(spec)
 
     tracked: list[tuple[str, np.ndarray, np.ndarray]] = []  # (body name, half, inner[4])
     joints: list[tuple[str, tuple[float, float]]] = []
@@ -184,6 +185,25 @@ def build_spec(scene: Scene):
                 continue
             pairs += [(ent[a], ent[b], ga, gb) for ga in geoms_of[a] for gb in geoms_of[b]]
     return spec, tracked, joints, pairs, body_index
+
+
+# Observation cameras of our scenes (image-mode policies, `coda.sim.observe`): the fixed agent
+# view behind the robot base and a wrist camera riding on the floating gripper.
+AGENT_CAMERA = "front"
+WRIST_CAMERA = "wrist"
+WRIST_FOVY = 75.0  # deg: fingers and the object between them fill the lower half of the view
+# In the gripper body frame: 5 cm ahead (+x) of the palm, 3 cm above the wrist origin, looking
+# down the approach axis (-z) with image up = +x (the fingers at the bottom edge), like the
+# eye-in-hand camera of LIBERO's Panda (coda.libero.scene.WRIST_POS / WRIST_QUAT).
+WRIST_POS = (0.05, 0.0, 0.03)
+WRIST_QUAT = (math.sqrt(0.5), 0.0, 0.0, -math.sqrt(0.5))
+
+
+def add_wrist_camera(spec: mujoco.MjSpec) -> None:
+    """The wrist camera on the gripper body (moves with it; constant across variants)."""
+    cam = spec.body("gripper").add_camera(name=WRIST_CAMERA, pos=list(WRIST_POS))
+    cam.quat = list(WRIST_QUAT)
+    cam.fovy = WRIST_FOVY
 
 
 def _look_quat(eye: np.ndarray, target: np.ndarray) -> np.ndarray:

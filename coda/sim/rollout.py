@@ -32,13 +32,19 @@ from flax import struct
 
 from coda.sim import robot
 from coda.sim.compile import PER_VARIANT_FIELDS, CompiledScene, role_binding
+from coda.sim.observe import render_qpos
 from coda.sim.state import SimState, StateLayout, SymbolTable, decode
 
 MAX_QVEL = 1e3  # |qvel| beyond this marks a variant as exploded
 
 
 class ChunkPolicy(Protocol):
-    """What rollouts call. `act` must be a pure jittable function of its arguments."""
+    """What rollouts call. `act` must be a pure jittable function of its arguments.
+
+    Optional: a policy with a non-None `image_spec` (`coda.sim.observe.ImageSpec`) observes
+    rendered cameras: `NativeBackend` renders them at every chunk start and calls
+    `act(..., images=[B, n_cam, S, S, 3] uint8)`; `MjxBackend` refuses it (no renderer).
+    """
 
     horizon: int
 
@@ -62,6 +68,9 @@ class RolloutResult:
     info: dict  # {name: [B, C]} per-chunk policy traces (e.g. planner phase)
     valid: jnp.ndarray  # [B] bool: False for padding variants
     env_steps: int = struct.field(pytree_node=False, default=0)  # physics steps, valid only
+    # [B, C, n_cam, S, S, 3] uint8: the frames an image policy saw at each chunk start (None
+    # for state-only policies; `coda.sim.observe.with_images` re-renders them from qpos)
+    images: Any = None
 
 
 _SUCCESS_JIT: dict[tuple, Callable] = {}
@@ -251,7 +260,15 @@ def _field_name(path) -> str:
 
 
 def _finalize(
-    bucket: Bucket, states: SimState, qpos, actions, info, failed, num_chunks: int, horizon: int
+    bucket: Bucket,
+    states: SimState,
+    qpos,
+    actions,
+    info,
+    failed,
+    num_chunks: int,
+    horizon: int,
+    images: Any = None,
 ) -> RolloutResult:
     nu = jnp.asarray(bucket.success_over_time(states), bool)
     failed = jnp.asarray(failed, bool)
@@ -267,6 +284,7 @@ def _finalize(
         info=info,
         valid=valid,
         env_steps=n_valid * num_chunks * horizon * robot.SUBSTEPS,
+        images=images,
     )
 
 
@@ -281,10 +299,18 @@ def episode_keys(rng: jax.Array, num_chunks: int) -> tuple[jax.Array, jax.Array]
 _decode_jit = jax.jit(decode, static_argnums=1)
 
 
+def image_spec_of(policy: Any) -> Any:
+    """The policy's `coda.sim.observe.ImageSpec`, or None when it observes no images."""
+    return getattr(policy, "image_spec", None)
+
+
 @functools.partial(jax.jit, static_argnames=("policy", "layout"))
-def _policy_chunk(policy, layout, params, sensordata, consts, target, carry, rng):
+def _policy_chunk(policy, layout, params, sensordata, consts, target, carry, rng, images=None):
     state = decode(sensordata, layout, consts, target)
-    actions, carry, info = policy.act(params, state, carry, rng)
+    if images is None:
+        actions, carry, info = policy.act(params, state, carry, rng)
+    else:  # [B, n_cam, S, S, 3] uint8 rendered at this chunk start
+        actions, carry, info = policy.act(params, state, carry, rng, images=images)
     ctrl, target = robot.apply_actions(target, actions)
     ctrl = jnp.repeat(ctrl, robot.SUBSTEPS, axis=1)  # [B, H*SUBSTEPS, NU]
     return actions, ctrl, target, carry, info
@@ -325,7 +351,13 @@ class NativeBackend:
         nq = models[0].nq
         ends, acts, infos, qs = [sens], [], [], [state[:, 1 : 1 + nq].copy()]
         cmds = [np.asarray(target)]
+        spec = image_spec_of(policy)
+        frames = []  # per chunk [B, n_cam, S, S, 3] uint8 (image policies only)
         for c in range(num_chunks):
+            images = None
+            if spec is not None:  # the policy acts on what the cameras show at this endpoint
+                frames.append(render_qpos(models, qs[-1], spec, bucket.valid))
+                images = jnp.asarray(frames[-1])
             actions, ctrl, target, carry, info = _policy_chunk(
                 policy,
                 bucket.layout,
@@ -335,6 +367,7 @@ class NativeBackend:
                 target,
                 carry,
                 keys[c],
+                images,
             )
             ctrl_np = np.asarray(ctrl, np.float64)
             st, sd = mjrollout.rollout(models, thread_data, state, ctrl_np, persistent_pool=True)
@@ -361,7 +394,10 @@ class NativeBackend:
         info = {k: jnp.stack([i[k] for i in infos], 1) for k in (infos[0] if infos else {})}
         actions = jnp.asarray(np.stack(acts, 1))
         qpos = np.stack(qs, 1)
-        return _finalize(bucket, states, qpos, actions, info, failed, num_chunks, policy.horizon)
+        images = jnp.asarray(np.stack(frames, 1)) if frames else None  # [B, C, n_cam, S, S, 3]
+        return _finalize(
+            bucket, states, qpos, actions, info, failed, num_chunks, policy.horizon, images
+        )
 
 
 # ----------------------------------------------------------------------------- mjx
@@ -418,6 +454,12 @@ class MjxBackend:
     ) -> RolloutResult:
         from mujoco import mjx
 
+        if image_spec_of(policy) is not None:
+            raise ValueError(
+                "this policy observes rendered images (obs_mode='images'), and the MJX episode is "
+                "one jitted program without a renderer: roll it out with the native backend "
+                "(--config.sim.backend=native), which renders between chunks"
+            )
         if self.shard and bucket.batch_size % len(self.devices):
             raise ValueError(
                 f"batch size {bucket.batch_size} must be a multiple of the "

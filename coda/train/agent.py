@@ -1,8 +1,10 @@
 """The neural policy as a rollout `ChunkPolicy`, with optional best-of-j selection by the critic.
 
-`PolicyAgent` wraps a `coda.policy` policy in state-only mode: the observation is the flat
-simulator state (`flat_observation`), normalised by per-dimension statistics and zero-padded to
-the policy's `max_state_dim`, plus each variant's tokenised instruction. Everything learned goes
+`PolicyAgent` wraps a `coda.policy` policy: the observation is the flat simulator state
+(`flat_observation`), normalised by per-dimension statistics and zero-padded to the policy's
+`max_state_dim`, plus each variant's tokenised instruction; an image-mode policy (config with
+`camera_names`, `coda.sim.observe`) also gets the agent-view and wrist frames the native backend
+renders at each chunk start (and reads only proprioception from the state). Everything learned goes
 through the traced `params` argument of `act` (`AgentParams`): the policy's parameters, the
 observation statistics and, for best-of-j, the critic's parameters — nothing learned is baked
 into the jitted rollout, so one compiled chunk step serves every update.
@@ -24,6 +26,7 @@ from flax import struct
 
 from coda.policy.base import Observation, Policy
 from coda.policy.tokenizer import PromptTokenizer, tokenize_for_config, tokenizer_for
+from coda.sim.observe import ImageSpec, image_spec_for, policy_images
 from coda.sim.state import SimState, flat_observation
 
 
@@ -89,11 +92,24 @@ def bucket_prompts(bucket) -> list[str]:
 
 
 def make_obs(
-    state: SimState, tokens: jax.Array, token_mask: jax.Array, norm: ObsNorm, max_state_dim: int
+    state: SimState,
+    tokens: jax.Array,
+    token_mask: jax.Array,
+    norm: ObsNorm,
+    max_state_dim: int,
+    images: jax.Array | None = None,
+    spec: ImageSpec | None = None,
 ) -> Observation:
-    """State-only `Observation` for a batch of states [B]."""
+    """`Observation` for a batch of states [B]: state-only, or with `images` ([B, n_cam, S, S,
+    3] uint8, cameras in `spec` order) under the policy's image keys. The state is always the
+    full normalised flat state (the critic reads it; an image-mode policy masks it down to
+    proprioception itself, `coda.policy.pi05.embed_observation`)."""
     x, mask = state_features(state, norm, max_state_dim)
-    return Observation(jnp.asarray(tokens, jnp.int32), jnp.asarray(token_mask, bool), x, mask)
+    obs = Observation(jnp.asarray(tokens, jnp.int32), jnp.asarray(token_mask, bool), x, mask)
+    if images is None:
+        return obs
+    imgs, masks = policy_images(images, spec)
+    return obs.replace(images=imgs, image_masks=masks)
 
 
 def snap_gripper(actions: jax.Array) -> jax.Array:
@@ -155,17 +171,39 @@ class PolicyAgent:
     def max_state_dim(self) -> int:
         return int(self.policy.config.max_state_dim)
 
+    @property
+    def image_spec(self) -> ImageSpec | None:
+        """Cameras and resolution the policy observes (None: state-only); the native backend
+        renders them at every chunk start and passes them to `act`."""
+        return image_spec_for(self.policy.config)
+
     def init(self, batch: int, rng: jax.Array) -> jax.Array:
         if batch != self.tokens.shape[0]:
             raise ValueError(f"agent built for batch {self.tokens.shape[0]}, rollout has {batch}")
         return jnp.zeros((batch,), jnp.int32)  # chunk counter (the policy itself is Markov)
 
-    def observe(self, params: AgentParams, state: SimState) -> Observation:
+    def observe(
+        self, params: AgentParams, state: SimState, images: jax.Array | None = None
+    ) -> Observation:
         tokens, mask = (self.tokens, self.token_mask) if params.tokens is None else params.tokens
-        return make_obs(state, tokens, mask, params.norm, self.max_state_dim)
+        spec = self.image_spec
+        if (spec is None) != (images is None):
+            raise ValueError(
+                f"policy {self.policy.config.name!r} observes "
+                + ("no images but got some" if spec is None else f"cameras {spec.keys}; got none")
+                + " (image policies need a backend that renders: the native one)"
+            )
+        return make_obs(state, tokens, mask, params.norm, self.max_state_dim, images, spec)
 
-    def act(self, params: AgentParams, state: SimState, carry: jax.Array, rng: jax.Array):
-        obs = self.observe(params, state)
+    def act(
+        self,
+        params: AgentParams,
+        state: SimState,
+        carry: jax.Array,
+        rng: jax.Array,
+        images: jax.Array | None = None,  # [B, n_cam, S, S, 3] uint8 (image-mode policies)
+    ):
+        obs = self.observe(params, state, images)
         j = self.num_candidates
         cands = self.policy.sample_chunks(params.policy, obs, rng, num_candidates=j)  # [B,j,H,A]
         if self.clip:

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from coda.policy.base import Batch, Observation
+from coda.sim.observe import ImageSpec, policy_images
 from coda.train.agent import ObsNorm, state_features
 
 
@@ -71,13 +72,15 @@ def demo_batch(
     norm: ObsNorm,
     max_state_dim: int,
     only_success: bool = True,
+    spec: ImageSpec | None = None,
 ) -> Batch:
     """Planner demos D_t as a BC batch: every chunk of each (successful, valid) demo rollout.
 
     Chunks after ν first holds are kept: the policy must also learn to release and retreat
     without disturbing the result (success is ν at the last endpoint). When the demos were
     collected with perturbed execution (`coda.sim.planner.Perturbed`), the clean expert chunk in
-    `info["label"]` is the target, not the executed one.
+    `info["label"]` is the target, not the executed one. `spec` (image-mode policies): rows
+    carry the frames of `result.images` at each chunk start.
     """
     keep = np.asarray(result.valid, bool) & ~np.asarray(result.failed, bool)
     if only_success:
@@ -94,6 +97,13 @@ def demo_batch(
     acts = result.info["label"] if "label" in result.info else result.actions  # [B, C, H, A]
     actions = np.asarray(acts)[rows].reshape((-1,) + acts.shape[2:])
     obs = Observation(jnp.asarray(tok, jnp.int32), jnp.asarray(tm), jnp.asarray(x), jnp.asarray(xm))
+    if spec is not None:  # image-mode policy: the chunk-start frames, uint8 (coda.sim.observe)
+        if getattr(result, "images", None) is None:
+            raise ValueError("an image-mode policy's demos need RolloutResult.images (with_images)")
+        frames = np.asarray(result.images)[rows, :c]  # [R, C, n_cam, S, S, 3]
+        frames = jnp.asarray(frames.reshape((-1,) + frames.shape[2:]))
+        images, masks = policy_images(frames, spec)
+        obs = obs.replace(images=images, image_masks=masks)
     return bc_batch(obs, jnp.asarray(actions, jnp.float32))
 
 

@@ -93,6 +93,9 @@ class Transitions:
     boot_disc: jax.Array  # [N] Γ^m (1 - d): zero when the episode terminated within m chunks
     mc: jax.Array  # [N] discounted (shaped) return to the end of the episode (MC advantages)
     success: jax.Array  # [N] 1.0 when the chunk's episode succeeded (ν at its last endpoint)
+    # [N, n_cam, S, S, 3] uint8 frames at the chunk start, for image-mode policies (the critic
+    # never reads them); None for state-only policies
+    images: Any = None
 
     @property
     def size(self) -> int:

@@ -38,6 +38,7 @@ from coda.policy.train import (
     restore_train_state,
     save_train_state,
 )
+from coda.sim.observe import ImageSpec, image_spec_for, policy_images, with_images
 from coda.sim.state import SimState, flat_observation
 from coda.train import awr as awr_lib
 from coda.train.agent import AgentParams, ObsNorm, PolicyAgent
@@ -161,11 +162,21 @@ def empty_transitions(policy: Policy) -> Transitions:
         boot_disc=sd((1,), jnp.float32),
         mc=sd((1,), jnp.float32),
         success=sd((1,), jnp.float32),
+        images=_image_rows(image_spec_for(c)),
     )
 
 
+def _image_rows(spec: ImageSpec | None) -> jax.ShapeDtypeStruct | None:
+    """Abstract [1, n_cam, S, S, 3] uint8 frame rows of an image-mode policy (None otherwise):
+    uint8 keeps the device buffers 4x smaller than float32 (`coda.sim.observe`)."""
+    if spec is None:
+        return None
+    return jax.ShapeDtypeStruct((1, len(spec.cameras), spec.size, spec.size, 3), jnp.uint8)
+
+
 def empty_demos(policy: Policy) -> Batch:
-    """Abstract planner-demo row shapes (state-only BC rows with weights): [1, ...]."""
+    """Abstract planner-demo row shapes (BC rows with weights; image-mode policies' rows also
+    hold uint8 frames per camera key): [1, ...]."""
     c = policy.config
     d, length = int(c.max_state_dim), int(c.max_token_len)
     sd = jax.ShapeDtypeStruct
@@ -175,6 +186,12 @@ def empty_demos(policy: Policy) -> Batch:
         sd((1, d), jnp.float32),
         sd((1, d), jnp.bool_),
     )
+    spec = image_spec_for(c)
+    if spec is not None:
+        obs = obs.replace(
+            images={k: sd((1, spec.size, spec.size, 3), jnp.uint8) for k in spec.keys},
+            image_masks={k: sd((1,), jnp.bool_) for k in spec.keys},
+        )
     return Batch(
         obs,
         sd((1, int(c.action_horizon), int(c.env_action_dim)), jnp.float32),
@@ -183,19 +200,34 @@ def empty_demos(policy: Policy) -> Batch:
 
 
 def demo_rows(demos: Batch, width: int) -> Batch:
-    """A state-only BC batch in the buffer's layout: prompts padded to `width`, weights set."""
-    if demos.obs.state is None or demos.obs.images is not None:
-        raise ValueError("the learner's demo buffer holds state-only observations")
+    """A BC batch in the buffer's layout: prompts padded to `width`, weights set; frames (image
+    mode) kept as uint8."""
+    if demos.obs.state is None:
+        raise ValueError("the learner's demo buffer needs the flat state in every row")
     tok, tm = fit_prompt(demos.obs.tokens, demos.obs.token_mask, width)
     n = demos.actions.shape[0]
     w = jnp.ones((n,), jnp.float32) if demos.weights is None else demos.weights
+    images = masks = None
+    if demos.obs.images is not None:
+        images = {k: _uint8_frames(v) for k, v in demos.obs.images.items()}
+        masks = demos.obs.image_masks or {k: jnp.ones((n,), bool) for k in images}
     obs = Observation(
         jnp.asarray(tok, jnp.int32),
         jnp.asarray(tm),
         jnp.asarray(demos.obs.state, jnp.float32),
         jnp.asarray(demos.obs.state_mask, bool),
+        images,
+        masks,
     )
     return Batch(obs, jnp.asarray(demos.actions, jnp.float32), jnp.asarray(w, jnp.float32))
+
+
+def _uint8_frames(x) -> jax.Array:
+    """Frames as the buffers keep them: uint8 passes; float in [-1, 1] maps back to [0, 255]."""
+    x = jnp.asarray(x)
+    if x.dtype == jnp.uint8:
+        return x
+    return jnp.clip(jnp.round((x + 1.0) * 127.5), 0, 255).astype(jnp.uint8)
 
 
 def cut_batch(batch: Batch, token_len: int) -> Batch:
@@ -219,15 +251,20 @@ def awr_rows(
     token_len: int,
     positive_only: bool = False,
     advantage: str = "critic",
+    spec: ImageSpec | None = None,
 ) -> Batch:
     """One AWR batch drawn on device: replay rows weighted exp(A/λ) (normalised, clipped) with
     A from the critic (or the observed return minus V, `advantage="mc"`), then `n_demo` demo
-    rows with weight 1. Pure and jittable."""
+    rows with weight 1. Pure and jittable. `spec`: an image-mode policy's cameras (the rows'
+    frames go into the policy's observation; the critic reads the state only)."""
     k_replay, k_demo = jax.random.split(key)
     mb = replay.sample(k_replay, batch - n_demo)
     obs = Observation(
         mb.tokens[:, :token_len], mb.token_mask[:, :token_len], mb.state, mb.state_mask
     )
+    if spec is not None:
+        images, masks = policy_images(mb.images, spec)
+        obs = obs.replace(images=images, image_masks=masks)
     if advantage == "success":
         adv, positive_only = 2.0 * mb.success - 1.0, True
     elif advantage == "mc":
@@ -301,6 +338,7 @@ class Learner:
         critic = ChunkCritic.for_policy(
             policy, num_heads=cfg.critic_heads, hidden=cfg.critic_hidden
         )
+        self.image_spec = image_spec_for(policy.config)  # None: state-only policy
         self._progs = _programs(policy, _cfg_key(self.tcfg), _critic_key(critic), mesh)
         self.critic = self._progs["critic"]
         state = LearnerState(
@@ -383,7 +421,9 @@ class Learner:
     def add_rollout(
         self, result, bucket, phi_fn: Callable[[SimState], jax.Array] | None = None
     ) -> dict:
-        """Rewards (+ Φ at endpoints when shaping) -> n-step transitions into the replay."""
+        """Rewards (+ Φ at endpoints when shaping) -> n-step transitions into the replay (with
+        the chunk-start frames for an image-mode policy, rendered from qpos if not recorded)."""
+        result = with_images(result, bucket, self.image_spec)
         beta = self.cfg.effective_beta
         cr = chunk_rewards(
             result,
@@ -501,6 +541,7 @@ class Learner:
                     token_len=token_len,
                     positive_only=c.awr_positive_only,
                     advantage=c.advantage,
+                    spec=self.image_spec,
                 )
             else:
                 sample = functools.partial(_bc_sample, batch=b, token_len=token_len)
@@ -547,6 +588,7 @@ class Learner:
                     token_len=token_len,
                     positive_only=c.awr_positive_only,
                     advantage=c.advantage,
+                    spec=self.image_spec,
                 )
             )
         data = (self.state.critic.params, self.state.replay, self.state.demos)
@@ -562,8 +604,18 @@ class Learner:
 
     def demo_batch(self, result, bucket, only_success: bool = True) -> Batch:
         agent = self.agent(bucket, 1)
+        keep = np.asarray(result.valid, bool) & ~np.asarray(result.failed, bool)
+        if only_success:
+            keep &= np.asarray(result.success, bool)
+        result = with_images(result, bucket, self.image_spec, keep)
         return awr_lib.demo_batch(
-            result, agent.tokens, agent.token_mask, self.norm, agent.max_state_dim, only_success
+            result,
+            agent.tokens,
+            agent.token_mask,
+            self.norm,
+            agent.max_state_dim,
+            only_success,
+            self.image_spec,
         )
 
     # ----------------------------------------------------------------- checkpoints

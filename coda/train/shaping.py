@@ -211,7 +211,8 @@ def chunk_transitions(
     horizon: int,
     n_step: int = 3,
 ) -> Transitions:
-    """Flat transitions [N] (masked chunks only) with shaped n-step returns for the critic."""
+    """Flat transitions [N] (masked chunks only) with shaped n-step returns for the critic;
+    with the chunk-start frames when the rollout recorded them (`RolloutResult.images`)."""
     big_gamma = chunk_discount(gamma, horizon)
     r = shaped_rewards(cr, beta, big_gamma)
     ret, boot_idx, boot_disc = n_step_targets(r, cr.done, cr.mask, big_gamma, n_step)
@@ -221,6 +222,9 @@ def chunk_transitions(
     rows, cols = sel
     tokens = np.asarray(tokens)
     token_mask = np.asarray(token_mask)
+    images = getattr(result, "images", None)  # [B, C, n_cam, S, S, 3] uint8 (image policies)
+    if images is not None:
+        images = jnp.asarray(np.asarray(images)[rows, cols])
     return Transitions(
         state=jnp.asarray(x[rows, cols], jnp.float32),
         state_mask=jnp.asarray(xm[rows, cols]),
@@ -232,6 +236,7 @@ def chunk_transitions(
         boot_disc=jnp.asarray(boot_disc[rows, cols], jnp.float32),
         mc=jnp.asarray(mc_returns(r, cr.mask, big_gamma)[rows, cols], jnp.float32),
         success=jnp.asarray(np.asarray(result.success, np.float32)[rows], jnp.float32),
+        images=images,
     )
 
 
