@@ -3,7 +3,9 @@
 `planner_for(compiled)` -> `LiberoPlanner`, a `ChunkPolicy` stepping like
 `coda.sim.planner.ScriptedPlanner` (closed-loop on the servo setpoint, phase advance on reaching a
 waypoint, pure JAX) with a per-phase hand pitch. Stages: `LiberoPickPlace` for On / In atoms
-(below) and `planner_articulated.Articulation` for Open / Close / TurnOn / TurnOff. A compound
+(below), `planner_insert.LiberoInsert` for In atoms of an enclosed region (the microwave: taken
+by the handle, slid in under the roof through the opening), `planner_push.LiberoPush` for
+plates and `planner_articulated.Articulation` for Open / Close / TurnOn / TurnOff. A compound
 goal runs opening / turning on first, then placements, then closing / turning off
 (`order_atoms`); "put X in the drawer" gets the drawer's Open atom first (`implicit_open`).
 Each chunk, a stage whose atom already holds is skipped and one that finished with its atom
@@ -20,7 +22,8 @@ placed as if upright: it sags ~15 deg in the jaws). Plates (wide and 2 cm high) 
 tcp-to-object offsets place it; a fallen / leaning object is grasped on its box / axis; an
 elongated object going into a narrower region is turned to the region's long axis; a tilted
 region (the wine rack) takes the object only within a thin band, into which it is lowered; an
-object lost from the jaws in transport is grasped again.
+object lost from the jaws in transport is grasped again; an object going into an opened drawer
+is placed outward of what overhangs the drawer (`drawer_slot`: the drawer above's handle).
 """
 
 from __future__ import annotations
@@ -367,6 +370,81 @@ def implicit_open(compiled, atom: tuple) -> tuple | None:
     return None
 
 
+def drawer_slot(compiled, atom: tuple, box: tuple) -> tuple:
+    """Region-frame (x, y) offset of an In placement into a drawer, away from what overhangs
+    the opened drawer (the handles and fronts of the drawers above, the cabinet's top), or ()
+    when the region's centre is clear. Our rim-held bowl came down on the middle drawer's
+    handle and stayed tilted against the bottom drawer's wall, which then would not close.
+
+    Host side, at the drawer's placement position (its initial q if already open, else the
+    pull stage's goal): obstacles are the collision boxes of the other fixture bodies (no
+    free joint) over the region's lateral band between its floor and 0.3 m above it; the
+    object's centre goes outward of the outermost obstacle face by its horizontal radius, or,
+    when the drawer's front wall leaves less room than that, midway between the two limits."""
+    from coda.libero.planner_articulated import goal_q
+    from coda.libero.scene import collision_geoms, geom_half_extents
+
+    op = implicit_open(compiled, atom)
+    if op is None or not box:
+        return ()
+    m = compiled.model
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    jid = m.joint(compiled.layout.joint_names[op[3][0]]).id
+    adr = m.jnt_qposadr[jid]
+    lo, hi = (float(v) for v in m.jnt_range[jid])
+    if not d.qpos[adr] < op[2]:
+        d.qpos[adr] = goal_q(op[1], op[2], lo, hi, False)
+    mujoco.mj_kinematics(m, d)
+    owner = m.body(compiled.layout.body_names[atom[2]]).id
+    obj = m.body(compiled.layout.body_names[atom[1]]).id
+    o = -d.xaxis[jid].copy()  # a drawer opens towards q < 0
+    o[2] = 0.0
+    o /= max(float(np.linalg.norm(o)), 1e-9)
+    lat = np.array([-o[1], o[0], 0.0])
+    rb = d.xmat[owner].reshape(3, 3)
+    rs = rb @ quat_matrix(atom[4])
+    c = d.xpos[owner] + rb @ np.asarray(atom[3])
+    size = np.abs(rs) @ np.asarray(atom[5])
+    half_o, half_l, floor = float(size @ np.abs(o)), float(size @ np.abs(lat)), c[2] - size[2]
+    radius = float(np.abs(np.concatenate([box[0][:2], box[1][:2]])).max())
+    free_joint = mujoco.mjtJoint.mjJNT_FREE
+    free = {int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == free_joint}
+    face, wall = -np.inf, np.inf  # along o, relative to the region's centre
+    for g in range(m.ngeom):
+        b = int(m.geom_bodyid[g])
+        if b in (obj, 0) or b in free or m.body(b).name.startswith("gripper"):
+            continue
+        if g not in set(collision_geoms(m, b).tolist()):
+            continue
+        gc = d.geom_xpos[g] - c
+        ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
+        if abs(gc @ lat) >= half_l + float(ext @ np.abs(lat)):
+            continue
+        go, eo = float(gc @ o), float(ext @ np.abs(o))
+        if b == owner:  # the drawer's own front wall, beyond the centre
+            if go - eo > 0 and gc[2] + ext[2] > floor - c[2] + 0.01:
+                wall = min(wall, go - eo)
+        elif floor - c[2] < gc[2] + ext[2] and gc[2] - ext[2] < floor - c[2] + 0.3:
+            if abs(go) < half_o + eo:
+                face = max(face, go + eo)
+    need = face + radius + CLEAR_MARGIN / 2
+    if need <= 0.0:
+        return ()
+    room = wall - radius - CLEAR_MARGIN / 2
+    t = need if need <= room else (need + room) / 2
+    t = float(np.clip(t, -half_o + 0.01, half_o - 0.01))
+    off = rs.T @ (o * t)  # LIBERO's region frame: d = R (p - p_site)
+    return (float(off[0]), float(off[1]))
+
+
+def quat_matrix(q) -> np.ndarray:
+    """Rotation [3, 3] of a (w, x, y, z) quaternion (host side)."""
+    out = np.zeros(9)
+    mujoco.mju_quat2Mat(out, np.asarray(q, float))
+    return out.reshape(3, 3)
+
+
 def object_box(compiled, body: int) -> tuple:
     """(lo xyz, hi xyz) of a tracked body's collision geoms in its own frame (host side)."""
     m = compiled.model
@@ -383,6 +461,7 @@ def object_box(compiled, body: int) -> tuple:
 def stages_for(compiled, atoms: tuple) -> tuple:
     """Ordered stages (a `LiberoPickPlace` or an `Articulation` each) for a goal's atoms."""
     from coda.libero.planner_articulated import articulation_for
+    from coda.libero.planner_insert import LiberoInsert, enclosure
     from coda.libero.planner_push import LiberoPush, pushable
 
     atoms = list(atoms)
@@ -415,6 +494,8 @@ def stages_for(compiled, atoms: tuple) -> tuple:
     for i, a in enumerate(ordered):
         if a[0] == "joint":
             out.append(articulation_for(compiled, a))
+        elif a[0] == "in_region" and enclosure(compiled, a) is not None:
+            out.append(LiberoInsert("libero", (), compiled.sym, 10, a, enclosure(compiled, a)))
         elif a[0] in ("on_obj", "on_region", "in_region"):
             box = object_box(compiled, a[1])
             radius = pushable(compiled, a, box)
@@ -422,10 +503,11 @@ def stages_for(compiled, atoms: tuple) -> tuple:
                 push = LiberoPush("libero", (), compiled.sym, 10, a, radius, box[0][2])
                 out.append(push)
             else:
+                slot = slots.get(i, ())
+                if not slot and a[0] == "in_region":
+                    slot = drawer_slot(compiled, a, box)
                 out.append(
-                    LiberoPickPlace(
-                        "libero", (), compiled.sym, 10, a, box, slots.get(i, ()), _fits(a, box)
-                    )
+                    LiberoPickPlace("libero", (), compiled.sym, 10, a, box, slot, _fits(a, box))
                 )
         else:
             raise ValueError(f"no planner stage for atom kind {a[0]!r}")
@@ -500,11 +582,14 @@ class LiberoPlanner(ScriptedPlanner):
         for k, st in enumerate(self.stages):
             holds = P.atom_holds(state, st.atom)  # [B]
             a, b = starts[k], starts[k + 1]
-            if isinstance(st, LiberoPickPlace):
+            if isinstance(st, LiberoPickPlace) or hasattr(st, "carried"):
                 # carrying nothing (the object slipped out in the lift): grasp again rather
                 # than lower empty jaws into the target (they catch a basket's rim)
                 own = b - len(st.phases)  # the stage's "approach"
-                carried = (phase == own + 4) | (phase == own + 5)  # transport, lower
+                steps = getattr(st, "carried", (4, 5))  # transport, lower
+                carried = jnp.zeros_like(phase, bool)
+                for i in steps:
+                    carried = carried | (phase == own + i)
                 lost = carried & ~G.grasped(state, st.atom[1])
                 phase = jnp.where(lost, a, phase)
                 count = jnp.where(lost, 0, count)
@@ -556,7 +641,11 @@ class LiberoPlanner(ScriptedPlanner):
             wrist = wp + off
             sp = speed[k][:, None]
             d_pos = jnp.clip((wrist - cmd[:, :3]) / robot.MAX_DPOS, -sp, sp)
-            d_yaw = jnp.clip(wrap(wy - cmd[:, 3]) / robot.MAX_DROT, -1.0, 1.0)
+            # the short way round, unless it crosses the yaw range's end (±π, where the
+            # setpoint is clipped and would stall): then the long way inside the range
+            dy = wrap(wy - cmd[:, 3])
+            dy = jnp.where(jnp.abs(cmd[:, 3] + dy) > hi[3], wrap(wy) - cmd[:, 3], dy)
+            d_yaw = jnp.clip(dy / robot.MAX_DROT, -1.0, 1.0)
             d_pitch = jnp.clip((wpi - cmd[:, 4]) / robot.MAX_DROT, -1.0, 1.0)
             d_roll = jnp.clip(-cmd[:, 5] / robot.MAX_DROT, -1.0, 1.0)
             g = jnp.take_along_axis(grips, k[:, None], 1)[:, 0]  # [B]
