@@ -16,7 +16,13 @@ import pytest
 
 from coda import runconfig
 from coda.policy import get_policy
-from coda.policy.configs import PROPRIO_DIMS, SCENE_CAMERAS, obs_overrides, vision_overrides
+from coda.policy.configs import (
+    PROPRIO_DIMS,
+    SCENE_CAMERAS,
+    VISION_PATCH,
+    obs_overrides,
+    vision_overrides,
+)
 from coda.sim import render as R
 from coda.sim.observe import ImageSpec, image_spec_for, policy_images, render_qpos, render_result
 from coda.sim.state import StateLayout
@@ -48,6 +54,7 @@ def bucket():
 def test_proprio_dims_match_the_flat_state_layout():
     layout = StateLayout((), (), (), 0)
     assert layout.state_dim == PROPRIO_DIMS  # a scene without objects: proprioception only
+    assert runconfig.IMAGE_PATCH == VISION_PATCH  # runconfig checks image_size without JAX
 
 
 def test_scene_cameras_render_distinct_frames_and_skip_padding(bucket):

@@ -95,10 +95,9 @@ def render_qpos(
     if rows.size == 0:
         return out
     ms = [models[i] for i in rows]
-    for c, cam in enumerate(spec.cameras):
-        out[rows, c] = R.render_variants(
-            ms, qpos[rows], camera=cam, width=spec.size, height=spec.size
-        )
+    out[rows] = R.render_variants(
+        ms, qpos[rows], cameras=spec.cameras, width=spec.size, height=spec.size
+    )
     return out
 
 

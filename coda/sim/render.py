@@ -469,49 +469,52 @@ def render_variants(
     models: Sequence[mujoco.MjModel],
     qpos: np.ndarray,  # [B, nq]: one state per model
     *,
-    camera: str | int,
+    cameras: Sequence[str | int],
     width: int,
     height: int,
-) -> np.ndarray:  # [B, H, W, 3] uint8
-    """One frame per (model, state) through ONE GL context, created for `models[0]`.
+) -> np.ndarray:  # [B, n_cam, H, W, 3] uint8
+    """Every camera for one state per model, through ONE GL context created for `models[0]`.
 
     For same-structure variants of a bucket (`coda.sim.rollout.Bucket.models`): a GL context per
     variant model would be created (and its MjrContext uploaded) for every new variant the loop
     compiles; one context serves them all because `mjv_updateScene` reads each variant's own
     geom sizes, colours and poses, and the context holds only what variants share (our scenes
-    have no meshes or textures; a bucket cannot differ in them). Plain settings: no shadows,
+    have no meshes or textures; a bucket cannot differ in them). Kinematics run once per state
+    for all cameras, in one MjData (same structure, same sizes). Plain settings: no shadows,
     reflections or MSAA (the policy's observations, rendered at chunk endpoints).
     """
     import mujoco
 
     models = list(models)
     qpos = np.asarray(qpos, np.float64)
+    width, height = _check_size(width, height)
+    frames = np.empty((len(models), len(cameras), height, width, 3), np.uint8)
     if not models:
-        return np.empty((0, height, width, 3), np.uint8)
+        return frames
     if qpos.shape != (len(models), models[0].nq):
         raise ValueError(f"qpos must be [B={len(models)}, nq={models[0].nq}], got {qpos.shape}")
     m0 = models[0]
+    shape0 = (m0.nq, m0.ngeom, m0.nbody, m0.ncam, m0.nlight, 0, 0)
     for i, m in enumerate(models):
-        if (m.ngeom, m.nbody, m.ncam, m.nmesh, m.ntex) != (m0.ngeom, m0.nbody, m0.ncam, 0, 0):
+        if (m.nq, m.ngeom, m.nbody, m.ncam, m.nlight, m.nmesh, m.ntex) != shape0:
             raise ValueError(
-                f"model {i} differs from model 0 in structure (geoms/bodies/cameras) or has "
-                "meshes/textures: render it with render_states"
+                f"model {i} differs from model 0 in structure (joints/geoms/bodies/cameras/"
+                "lights) or has meshes/textures: render it with render_states"
             )
     if not np.isfinite(qpos).all():
         raise ValueError("qpos has non-finite values; truncate diverged rollouts before rendering")
-    width, height = _check_size(width, height)
     r = _renderer_for(m0, width, height, 0, 1024)
-    frames = np.empty((len(models), height, width, 3), np.uint8)
+    data = mujoco.MjData(m0)  # sized by the structure, which every model shares
     with _lock:
-        _set_camera(r, m0, camera, DEFAULT_LOOKAT, DEFAULT_DISTANCE, DEFAULT_ELEVATION, 0.0)
         r.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
         r.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
         for i, (m, q) in enumerate(zip(models, qpos, strict=True)):
-            data = mujoco.MjData(m)
             data.qpos[:] = q
-            mujoco.mj_kinematics(m, data)
-            mujoco.mj_camlight(m, data)
-            r.render_into(data, frames[i], model=m)
+            mujoco.mj_kinematics(m, data)  # body / geom / site frames: all rendering reads
+            mujoco.mj_camlight(m, data)  # camera and light frames
+            for c, cam in enumerate(cameras):
+                _set_camera(r, m0, cam, DEFAULT_LOOKAT, DEFAULT_DISTANCE, DEFAULT_ELEVATION, 0.0)
+                r.render_into(data, frames[i, c], model=m)
     return frames
 
 
