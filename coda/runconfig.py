@@ -211,6 +211,9 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
 
         strategy = _get(config, "strategy")
         out += source_problems(mem, None if strategy is _MISSING else strategy)
+    dp = _get(config, "loop.data_parallel")
+    if dp is not _MISSING and dp not in DATA_PARALLEL:
+        out.append(f"loop.data_parallel={dp!r} is unknown (valid: {', '.join(DATA_PARALLEL)})")
     adv = _get(config, "loop.advantage")
     if adv is not _MISSING and adv not in ADVANTAGES:
         out.append(f"loop.advantage={adv!r} is unknown (valid: {', '.join(ADVANTAGES)})")
@@ -242,6 +245,42 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
         bad = [x for x in suites if x not in SUITE_NAMES]
         if bad:
             out.append(f"eval.suites: unknown {bad} (valid: {', '.join(SUITE_NAMES)})")
+
+
+DATA_PARALLEL = ("auto", "on", "off")  # loop.data_parallel (coda.loop.distributed.learner_mesh)
+
+
+def device_problems(
+    config: Any, n_devices: int, n_local: int, n_processes: int, backend: str = "native"
+) -> list[str]:
+    """What `config` cannot do on this device layout (needs JAX's counts, so `loop.run` calls it
+    once JAX is up): data-parallel batches must split evenly over the `n_devices` devices, MJX
+    buckets (`backend`: the resolved physics backend) over the `n_local` devices of a host, and
+    a multi-host run trains one learner."""
+    out: list[str] = []
+    dp = _get(config, "loop.data_parallel")
+    dp = "auto" if dp is _MISSING else dp
+    if n_processes > 1 and dp == "off":
+        out.append(
+            f"loop.data_parallel='off' with {n_processes} processes: a multi-host run trains "
+            "one learner over every host's devices (use 'auto' or 'on')"
+        )
+    if dp == "on" or (dp == "auto" and n_devices > 1):
+        for field in ("loop.policy_batch", "loop.critic_batch", "loop.finetune_batch"):
+            v = _get(config, field)
+            if _is_int(v) and v % n_devices:
+                out.append(
+                    f"{field}={v} must be a multiple of the {n_devices} data-parallel devices "
+                    f"(or loop.data_parallel='off')"
+                )
+    if backend == "mjx" and n_local > 1:
+        v = _get(config, "loop.bucket_size")
+        if _is_int(v) and v % n_local:
+            out.append(
+                f"loop.bucket_size={v} must be a multiple of the {n_local} local devices MJX "
+                "shards each bucket over"
+            )
+    return out
 
 
 OBS_MODES = ("state", "images")  # policy.obs_mode (coda.sim.observe)

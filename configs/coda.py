@@ -79,6 +79,10 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.max_validations = 3  # candidate modes tested per round
     c.loop.max_parents = 8  # diagnosed scenes kept per mode (generation parents)
     c.loop.bucket_size = 16  # variants per rollout (padded: a few compiled shapes)
+    # Learner minibatches split over jax.devices() (all hosts' in a multi-host run; gradients
+    # all-reduced): auto = when there is more than one device | on | off. policy_batch and
+    # critic_batch must be multiples of the device count (README "Multi-device and multi-host").
+    c.loop.data_parallel = "auto"
     c.loop.policy_lr = 1e-3
     c.loop.policy_batch = 32
     # Fine-tuning after the BC start (rounds >= 1): its own warmup-cosine peak rate and batch

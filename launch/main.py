@@ -18,6 +18,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from coda import runconfig  # pure Python: validation runs before JAX is imported
+from coda.loop import distributed  # numpy only at import
 
 _DEFAULT_CONFIG = "configs/coda.py"
 _CONFIG = config_flags.DEFINE_config_file(
@@ -29,6 +30,27 @@ _RESUME = flags.DEFINE_bool(
     True,
     "Continue after the last complete round when --workdir holds a run (the default); "
     "--noresume refuses a folder that already holds rounds.",
+)
+
+# Launch environment of a multi-host run (README "Multi-device and multi-host"); not config
+# fields: the same config runs on one host or many. Each defaults from an environment variable.
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address",
+    distributed.env_default(distributed.ENV_COORDINATOR, ""),
+    f"host:port of process 0's coordinator (multi-host); env ${distributed.ENV_COORDINATOR}.",
+)
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes",
+    distributed.env_default(distributed.ENV_NUM_PROCESSES, 1),
+    f"Processes (hosts) in the run; 1 = single process. env ${distributed.ENV_NUM_PROCESSES}.",
+    lower_bound=1,
+)
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id",
+    distributed.env_default(distributed.ENV_PROCESS_ID, 0),
+    f"This process's index in [0, num_processes); 0 writes the run folder. "
+    f"env ${distributed.ENV_PROCESS_ID}.",
+    lower_bound=0,
 )
 
 
@@ -140,12 +162,20 @@ def main(argv: list[str]) -> None:
         workdir = runconfig.check_workdir(_WORKDIR.value)
     except runconfig.ConfigError as e:
         raise app.UsageError(str(e)) from None
+    if _NUM_PROCESSES.value > 1 and not _COORDINATOR.value:
+        raise app.UsageError("--num_processes > 1 needs --coordinator_address=host:port")
+    if _PROCESS_ID.value >= _NUM_PROCESSES.value:
+        raise app.UsageError(
+            f"--process_id={_PROCESS_ID.value} must be < --num_processes={_NUM_PROCESSES.value}"
+        )
     cache = runconfig.cache_dir(_CONFIG.value)
     quiet_third_party_logs()
     import jax
 
     jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    # before any JAX computation: joins the other processes (no-op for --num_processes=1)
+    distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
     logging.info("JAX compilation cache: %s", cache)
 
     if _CONFIG.value.sim.backend == "mjx" or (

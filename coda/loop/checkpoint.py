@@ -64,17 +64,26 @@ def save_round(
 ) -> str:
     """Write round `state.round` atomically; complete rounds older than the previous one are
     pruned, except round 0. `extras`: host pytrees (e.g. accumulated demo rows) saved as leaves
-    in extras.npz."""
+    in extras.npz. Every host of a multi-host run calls it (the learner save is collective);
+    only host 0 writes the host files."""
+    from coda.loop import distributed
+
     final = round_dir(workdir, state.round)
     tmp = final + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    primary = distributed.is_primary()
+    if primary:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+    distributed.barrier(f"save_round_{state.round}_dir")
     verbosity = absl_logging.get_verbosity()
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every file at INFO
-    try:
+    try:  # collective in a multi-host run: orbax writes each replicated array once
         learner.save(os.path.join(tmp, "learner"))
     finally:
         absl_logging.set_verbosity(verbosity)
+    if not primary:  # the rest of the folder is host files: host 0 writes them
+        distributed.barrier(f"save_round_{state.round}_done")
+        return final
     backup_sqlite(memory, os.path.join(tmp, "memory.sqlite"))
     with open(os.path.join(tmp, "state.json"), "w") as f:
         f.write(state.to_json())
@@ -93,6 +102,7 @@ def save_round(
     # keep round 0 (the start other runs can adopt: `loop.start_from`) and the last two rounds
     for r in complete_rounds(workdir)[1:-2]:
         shutil.rmtree(round_dir(workdir, r), ignore_errors=True)
+    distributed.barrier(f"save_round_{state.round}_done")
     return final
 
 

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from coda.loop import distributed
 from coda.policy.base import Batch, fit_prompt
 from coda.sim.compile import CompiledScene
 from coda.sim.observe import image_spec_for, with_images
@@ -28,11 +29,15 @@ from coda.train.agent import AgentParams, ObsNorm, PolicyAgent, bucket_prompts, 
 class Agents:
     """One compiled `PolicyAgent` per (batch size, j); per-bucket tokens travel in the params."""
 
-    def __init__(self, learner: Any, policy: Any = None) -> None:
+    def __init__(self, learner: Any, policy: Any = None, devices: Sequence[Any] = ()) -> None:
         """`policy`: the same network under another sampler (e.g. a narrower flow-noise prior
-        for collecting training data); None = the learner's policy."""
+        for collecting training data); None = the learner's policy. `devices`: where rollouts
+        run (`distributed.acting_devices`); the weights are copied there when the learner's
+        live elsewhere (a data-parallel mesh, other hosts); () = where they are."""
         self.learner = learner
         self.policy = policy
+        self.devices = tuple(devices)
+        self._placed: tuple[Any, Any] = (None, None)  # (learner state, its acting weights)
         self.cache: dict[tuple[int, int], PolicyAgent] = {}
         self._tokens: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -53,13 +58,12 @@ class Agents:
             critic = lrn.critic if j > 1 else None
             pol = self.policy or lrn.policy
             self.cache[key] = PolicyAgent(pol, tok, mask, num_candidates=j, critic=critic)
-        params = AgentParams(
-            lrn.acting_params,
-            lrn.norm,
-            lrn.cstate.params,
-            tokens=(jnp.asarray(tok, jnp.int32), jnp.asarray(mask)),
-        )
-        return self.cache[key], params
+        if self._placed[0] is not lrn.state:  # copied once per learner state, not per bucket
+            weights = (lrn.acting_params, lrn.norm, lrn.cstate.params)
+            self._placed = (lrn.state, distributed.place(weights, self.devices))
+        policy, norm, critic = self._placed[1]
+        tokens = (jnp.asarray(tok, jnp.int32), jnp.asarray(mask))
+        return self.cache[key], AgentParams(policy, norm, critic, tokens=tokens)
 
 
 def buckets_of(compiled: Sequence[CompiledScene], size: int, multiple_of: int = 1) -> list[Bucket]:

@@ -23,7 +23,7 @@ from ml_collections import ConfigDict
 
 from coda import runconfig
 from coda.loop import checkpoint as ckpt
-from coda.loop import collect, rounds
+from coda.loop import collect, distributed, records, rounds
 from coda.loop.evaluation import build_suites, evaluate_suites, load_suites, pooled_ood, save_suites
 from coda.loop.state import Budgets, RunState
 from coda.loop.strategies import Strategy, get_strategy
@@ -75,6 +75,8 @@ class Context:
         self.config, self.workdir, self.strategy = config, workdir, strategy
         self.backend = make_backend(config.sim.backend, nthread=config.sim.nthread or None)
         lc = config.loop
+        # data parallel over every device (every host's in a multi-host run): coda.loop.distributed
+        self.mesh = distributed.learner_mesh(str(lc.get("data_parallel", "auto")))
         self.policy = get_policy(
             config.policy.name, **policy_overrides(config.policy, config.sim.horizon)
         )
@@ -108,24 +110,31 @@ class Context:
             ),
             jax.random.PRNGKey(config.seed + 1),
             total_policy_steps=total,
+            mesh=self.mesh,
         )
-        path = os.path.join(workdir, "memory.sqlite")
+        # only host 0 writes the run's memory; other hosts keep an identical replica in RAM
+        path = os.path.join(workdir, "memory.sqlite") if distributed.is_primary() else ":memory:"
         self.memory = MEMORY_MODES[strategy.memory](path if strategy.memory != "none" else None)
         from coda.loop import llm as loop_llm
 
-        self.llm = loop_llm.make_client(config, workdir) if loop_llm.needs_llm(config) else None
+        self.llm = (  # host 0 calls the backend and broadcasts every reply
+            distributed.make_llm(lambda: loop_llm.make_client(config, workdir))
+            if loop_llm.needs_llm(config)
+            else None
+        )
         self.sync_llm = loop_llm.UsageSync(self.llm)
         if config.engine.name == "llm":  # LLM-written edit programs, run in the sandbox
             self.engine = make_engine("llm", client=self.llm, memory=self.memory)
         else:
             self.engine = make_engine(config.engine.name)
-        self.agents = collect.Agents(self.learner)
+        acting = distributed.acting_devices(self.backend)  # the weights rollouts act with
+        self.agents = collect.Agents(self.learner, devices=acting)
         # training-data rollouts (step 3) may sample a narrower flow prior than evaluation
         cn = float(lc.collect_noise_scale)
         if cn != float(config.policy.sample_noise_scale):
             over = {**policy_overrides(config.policy, config.sim.horizon), "sample_noise_scale": cn}
             self.collect_agents = collect.Agents(
-                self.learner, policy=get_policy(config.policy.name, **over)
+                self.learner, policy=get_policy(config.policy.name, **over), devices=acting
             )
         else:
             self.collect_agents = self.agents
@@ -138,6 +147,7 @@ class Context:
         self.demo_scenes: list = []  # extra layouts of the pool's programs, demos only
         self.failures: list = []
         self.last_results: list = []
+        self.digests: dict[str, str] = {}  # multi-host: what the hosts agreed on last round
 
     def freeze(self) -> None:
         """After round 0: the frozen-policy ablation keeps the SFT weights from here on."""
@@ -202,12 +212,13 @@ def _seed_pool(ctx: Context) -> tuple[list, list[str]]:
         rows.append({"family": s.task["family"], "scene": s.to_dict(), "verification": v.to_dict()})
         if v.ok:
             pool.append(comp)
-    with open(os.path.join(ctx.workdir, "scenes.jsonl"), "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
-    with open(os.path.join(ctx.workdir, "pool.jsonl"), "w") as f:
-        f.writelines(json.dumps(p.scene.to_dict()) + "\n" for p in pool)
-    with open(os.path.join(ctx.workdir, "heldout_tasks.json"), "w") as f:
-        json.dump(held, f)
+    if distributed.is_primary():  # every host seeds the same pool; host 0 writes it
+        with open(os.path.join(ctx.workdir, "scenes.jsonl"), "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+        with open(os.path.join(ctx.workdir, "pool.jsonl"), "w") as f:
+            f.writelines(json.dumps(p.scene.to_dict()) + "\n" for p in pool)
+        with open(os.path.join(ctx.workdir, "heldout_tasks.json"), "w") as f:
+            json.dump(held, f)
     n_ok = len(pool)
     ctx.budgets.scenes_generated += len(scenes)
     ctx.budgets.scenes_accepted += n_ok
@@ -281,7 +292,10 @@ def _bc_with_progress(ctx: Context, demos: Any, steps: int, key: jax.Array) -> d
     from tqdm.auto import tqdm
 
     m: dict = {}
-    with tqdm(total=steps, desc="BC updates", unit="upd", leave=False, mininterval=2.0) as pb:
+    quiet = not distributed.is_primary()  # one progress display per run: host 0's
+    with tqdm(
+        total=steps, desc="BC updates", unit="upd", leave=False, mininterval=2.0, disable=quiet
+    ) as pb:
         done, i = 0, 0
         while done < steps:
             n = min(BC_BLOCK, steps - done)
@@ -314,7 +328,8 @@ def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
     ctx.suites = build_suites(
         train, held, int(c.eval.episodes), int(c.seed), int(lc.bucket_size), tuple(c.eval.suites)
     )
-    save_suites(ctx.suites, os.path.join(ctx.workdir, "suites.json"))
+    if distributed.is_primary():
+        save_suites(ctx.suites, os.path.join(ctx.workdir, "suites.json"))
     row: dict[str, Any] = {"round": 0, "planner_success_pool": planner, "pool": len(pool)}
     row["demo_layouts"] = len(pool) + len(ctx.demo_scenes)
     row["demo_rows"] = 0 if demos is None else int(demos.actions.shape[0])
@@ -481,93 +496,6 @@ def _check_same_config(workdir: str, config: ConfigDict) -> None:
         )
 
 
-def _write_metrics(workdir: str, state: RunState) -> None:
-    tmp = os.path.join(workdir, "metrics.jsonl.tmp")
-    with open(tmp, "w") as f:
-        for row in state.history:
-            f.write(json.dumps(_scalars(row), default=float) + "\n")
-    os.replace(tmp, os.path.join(workdir, "metrics.jsonl"))
-
-
-def _scalars(row: dict) -> dict:
-    """The flat numbers of a history row (what metrics.jsonl and TensorBoard get)."""
-    out: dict[str, Any] = {"round": row["round"]}
-    for n, r in row.get("suites", {}).items():
-        out[f"success/{n}"], out[f"se/{n}"] = r["rate"], r["se"]
-    if "ood" in row:
-        out["success/ood"], out["se/ood"] = row["ood"]["rate"], row["ood"]["se"]
-    for k in (
-        "collect_success",
-        "coverage_entropy",
-        "targeting_precision",
-        "verification_pass_rate",
-        "modes_in_band",
-        "seconds",
-    ):
-        if k in row and row[k] is not None:
-            out[k] = row[k]
-    for k, v in row.get("refutation_rate", {}).items():
-        out[f"refutation_rate/{k}"] = v
-    for k, v in row.get("budgets", {}).items():
-        if isinstance(v, dict):  # llm spend per role
-            for role, t in v.items():
-                for name, x in t.items():
-                    out[f"budget/{k}/{role}/{name}"] = x
-        else:
-            out[f"budget/{k}"] = v
-    return {k: v for k, v in out.items() if not (isinstance(v, float) and not math.isfinite(v))}
-
-
-def _tensorboard(workdir: str, rows: list[dict], purge_step: int) -> None:
-    try:
-        from tensorboardX import SummaryWriter
-    except ImportError:  # pinned dependency; absent only in a broken environment
-        log.warning("tensorboardX missing: no TensorBoard scalars")
-        return
-    with SummaryWriter(os.path.join(workdir, "tb"), purge_step=purge_step) as w:
-        for row in rows:
-            for k, v in _scalars(row).items():
-                if k != "round" and isinstance(v, (int, float)) and math.isfinite(v):
-                    w.add_scalar(k, v, row["round"])
-
-
-def _save_failures(ctx: Context, r: int) -> None:
-    """Diagnosed failures of this round (qpos trace + ψ + scene) for the report's GIFs."""
-    keep = [c for rr, c in ctx.failures if rr == r][: int(ctx.config.render.failures_per_round)]
-    ctx.failures = []
-    if not keep:
-        return
-    d = os.path.join(ctx.workdir, "failures")
-    os.makedirs(d, exist_ok=True)
-    for i, c in enumerate(keep):
-        stem = os.path.join(d, f"round{r:03d}_{i}")
-        np.save(stem + ".npy", np.asarray(c.episode.qpos))
-        with open(stem + ".json", "w") as f:
-            json.dump(
-                {
-                    "round": r,
-                    "scene": c.episode.compiled.scene.to_dict(),
-                    "diagnosis": c.diagnosis.to_json(),
-                    "mode": None if c.assignment is None else int(c.assignment.mode_id),
-                },
-                f,
-                default=str,
-            )
-
-
-def _line(row: dict, budgets: Budgets) -> str:
-    def fmt(d: dict | None) -> str:
-        if not d or d.get("n", 0) == 0:
-            return "n/a"
-        return f"{100 * d['rate']:.1f}±{100 * d['se']:.1f}%"
-
-    return (
-        f"round {row['round']}: ID {fmt(row.get('suites', {}).get('id'))}, "
-        f"OOD {fmt(row.get('ood'))}, modes in band {row.get('modes_in_band', 0)}, "
-        f"{budgets.env_steps:,} env steps, {budgets.scenes_accepted} scenes accepted"
-    )
-
-
 def _drop_partial(workdir: str, last: int | None) -> None:
     """What a killed run left beyond its last complete round: with no complete round, the live
     memory, TensorBoard events and failure traces (round 0 starts over); else failure traces of
@@ -594,26 +522,32 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
     from coda.sim import tasks
 
     runconfig.validate(config, families=tasks.FAMILIES)  # before anything is written
+    distributed.check_devices(config)
     strategy = get_strategy(config.strategy)
+    primary = distributed.is_primary()  # host 0 alone writes the run folder
     os.makedirs(workdir, exist_ok=True)
-    last = ckpt.latest_round(workdir)
+    last = distributed.broadcast_json(ckpt.latest_round(workdir))  # host 0's view of the folder
     if last is not None and not resume:
         raise runconfig.ConfigError(
             f"--workdir={workdir!r} already holds rounds 0..{last}; resume, or use a new folder"
         )
     if last is not None:
         _check_same_config(workdir, config)
-    _drop_partial(workdir, last)
+    if primary:
+        _drop_partial(workdir, last)
     if last is None and config.loop.get("start_from"):
-        adopt_start(config, workdir, strategy)
+        if primary:
+            adopt_start(config, workdir, strategy)
         last = 0
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-        f.write(config.to_json_best_effort(indent=2))
+    if primary:
+        with open(os.path.join(workdir, "config.json"), "w") as f:
+            f.write(config.to_json_best_effort(indent=2))
+    distributed.barrier("run_folder_ready")
     t_start = time.perf_counter()
     ctx = Context(config, workdir, strategy)
     base = jax.random.PRNGKey(config.seed)
     total = int(config.loop.rounds) + 1
-    bar = tqdm(total=total, unit="round", dynamic_ncols=True, mininterval=1.0)
+    bar = tqdm(total=total, unit="round", dynamic_ncols=True, mininterval=1.0, disable=not primary)
     if last is None:
         state = RunState(key=[int(x) for x in np.asarray(jax.random.key_data(base)).ravel()])
         row = start(ctx, state, jax.random.fold_in(base, 0), bar)
@@ -622,10 +556,13 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         state.round, state.budgets = 0, ctx.budgets
         state.history.append(row)
         _decide(ctx, state, row)
+        state = _settle(ctx, state)
         ckpt.save_round(workdir, state, ctx.learner, ctx.memory, {"sft_demos": ctx.sft_demos})
-        _write_metrics(workdir, state)
-        _tensorboard(workdir, [row], 0)
-        bar.write(_line(row, ctx.budgets))
+        if primary:
+            records.write_metrics(workdir, state)
+            records.tensorboard(workdir, [row], 0)
+        if primary:
+            bar.write(records.progress_line(row, ctx.budgets))
     else:
         state, extras = ckpt.load_round(workdir, last, ctx.learner, ctx.memory)
         ctx.pool = _load_pool(ctx)
@@ -636,9 +573,11 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
 
         ctx.sft_demos = ckpt.restore_batch(extras.get("sft_demos"), empty_demos(ctx.policy))
         ctx.budgets = state.budgets
-        _write_metrics(workdir, state)
-        _tensorboard(workdir, [], state.round + 1)
-        bar.write(f"resuming after round {last} from {ckpt.round_dir(workdir, last)}")
+        if primary:
+            records.write_metrics(workdir, state)
+            records.tensorboard(workdir, [], state.round + 1)
+        if primary:
+            bar.write(f"resuming after round {last} from {ckpt.round_dir(workdir, last)}")
     if state.round == 0 and config.loop.get("memory_from"):  # coda.loop.transfer
         from coda.loop import transfer
 
@@ -657,18 +596,40 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         state.history.append(row)
         state.round, state.budgets = r, ctx.budgets
         state.stopped = _decide(ctx, state, row)
-        _save_failures(ctx, r)
+        state = _settle(ctx, state)
+        records.save_failures(ctx, r)
         ckpt.save_round(workdir, state, ctx.learner, ctx.memory, {"sft_demos": ctx.sft_demos})
-        _write_metrics(workdir, state)
-        _tensorboard(workdir, [row], r)
+        if primary:
+            records.write_metrics(workdir, state)
+            records.tensorboard(workdir, [row], r)
         bar.update(1)
-        bar.write(_line(row, ctx.budgets))
+        if primary:
+            bar.write(records.progress_line(row, ctx.budgets))
     bar.close()
+    if not primary:  # host 0 writes the report; this host's record is what it agreed to
+        ctx.memory.close()
+        return {
+            "headline": f"host {distributed.process_index()}: {state.stopped}",
+            "digests": ctx.digests,
+        }
     if ctx.llm is not None:
         ctx.llm.save_usage()  # <workdir>/llm/usage.json (this process's calls, by role and round)
     summary = report.write_report(workdir, config, state, ctx, time.perf_counter() - t_start)
     ctx.memory.close()
     return summary
+
+
+def _settle(ctx: Context, state: RunState) -> RunState:
+    """Round end of a multi-host run: the hosts check they agree (run state without wall
+    times, learner parameters, memory), then adopt host 0's run state. Identity otherwise."""
+    if distributed.process_count() == 1:
+        return state
+    mine = distributed.digests(state, ctx.learner.state, ctx.memory)
+    ctx.digests = distributed.check_agreement(f"round {state.round}", mine, state)
+    log.info("round %d: %d hosts agree: %s", state.round, distributed.process_count(), mine)
+    state = distributed.adopt_primary_state(state)
+    ctx.budgets = state.budgets
+    return state
 
 
 def _decide_after_load(ctx: Context, state: RunState) -> str:

@@ -37,7 +37,7 @@ from coda.engine.allocate import allocate, band_actions, largest_remainder, mode
 from coda.engine.generate import GenerationError, generate_targeted, make_validation_batches
 from coda.engine.programs import memory_factor, store_program
 from coda.engine.seeding import propose_scenes, verify_scenes
-from coda.loop import collect
+from coda.loop import collect, distributed
 from coda.loop.evaluation import coverage_entropy, targeting_precision
 from coda.loop.state import RunState, round_rng
 from coda.sim.compile import CompiledScene, compile_scene
@@ -310,7 +310,7 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
                 memory=ctx.memory,
                 max_keyframes=int(cc.max_keyframes),
                 image_size=int(cc.image_size),
-                log_dir=os.path.join(ctx.workdir, "llm"),
+                log_dir=os.path.join(ctx.workdir, "llm") if distributed.is_primary() else None,
             )
         else:
             bound = collect.BoundFactory(ctx.agents, 1)  # shared compiled agents, bucket tokens
@@ -397,7 +397,9 @@ def potentials_and_routing(ctx: Any, state: RunState, r: int, per_mode, key: jax
             if m.id in state.mode_potentials:
                 continue
             scene = Scene.from_dict(state.mode_parents[m.id][0])
-            bucket = collect.buckets_of([compile_scene(scene)], 1)[0]
+            # one scene, padded to a multiple of the devices MJX shards a bucket over
+            mult = int(getattr(ctx.backend, "n_devices", 1))
+            bucket = collect.buckets_of([compile_scene(scene)], 1, multiple_of=mult)[0]
             res, sec = collect.rollout(
                 ctx.backend, bucket, planner_for(bucket), None, key, ctx.config.sim.num_chunks
             )

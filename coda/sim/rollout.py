@@ -580,7 +580,8 @@ def make_backend(name: str = "auto", nthread: int | None = None) -> NativeBacken
         name = "mjx" if has_accelerator() else "native"
     if name not in BACKENDS:
         raise KeyError(f"unknown physics backend {name!r}; valid: {['auto', *BACKENDS]}")
-    return NativeBackend(nthread) if name == "native" else MjxBackend()
+    # local devices: in a multi-host run every host runs the rollouts on its own devices
+    return NativeBackend(nthread) if name == "native" else MjxBackend(jax.local_devices())
 
 
 def make_buckets(

@@ -360,7 +360,9 @@ class Learner:
     norm = property(lambda self: self.state.norm, lambda self, v: self._set(norm=v))
 
     def _set(self, **kw) -> None:
-        self.state = self.state.replace(**kw)
+        # on the mesh like the rest of the state (host-built values: the obs norm, the rng); a
+        # multi-host checkpoint can only save arrays that span the hosts (no-op without a mesh)
+        self.state = self.state.replace(**replicate(kw, self.mesh))
 
     @property
     def policy_updates(self) -> int:

@@ -1,0 +1,341 @@
+"""The loop on several devices and several hosts (coda.loop.distributed).
+
+(a) Multi-device: the smoke loop, shrunk, on 8 forced host devices with the learner data
+    parallel (`loop.data_parallel="on"`: minibatches split over the 8 devices, gradients
+    all-reduced) against the same loop with `"off"` (one device), in one subprocess (the XLA flag
+    must be set before JAX is imported). Same decisions and metrics; learner state equal up to
+    float32 reduction order (atol).
+(b) Multi-host: two `launch.main` processes on 127.0.0.1 (jax.distributed, gloo CPU collectives)
+    sharing one run folder that only host 0 writes; both finish the same rounds, agree at every
+    round end (the loop's own digest check, `distributed.check_agreement`) and print the same
+    digests of run state, learner state and memory.
+(c) Fast checks: device checks in coda.runconfig, the digests, and the helpers across two real
+    processes (broadcasts, gathers, host 0's LLM replies on host 1, a divergence caught), ~10 s.
+Measured on the 2-core machine (warm compile cache, shared with other jobs): (a) 73 s (170 s
+cold), (b) ~3.5 min.
+"""
+
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# the loop shrunk below configs/coda.py:smoke: one round, few updates, small suites, no GIFs
+TINY = {
+    "loop.rounds": 1,
+    "loop.bc_steps": 10,
+    "loop.critic_updates": 10,
+    "loop.policy_updates": 10,
+    "eval.episodes": 4,
+    "render.enabled": False,
+}
+
+
+# ----------------------------------------------------------------------------- (c) units
+
+
+def _smoke():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "coda_cfg_dist", os.path.join(ROOT, "configs", "coda.py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.get_config("smoke")
+
+
+def test_device_problems_name_the_field_and_the_device_count():
+    from coda import runconfig
+
+    cfg = _smoke()  # policy_batch 16, critic_batch 32, bucket_size 8
+    assert runconfig.device_problems(cfg, 8, 8, 1) == []
+    bad = runconfig.device_problems(cfg, 3, 3, 1)
+    assert len(bad) == 2 and "loop.policy_batch=16" in bad[0] and "3 data-parallel" in bad[0]
+    cfg.loop.data_parallel = "off"  # one device: nothing to divide
+    assert runconfig.device_problems(cfg, 1, 3, 1) == []
+    assert "multi-host run" in runconfig.device_problems(cfg, 2, 1, 2)[0]
+    cfg.loop.data_parallel = "auto"
+    assert runconfig.device_problems(cfg, 1, 1, 1) == []  # auto on one device: off
+    mjx = runconfig.device_problems(cfg, 1, 3, 1, backend="mjx")
+    assert mjx and "loop.bucket_size=8" in mjx[0]
+    cfg.loop.data_parallel = "sometimes"
+    assert any("loop.data_parallel='sometimes' is unknown" in p for p in runconfig.problems(cfg))
+
+
+def test_digests_ignore_wall_times_and_see_decisions():
+    from coda.loop import distributed as D
+    from coda.loop.state import RunState
+    from coda.memory import MemoryStore
+
+    a = RunState(round=1, history=[{"round": 1, "seconds": 3.0, "accepted": 4}])
+    b = RunState(round=1, history=[{"round": 1, "seconds": 9.5, "accepted": 4}])
+    b.budgets.rollout_seconds = 2.0
+    assert D.state_digest(a) == D.state_digest(b)
+    b.history[0]["accepted"] = 5
+    assert D.state_digest(a) != D.state_digest(b)
+    m1, m2 = MemoryStore(":memory:"), MemoryStore(":memory:")
+    assert D.memory_digest(m1) == D.memory_digest(m2)
+
+
+def test_check_agreement_names_what_differs(monkeypatch):
+    from coda.loop import distributed as D
+
+    mine = {"state": "s", "learner": "l", "memory": "m"}
+    assert D.check_agreement("round 1", mine) == mine  # one process agrees with itself
+    other = dict(mine, learner="L")
+    monkeypatch.setattr(D, "gather_json", lambda obj: [obj, other])
+    with pytest.raises(D.HostsDiverged, match="round 1: hosts disagree on learner"):
+        D.check_agreement("round 1", mine)
+
+
+# ----------------------------------------------------------------------------- (a) devices
+
+DEVICES_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    )
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax, numpy as np
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    sys.path.insert(0, sys.argv[2])
+    from tests.test_loop_distributed import TINY, _smoke
+    from coda.loop import driver, distributed
+    assert len(jax.devices()) == 8
+    out, leaves = {}, {}
+    captured = {}
+    real = driver.Context.__init__
+    def keep(self, *a, **k):
+        real(self, *a, **k)
+        captured["ctx"] = self
+    driver.Context.__init__ = keep
+    for mode in ("off", "on"):
+        cfg = _smoke()
+        for k, v in TINY.items():
+            sec, name = k.split(".")
+            cfg[sec][name] = v
+        cfg.loop.data_parallel = mode
+        summary = driver.run(cfg, os.path.join(sys.argv[3], mode))
+        ctx = captured["ctx"]
+        st = ctx.learner.state
+        leaves[mode] = [np.asarray(x) for x in jax.tree.leaves(st)]
+        from coda.loop.state import RunState
+        state = RunState.from_json(open(os.path.join(sys.argv[3], mode, "checkpoints",
+                                   "round_0001", "state.json")).read())
+        out[mode] = {
+            "mesh": 0 if ctx.mesh is None else ctx.mesh.size,
+            "devices": len(jax.tree.leaves(st.policy.params)[0].sharding.device_set),
+            "state": distributed._drop_timings(json.loads(state.to_json())),
+        }
+    diffs = [float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0))
+             for a, b in zip(leaves["off"], leaves["on"])]
+    out["max_diff"] = max(diffs)
+    out["n_leaves"] = len(diffs)
+    print("RESULT " + json.dumps(out))
+""")
+
+
+@pytest.mark.slow
+def test_loop_on_eight_host_devices_matches_one_device(tmp_path):
+    """Learner data parallel over 8 forced host devices vs one device, the whole (tiny) loop:
+    identical decisions and metrics, learner state within float32 reduction-order noise."""
+    from tests.conftest import _CACHE
+
+    script = tmp_path / "devices.py"
+    script.write_text(DEVICES_SCRIPT)
+    t0 = time.time()
+    proc = subprocess.run(
+        [sys.executable, str(script), _CACHE, ROOT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    res = json.loads(line[len("RESULT ") :])
+    print(f"8-device vs 1-device loop: {time.time() - t0:.0f} s, max diff {res['max_diff']:.2e}")
+    assert res["off"]["mesh"] == 0 and res["off"]["devices"] == 1
+    assert res["on"]["mesh"] == 8 and res["on"]["devices"] == 8
+    # same decisions, counts, successes and budgets; float metrics (losses) to float32 noise
+    from coda.loop.distributed import _flat
+
+    on, off = _flat(res["on"]["state"]), _flat(res["off"]["state"])
+    assert sorted(on) == sorted(off)
+
+    def same(a, b):
+        if isinstance(a, float) and isinstance(b, float):
+            return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-4 + 1e-4 * abs(b)
+        return a == b
+
+    differ = {k: (on[k], off[k]) for k in off if not same(on[k], off[k])}
+    assert not differ, differ
+    floats = [abs(on[k] - off[k]) for k in off if isinstance(off[k], float) and on[k] == on[k]]
+    print(f"largest run-state float difference {max(floats, default=0.0):.2e}")
+    assert res["max_diff"] == pytest.approx(0.0, abs=1e-4), res["max_diff"]
+
+
+# ----------------------------------------------------------------------------- (b) hosts
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+AGREE = re.compile(r"round (\d+): 2 hosts agree: (\{.*?\})")
+
+
+@pytest.mark.slow
+def test_two_local_processes_finish_the_same_rounds_with_identical_state(tmp_path):
+    """Two `launch.main` processes (1 CPU device each; the learner is data parallel over both,
+    gradients all-reduced over gloo) on one run folder: host 0 alone writes it, both finish
+    rounds 0 and 1 and print the same digests of run state, learner state and memory."""
+    from tests.conftest import _CACHE
+
+    workdir = tmp_path / "run"
+    port = _free_port()
+    overrides = [f"--config.{k}={v}" for k, v in TINY.items()]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", CODA_CACHE_DIR=_CACHE)
+    flags = env.get("XLA_FLAGS", "").split()  # conftest's fast-compile flags; one device each
+    env["XLA_FLAGS"] = " ".join(f for f in flags if "device_count" not in f)
+    t0 = time.time()
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "launch.main",
+                "--config=configs/coda.py:smoke",
+                *overrides,
+                f"--workdir={workdir}",
+                f"--coordinator_address=127.0.0.1:{port}",
+                "--num_processes=2",
+                f"--process_id={i}",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    logs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=1500)
+            logs.append(out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    print(f"2-process loop: {time.time() - t0:.0f} s")
+    for i, p in enumerate(procs):
+        assert p.returncode == 0, f"host {i}:\n{logs[i][-4000:]}"
+    agreed = [dict(AGREE.findall(log)) for log in logs]
+    assert sorted(agreed[0]) == ["0", "1"], logs[0][-3000:]
+    assert agreed[0] == agreed[1]  # the same rounds, the same digests on both hosts
+    for log in logs:
+        assert "learner data parallel over 2 devices (2 processes)" in log
+    assert "summary: host 1: 1 rounds done" in logs[1]
+    # host 0 wrote the run folder: both rounds checkpointed, metrics, report
+    rows = [json.loads(x) for x in open(workdir / "metrics.jsonl")]
+    assert [r["round"] for r in rows] == [0, 1]
+    for r in (0, 1):
+        assert (workdir / "checkpoints" / f"round_{r:04d}" / "COMPLETE").exists()
+    assert (workdir / "report.md").exists() and (workdir / "memory.sqlite").exists()
+    # host 0's checkpointed run state is the one both hosts agreed on at round 1
+    from coda.loop import distributed as D
+    from coda.loop.state import RunState
+
+    state = RunState.from_json(open(workdir / "checkpoints" / "round_0001" / "state.json").read())
+    assert json.loads(agreed[0]["1"].replace("'", '"'))["state"] == D.state_digest(state)
+
+
+HELPERS_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    sys.path.insert(0, sys.argv[3])
+    from coda.loop import distributed as D
+    D.initialize(f"127.0.0.1:{sys.argv[1]}", 2, int(sys.argv[2]))
+    out = {"primary": D.is_primary(), "count": D.process_count()}
+    out["json"] = D.broadcast_json({"host": D.process_index(), "x": [1, 2]})
+    out["gather"] = D.gather_json({"host": D.process_index()})
+
+    class Fake:  # host 0's client: its answers depend on the host, so copies would differ
+        def chat(self, role, messages, **kw):
+            return {"role": role, "text": "reply from host %d" % D.process_index()}
+        def chat_many(self, calls):
+            return [self.chat(c, []) for c in calls]
+        def usage_summary(self):
+            return {"by_role": {"critic": {"calls": 1}}}
+
+    made = []
+    llm = D.make_llm(lambda: made.append(1) or Fake())
+    out["llm_built"] = bool(made)
+    out["chat"] = llm.chat("engine", [{"role": "user", "content": "hi"}])
+    out["chat_many"] = llm.chat_many(["critic", "critic"])
+    out["usage"] = llm.usage_summary()
+    mine = {"state": "s", "learner": "l%d" % D.process_index(), "memory": "m"}
+    try:
+        D.check_agreement("round 3", mine)
+        out["diverged"] = None
+    except D.HostsDiverged as e:
+        out["diverged"] = str(e)
+    print("RESULT " + json.dumps(out), flush=True)
+""")
+
+
+def test_broadcasts_and_llm_replies_reach_the_other_host(tmp_path):
+    """Two processes (jax.distributed over gloo): host 0's JSON / LLM replies arrive on host 1
+    unchanged, host 1 builds no client, gathers are in process order, and a digest mismatch
+    raises `HostsDiverged` on both hosts naming the part."""
+    script = tmp_path / "helpers.py"
+    script.write_text(HELPERS_SCRIPT)
+    port = _free_port()
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(port), str(i), ROOT],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err[-3000:]
+            outs.append(
+                json.loads([x for x in out.splitlines() if x.startswith("RESULT ")][-1][7:])
+            )
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    h0, h1 = outs
+    assert (h0["primary"], h1["primary"], h0["count"]) == (True, False, 2)
+    assert h0["json"] == h1["json"] == {"host": 0, "x": [1, 2]}
+    assert h0["gather"] == h1["gather"] == [{"host": 0}, {"host": 1}]
+    assert (h0["llm_built"], h1["llm_built"]) == (True, False)
+    assert h0["chat"] == h1["chat"] == {"role": "engine", "text": "reply from host 0"}
+    assert h0["chat_many"] == h1["chat_many"] == [h0["chat"] | {"role": "critic"}] * 2
+    assert h1["usage"] == {"by_role": {}}  # host 0 counts the spend
+    for h in outs:
+        assert h["diverged"].startswith("round 3: hosts disagree on learner")
