@@ -92,15 +92,19 @@ def _object_geoms(m: mujoco.MjModel, d: mujoco.MjData, bid: int):
 
 def find_handle(cs: np.ndarray, es: np.ndarray) -> tuple | None:
     """(grasp point [3], direction [2], tangential half width) of an object's handle, object
-    frame; None if it has none. The body's axis is the median of its geoms' centres (a mug's
-    wall ring outnumbers its handle); handle geoms lie HANDLE_FACTOR farther out than the
-    median geom, all to one side."""
+    frame; None if it has none. Handle geoms lie HANDLE_FACTOR farther out from the body's axis
+    than the median geom, all to one side; the axis is the mean of the other geoms' centres
+    (a mug's wall ring), found by a few rounds from their median."""
     if len(cs) < 6:
         return None
     axis = np.median(cs[:, :2], 0)
+    for _ in range(5):  # the axis from the geoms that are not handle (a ring's mean)
+        rel = cs[:, :2] - axis
+        r = np.linalg.norm(rel, axis=1)
+        far = r > HANDLE_FACTOR * np.median(r)
+        axis = cs[~far, :2].mean(0) if (~far).any() else axis
     rel = cs[:, :2] - axis
     r = np.linalg.norm(rel, axis=1)
-    far = r > HANDLE_FACTOR * np.median(r)
     if not far.any() or far.sum() > len(cs) // 3:
         return None
     h = rel[far].mean(0)
