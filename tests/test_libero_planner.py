@@ -132,3 +132,64 @@ def test_planner_swings_the_microwave_door_shut():
     ok, q = _solve(S.compile_task("libero_90", name, 0), 12)
     assert bool(ok.all())
     assert float(q[0, -1, 0]) > -0.005
+
+
+def test_find_handle_on_a_ring_with_a_handle_and_none_without():
+    from coda.libero import planner_insert as LI
+
+    ang = np.linspace(0, 2 * np.pi, 20, endpoint=False)
+    ring = np.stack([0.042 * np.cos(ang), 0.042 * np.sin(ang), np.full(20, 0.06)], 1)
+    ring_e = np.tile([0.012, 0.012, 0.044], (20, 1))
+    # a C-shaped handle along -y: outer bar, top and bottom bars
+    handle = np.array([[0.0, -0.083, 0.056], [0.0, -0.06, 0.026], [0.0, -0.066, 0.08]])
+    handle_e = np.array([[0.009, 0.004, 0.029], [0.009, 0.025, 0.009], [0.009, 0.022, 0.006]])
+    got = LI.find_handle(np.concatenate([ring, handle]), np.concatenate([ring_e, handle_e]))
+    assert got is not None
+    g, h, half_w = got
+    np.testing.assert_allclose(h, [0.0, -1.0], atol=1e-6)
+    # grasp point just inside the handle's outer end (the top bar, 8.8 cm out), low on it;
+    # the jaws span its 1.8 cm width
+    np.testing.assert_allclose(g, [0.0, -(0.088 - LI.HANDLE_INSET), 0.017 + LI.HANDLE_GRASP_UP],
+                               atol=1e-6)  # fmt: skip
+    assert half_w == pytest.approx(0.009, abs=1e-6)
+    assert LI.find_handle(ring, ring_e) is None  # a plain bowl / cup
+
+
+def test_microwave_mug_goes_in_by_the_handle_through_the_opening():
+    from coda.libero import planner_insert as LI
+
+    c = S.compile_task("libero_10", suites.tasks("libero_10")[9], 0)
+    stages = LP.planner_for(c).stages
+    assert [type(s).__name__ for s in stages] == ["LiberoInsert", "Articulation"]
+    e = stages[0].enc
+    # the microwave opens towards -y (its door side); the inside floor is its base plate
+    np.testing.assert_allclose(e.opening, [0.0, -1.0], atol=1e-6)
+    assert e.floor == pytest.approx(0.024, abs=0.003)
+    # the end position keeps the origin inside the In region (half sizes 0.12 x 0.0835) and
+    # starts outside the opening
+    size = stages[0].atom[5]
+    assert abs(e.final[0]) < size[0] and abs(e.final[1]) < size[1]
+    assert e.front > 0.1
+    # a region without a roof gets the pick-and-place stage
+    basket = S.compile_task("libero_10", suites.tasks("libero_10")[1], 0)
+    atom = LP.planner_for(basket).stages[0].atom
+    assert LI.enclosure(basket, atom) is None
+
+
+def test_a_bowl_for_an_opened_drawer_is_placed_outward_of_the_drawer_above():
+    c = S.compile_task("libero_10", suites.tasks("libero_10")[3], 0)
+    place = LP.planner_for(c).stages[0]
+    # region frame y is world y here; the drawer opens towards -y: the target moves outward
+    # by ~2.5 cm (the middle drawer's handle overhangs the back of the opened bottom drawer)
+    assert place.slot[0] == pytest.approx(0.0, abs=1e-6)
+    assert -0.035 < place.slot[1] < -0.015
+    # a region not in a drawer: no slot
+    basket = S.compile_task("libero_10", suites.tasks("libero_10")[1], 0)
+    atom = LP.planner_for(basket).stages[0].atom
+    assert LP.drawer_slot(basket, atom, LP.object_box(basket, atom[1])) == ()
+
+
+def test_planner_puts_the_mug_in_the_microwave_and_closes_it():
+    ok, q = _solve(S.compile_task("libero_10", suites.tasks("libero_10")[9], 0), 30)
+    assert bool(ok.all())
+    assert float(q[0, -1, 0]) > -0.005
