@@ -10,8 +10,15 @@ host, right before the jitted policy step (`coda.sim.rollout.NativeBackend`); MJ
 episode is one jitted program, and MJX has no renderer), so image mode needs the native backend.
 
 Rendering depends on qpos and the model only, so the frames a rollout fed its policy are
-reproduced exactly from `RolloutResult.qpos` (`render_result`): planner demos, which never
-render while they run, get their images that way for behaviour cloning.
+reproduced from `RolloutResult.qpos` (`render_result`; up to that array's float32 rounding: at
+most one intensity level on < 0.1 % of the pixels, tests/test_obs_images.py): planner demos,
+which never render while they run, get their images that way for behaviour cloning.
+
+What reads what: the image policy gets the frames, proprioception (the first
+`coda.policy.configs.PROPRIO_DIMS` entries of the flat state; the model masks the rest,
+`proprio_dims`) and the instruction tokens. The chunk critic (best-of-j scores, AWR advantages)
+keeps reading the full flat state: it is only used in simulation, never deployed (an asymmetric
+actor-critic), so it stays cheap and needs no frames.
 
 Storage: frames stay uint8 [.., n_cam, S, S, 3] everywhere (rollout results, the learner's
 device replay and demo buffer) and become float in [-1, 1] inside the model
