@@ -8,11 +8,11 @@
 (b) Multi-host: two `launch.main` processes on 127.0.0.1 (jax.distributed, gloo CPU collectives)
     sharing one run folder that only host 0 writes; both finish the same rounds, agree at every
     round end (the loop's own digest check, `distributed.check_agreement`) and print the same
-    digests of run state, learner state and memory.
+    digests of run state, learner state and memory; run as round 0, then resumed to round 1.
 (c) Fast checks: device checks in coda.runconfig, the digests, and the helpers across two real
     processes (broadcasts, gathers, host 0's LLM replies on host 1, a divergence caught), ~10 s.
 Measured on the 2-core machine (warm compile cache, shared with other jobs): (a) 73 s (170 s
-cold), (b) ~3.5 min.
+cold), (b) 159 s (196 s as one uninterrupted launch under heavier load).
 """
 
 import json
@@ -197,20 +197,15 @@ def _free_port() -> int:
 AGREE = re.compile(r"round (\d+): 2 hosts agree: (\{.*?\})")
 
 
-@pytest.mark.slow
-def test_two_local_processes_finish_the_same_rounds_with_identical_state(tmp_path):
-    """Two `launch.main` processes (1 CPU device each; the learner is data parallel over both,
-    gradients all-reduced over gloo) on one run folder: host 0 alone writes it, both finish
-    rounds 0 and 1 and print the same digests of run state, learner state and memory."""
+def _two_hosts(workdir, rounds: int) -> list[str]:
+    """`launch.main` as hosts 0 and 1 of one run on 127.0.0.1 (1 CPU device each); their logs."""
     from tests.conftest import _CACHE
 
-    workdir = tmp_path / "run"
     port = _free_port()
-    overrides = [f"--config.{k}={v}" for k, v in TINY.items()]
+    overrides = [f"--config.{k}={v}" for k, v in {**TINY, "loop.rounds": rounds}.items()]
     env = dict(os.environ, JAX_PLATFORMS="cpu", CODA_CACHE_DIR=_CACHE)
     flags = env.get("XLA_FLAGS", "").split()  # conftest's fast-compile flags; one device each
     env["XLA_FLAGS"] = " ".join(f for f in flags if "device_count" not in f)
-    t0 = time.time()
     procs = [
         subprocess.Popen(
             [
@@ -241,15 +236,29 @@ def test_two_local_processes_finish_the_same_rounds_with_identical_state(tmp_pat
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    print(f"2-process loop: {time.time() - t0:.0f} s")
     for i, p in enumerate(procs):
         assert p.returncode == 0, f"host {i}:\n{logs[i][-4000:]}"
-    agreed = [dict(AGREE.findall(log)) for log in logs]
-    assert sorted(agreed[0]) == ["0", "1"], logs[0][-3000:]
+    return logs
+
+
+@pytest.mark.slow
+def test_two_local_processes_finish_the_same_rounds_with_identical_state(tmp_path):
+    """Two `launch.main` processes (1 CPU device each; the learner is data parallel over both,
+    gradients all-reduced over gloo) on one run folder that host 0 alone writes: round 0, then
+    the same command resumed to round 1. Both hosts agree at every round end (the loop checks)
+    and print the same digests of run state, learner state and memory."""
+    workdir = tmp_path / "run"
+    t0 = time.time()
+    first = _two_hosts(workdir, rounds=0)
+    second = _two_hosts(workdir, rounds=1)  # resumes after round 0 on both hosts
+    print(f"2-process loop, round 0 then resumed to round 1: {time.time() - t0:.0f} s")
+    agreed = [dict(AGREE.findall(a + b)) for a, b in zip(first, second, strict=True)]
+    assert sorted(agreed[0]) == ["0", "1"], second[0][-3000:]
     assert agreed[0] == agreed[1]  # the same rounds, the same digests on both hosts
-    for log in logs:
+    for log in first + second:
         assert "learner data parallel over 2 devices (2 processes)" in log
-    assert "summary: host 1: 1 rounds done" in logs[1]
+    assert "resuming after round 0" in second[0]
+    assert "summary: host 1: 1 rounds done" in second[1]
     # host 0 wrote the run folder: both rounds checkpointed, metrics, report
     rows = [json.loads(x) for x in open(workdir / "metrics.jsonl")]
     assert [r["round"] for r in rows] == [0, 1]

@@ -23,7 +23,12 @@ host 0 and broadcast:
   learner parameters agree (`check_agreement`: a digest per host, gathered; a mismatch stops
   the run with a clear error instead of letting the hosts drift apart).
 
-Single-process runs never touch any collective: every helper here is the identity there.
+Why replicate instead of broadcasting every decision: the host-side steps exchange scenes,
+diagnoses, programs and memory records; replaying them deterministically on every host keeps
+this layer a few broadcasts wide, and the round-end digests make a divergence loud.
+Limits: rollouts and host-side steps are replicated, not split across hosts (only the learner's
+work is); the run folder must be shared. Single-process runs never touch any collective: every
+helper here is the identity there.
 """
 
 from __future__ import annotations
@@ -45,8 +50,6 @@ ENV_NUM_PROCESSES = "CODA_NUM_PROCESSES"
 ENV_PROCESS_ID = "CODA_PROCESS_ID"
 
 log = logging.getLogger(__name__)
-
-DATA_PARALLEL = ("auto", "on", "off")  # loop.data_parallel (validated in coda.runconfig)
 
 
 class HostsDiverged(RuntimeError):
@@ -158,6 +161,7 @@ def learner_mesh(mode: str) -> Any:
     the device count by `coda.runconfig.check_devices`."""
     import jax
 
+    from coda.runconfig import DATA_PARALLEL
     from coda.train.multistep import data_mesh
 
     if mode not in DATA_PARALLEL:

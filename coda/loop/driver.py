@@ -427,7 +427,8 @@ def _decide(ctx: Context, state: RunState, row: dict) -> str:
 
 # ----------------------------------------------------------------------------- run
 
-_RESUMABLE = ("loop.rounds", "loop.max_env_steps", "render", "cache_dir")  # may change on resume
+# may change on resume (data parallelism: the same arithmetic up to reduction order)
+_RESUMABLE = ("loop.rounds", "loop.max_env_steps", "render", "cache_dir", "loop.data_parallel")
 
 
 START_FILES = ("pool.jsonl", "scenes.jsonl", "heldout_tasks.json", "suites.json")
