@@ -205,6 +205,10 @@ class LiberoPickPlace(ScriptedPlanner):
         # lifted clear of every body beside or under it (a bowl in a drawer rises past the
         # drawer's walls before it moves sideways)
         carry = jnp.maximum(carry, _tops_around(s, obj) + hold + LIFT_CLEAR)
+        # ... and of every body on the way to the target (the second moka pot swept the first
+        # off the stove when carried over it at the first's height)
+        skip = (obj,) if kind == "on_obj" or self.atom[2] < 0 else (obj, self.atom[2])
+        carry = jnp.maximum(carry, _tops_along(s, obj, po[..., :2], pt[..., :2], skip) + hold)
         if kind != "on_obj" and self.atom[2] >= 0:  # clear the rim of the region's owner
             owner = self.atom[2]
             owner_top = G.pos(s, owner)[..., 2] + jnp.sum(
@@ -294,6 +298,24 @@ def _tops_around(s: SimState, obj: int) -> jnp.ndarray:
     near = jnp.all(gap < ext[..., :2] + ext[..., obj : obj + 1, :2] + 0.01, -1)  # [B, NB]
     near = near.at[..., obj].set(False)
     return jnp.max(jnp.where(near, pos[..., 2] + ext[..., 2], 0.0), -1)
+
+
+def _tops_along(s: SimState, obj: int, a, b, skip: tuple) -> jnp.ndarray:
+    """Highest top [B] (plus LIFT_CLEAR) of the tracked bodies (not `skip`) whose xy box comes
+    within the object's horizontal reach of the segment from `a` to `b` [B, 2] (0 if none)."""
+    rot = P._quat_mat(s.body_quat)  # [B, NB, 3, 3]
+    ext = jnp.einsum("...ij,...j->...i", jnp.abs(rot), s.body_half)  # world half [B, NB, 3]
+    pos = s.body_pos  # [B, NB, 3]
+    ab = (b - a)[:, None, :]  # [B, 1, 2]
+    t = jnp.sum((pos[..., :2] - a[:, None, :]) * ab, -1) / jnp.maximum(jnp.sum(ab * ab, -1), 1e-9)
+    near_pt = a[:, None, :] + jnp.clip(t, 0.0, 1.0)[..., None] * ab  # [B, NB, 2]
+    gap = jnp.abs(pos[..., :2] - near_pt)  # [B, NB, 2]
+    reach = jnp.max(ext[..., obj, :2], -1)[:, None, None]  # [B, 1, 1]
+    near = jnp.all(gap < ext[..., :2] + reach + 0.01, -1)  # [B, NB]
+    for k in skip:
+        near = near.at[..., k].set(False)
+    top = pos[..., 2] + ext[..., 2] + LIFT_CLEAR
+    return jnp.max(jnp.where(near, top, 0.0), -1)
 
 
 def _fits(atom: tuple, box: tuple) -> bool:
