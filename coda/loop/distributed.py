@@ -119,11 +119,16 @@ def broadcast_bytes(data: bytes | None) -> bytes:
         raise ValueError("host 0 must pass the bytes to broadcast")
     n = np.array([len(data) if primary else 0], np.int32)
     n = int(np.asarray(multihost_utils.broadcast_one_to_all(n))[0])
-    buf = np.zeros(n, np.uint8)
+    buf = np.zeros(_padded(n), np.uint8)
     if primary:
-        buf[:] = np.frombuffer(data, np.uint8)
+        buf[:n] = np.frombuffer(data, np.uint8)
     out = np.asarray(multihost_utils.broadcast_one_to_all(buf))
-    return out.astype(np.uint8).tobytes()
+    return out[:n].astype(np.uint8).tobytes()
+
+
+def _padded(n: int) -> int:
+    """Buffers go out padded to a power of two: each shape compiles its collective once."""
+    return max(64, 1 << max(n - 1, 0).bit_length())
 
 
 def broadcast_json(obj: Any) -> Any:
@@ -146,7 +151,7 @@ def gather_json(obj: Any) -> list[Any]:
 
     data = np.frombuffer(json.dumps(obj, sort_keys=True).encode(), np.uint8)
     n = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int32)))
-    buf = np.zeros(int(n.max()), np.uint8)
+    buf = np.zeros(_padded(int(n.max())), np.uint8)
     buf[: data.size] = data
     rows = np.asarray(multihost_utils.process_allgather(buf))
     return [json.loads(rows[i, : int(n[i, 0])].tobytes().decode()) for i in range(rows.shape[0])]
@@ -158,7 +163,7 @@ def gather_json(obj: Any) -> list[Any]:
 def learner_mesh(mode: str) -> Any:
     """The learner's data mesh for `loop.data_parallel`: "on" = all devices, "off" = none (one
     device), "auto" = all devices when there is more than one. Batch sizes are checked against
-    the device count by `coda.runconfig.check_devices`."""
+    the device count by `check_devices`."""
     import jax
 
     from coda.runconfig import DATA_PARALLEL
