@@ -85,6 +85,7 @@ MODES = {"pull": PULL_PHASES, "push": PUSH_PHASES, "turn": TURN_PHASES, "swing":
 ARC_STEP = 0.045  # rad per control step along a door's arc (as coda.sim.tasks.articulated)
 DOOR_AT = 0.6  # the pushing fingers' distance from a door's hinge, fraction of its width
 DOOR_GAP = 0.02  # m: fingers behind the door's face before the swing
+DOOR_OVER = 0.2  # rad: the pusher's arc goes this far past the door's goal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +187,10 @@ class Articulation:
 
         z = a[..., 2]
         pre = polar(th + delta, rp, z)
-        goal = th + ang + delta
+        # past the goal by DOOR_OVER: the part's direction `v` (to its farthest box) is not its
+        # plate's, so a pusher aimed exactly stops a few degrees short of closed; the joint's
+        # limit stops the door
+        goal = th + ang + delta + sg * DOOR_OVER
         rel = target[..., :2] - a[..., :2]
         phi_t = jnp.arctan2(rel[..., 1], rel[..., 0])
         phi_n = phi_t + jnp.clip(wrap(goal - phi_t), -ARC_STEP, ARC_STEP)
