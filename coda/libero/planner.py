@@ -252,7 +252,13 @@ class LiberoPickPlace(ScriptedPlanner):
                 at(tx, ty, carry),
                 at(tx, ty, place_z),
                 at(tx, ty, place_z),
-                at(tx, ty, carry),
+                # straight up once let go: aimed by the (now stale) tcp-to-object offset, a
+                # retreat after a missed placement chased the object and never ended
+                at(
+                    jnp.where(held, tx, s.ee_pos[..., 0]),
+                    jnp.where(held, ty, s.ee_pos[..., 1]),
+                    carry,
+                ),
             ],
             1,
         )  # [B, P, 3]
