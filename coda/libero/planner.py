@@ -669,11 +669,7 @@ class LiberoPlanner(ScriptedPlanner):
             wrist = wp + off
             sp = speed[k][:, None]
             d_pos = jnp.clip((wrist - cmd[:, :3]) / robot.MAX_DPOS, -sp, sp)
-            # the short way round, unless it crosses the yaw range's end (±π, where the
-            # setpoint is clipped and would stall): then the long way inside the range
-            dy = wrap(wy - cmd[:, 3])
-            dy = jnp.where(jnp.abs(cmd[:, 3] + dy) > hi[3], wrap(wy) - cmd[:, 3], dy)
-            d_yaw = jnp.clip(dy / robot.MAX_DROT, -1.0, 1.0)
+            d_yaw = jnp.clip(wrap(wy - cmd[:, 3]) / robot.MAX_DROT, -1.0, 1.0)
             d_pitch = jnp.clip((wpi - cmd[:, 4]) / robot.MAX_DROT, -1.0, 1.0)
             d_roll = jnp.clip(-cmd[:, 5] / robot.MAX_DROT, -1.0, 1.0)
             g = jnp.take_along_axis(grips, k[:, None], 1)[:, 0]  # [B]
