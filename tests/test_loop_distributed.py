@@ -9,10 +9,12 @@
     sharing one run folder that only host 0 writes; both finish the same rounds, agree at every
     round end (the loop's own digest check, `distributed.check_agreement`) and print the same
     digests of run state, learner state and memory; run as round 0, then resumed to round 1.
+    Also with the VLM critic and LLM engine against the scripted server (tests/chat_server.py):
+    host 0 alone calls it, the replies reach host 1.
 (c) Fast checks: device checks in coda.runconfig, the digests, and the helpers across two real
     processes (broadcasts, gathers, host 0's LLM replies on host 1, a divergence caught), ~10 s.
 Measured on the 2-core machine (warm compile cache, shared with other jobs): (a) 73 s (170 s
-cold), (b) 159 s (196 s as one uninterrupted launch under heavier load).
+cold), (b) 159 s (196 s as one uninterrupted launch under heavier load), with LLM roles 98 s.
 """
 
 import json
@@ -80,6 +82,7 @@ def test_digests_ignore_wall_times_and_see_decisions():
     a = RunState(round=1, history=[{"round": 1, "seconds": 3.0, "accepted": 4}])
     b = RunState(round=1, history=[{"round": 1, "seconds": 9.5, "accepted": 4}])
     b.budgets.rollout_seconds = 2.0
+    b.budgets.llm_tokens, b.budgets.llm = 1050, {"critic": {"calls": 1}}  # host 0's record
     assert D.state_digest(a) == D.state_digest(b)
     b.history[0]["accepted"] = 5
     assert D.state_digest(a) != D.state_digest(b)
@@ -197,13 +200,17 @@ def _free_port() -> int:
 AGREE = re.compile(r"round (\d+): 2 hosts agree: (\{.*?\})")
 
 
-def _two_hosts(workdir, rounds: int) -> list[str]:
-    """`launch.main` as hosts 0 and 1 of one run on 127.0.0.1 (1 CPU device each); their logs."""
+def _two_hosts(workdir, rounds: int, **more) -> list[str]:
+    """`launch.main` as hosts 0 and 1 of one run on 127.0.0.1 (1 CPU device each); their logs.
+    `more`: further config overrides."""
     from tests.conftest import _CACHE
 
     port = _free_port()
-    overrides = [f"--config.{k}={v}" for k, v in {**TINY, "loop.rounds": rounds}.items()]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", CODA_CACHE_DIR=_CACHE)
+    fields = {**TINY, "loop.rounds": rounds, **{k.replace("__", "."): v for k, v in more.items()}}
+    overrides = [f"--config.{k}={v}" for k, v in fields.items()]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", CODA_CACHE_DIR=_CACHE, NO_PROXY="127.0.0.1")
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        env.pop(k, None)  # the scripted LLM server is on 127.0.0.1
     flags = env.get("XLA_FLAGS", "").split()  # conftest's fast-compile flags; one device each
     env["XLA_FLAGS"] = " ".join(f for f in flags if "device_count" not in f)
     procs = [
@@ -271,6 +278,45 @@ def test_two_local_processes_finish_the_same_rounds_with_identical_state(tmp_pat
 
     state = RunState.from_json(open(workdir / "checkpoints" / "round_0001" / "state.json").read())
     assert json.loads(agreed[0]["1"].replace("'", '"'))["state"] == D.state_digest(state)
+
+
+@pytest.mark.slow
+def test_two_hosts_with_the_vlm_critic_and_llm_engine_call_the_server_from_host_0_only(tmp_path):
+    """The LLM roles on two hosts: host 0 calls the scripted server and broadcasts every reply
+    (`PrimaryLLM` / `ReplicaLLM`), both hosts act on it and agree at every round end; the
+    server sees each call once (host 0's budgets count exactly the server's critic calls)."""
+    from coda.sim.render import gl_available
+    from tests.test_loop_llm import MODEL, Server, _calls
+
+    ok, why = gl_available()
+    if not ok:
+        pytest.skip(f"the VLM critic renders keyframes: {why}")
+    server = Server()
+    workdir = tmp_path / "run"
+    t0 = time.time()
+    try:
+        logs = _two_hosts(
+            workdir,
+            rounds=1,
+            critic__name="vlm",
+            engine__name="llm",
+            llm__backend="openai_compatible",
+            llm__base_url=server.url,
+            llm__model=MODEL,
+        )
+    finally:
+        server.close()
+    print(f"2-process loop with LLM roles: {time.time() - t0:.0f} s")
+    agreed = [dict(AGREE.findall(log)) for log in logs]
+    assert sorted(agreed[0]) == ["0", "1"] and agreed[0] == agreed[1], logs[0][-3000:]
+    n_critic = _calls(server, "diagnosis")
+    assert n_critic >= 1
+    rows = [json.loads(x) for x in open(workdir / "metrics.jsonl")]
+    assert rows[-1]["budget/llm/critic/tokens"] == 1050 * n_critic  # one call each, host 0's
+    import sqlite3
+
+    with sqlite3.connect(workdir / "memory.sqlite") as db:
+        assert {r[0] for r in db.execute("SELECT critic FROM diagnoses")} == {"vlm"}
 
 
 HELPERS_SCRIPT = textwrap.dedent("""

@@ -283,22 +283,28 @@ def make_llm(make: Any) -> Any:
 
 # ----------------------------------------------------------------------------- agreement
 
-# RunState / Budgets fields that are wall-clock measurements ("seconds", "critic_seconds",
-# "rollout_seconds", "latency_s", ...): they differ between hosts and are not decisions, so
-# digests leave them out (host 0's values are the run's record)
+# RunState / Budgets fields that are host 0's record, not decisions, so digests leave them out
+# (host 0's values are adopted): wall-clock measurements ("seconds", "critic_seconds",
+# "rollout_seconds", "latency_s", ...) differ between hosts; LLM spend ("llm" per role,
+# "llm_tokens", "llm_usd") is counted by host 0's client alone (the others call nothing)
 TIMING_SUFFIXES = ("seconds", "latency_s")
+HOST0_RECORD = frozenset({"llm", "llm_tokens", "llm_usd"})
 
 
 def _drop_timings(obj: Any) -> Any:
     if isinstance(obj, dict):
-        return {k: _drop_timings(v) for k, v in obj.items() if not str(k).endswith(TIMING_SUFFIXES)}
+        return {
+            k: _drop_timings(v)
+            for k, v in obj.items()
+            if not str(k).endswith(TIMING_SUFFIXES) and k not in HOST0_RECORD
+        }
     if isinstance(obj, list):
         return [_drop_timings(v) for v in obj]
     return obj
 
 
 def state_digest(state: Any) -> str:
-    """sha256 of a `RunState` without its wall-clock fields."""
+    """sha256 of a `RunState` without its host-0 record fields (wall times, LLM spend)."""
     d = _drop_timings(json.loads(state.to_json()))
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -388,7 +394,8 @@ def check_agreement(what: str, mine: dict[str, str], state: Any = None) -> dict[
 
 
 def adopt_primary_state(state: Any) -> Any:
-    """Host 0's `RunState` on every host (its wall times included): one broadcast."""
+    """Host 0's `RunState` on every host (its wall times and LLM spend included): one
+    broadcast."""
     if process_count() == 1:
         return state
     text = broadcast_bytes(state.to_json().encode() if is_primary() else None).decode()

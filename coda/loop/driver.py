@@ -622,7 +622,8 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
 
 def _settle(ctx: Context, state: RunState) -> RunState:
     """Round end of a multi-host run: the hosts check they agree (run state without wall
-    times, learner parameters, memory), then adopt host 0's run state. Identity otherwise."""
+    times and LLM spend, learner parameters, memory), then adopt host 0's run state (its
+    budgets included). Identity otherwise."""
     if distributed.process_count() == 1:
         return state
     mine = distributed.digests(state, ctx.learner.state, ctx.memory)
