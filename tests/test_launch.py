@@ -98,6 +98,23 @@ BAD_INPUTS = {
         "loop.band=(0.9, 0.1) must be (lo, hi) with 0 <= lo < hi <= 1",
     ),
     "workdir_is_a_file": (["--config=configs/coda.py:smoke"], "is a file, not a folder"),
+    "unknown_data_parallel": (
+        ["--config=configs/coda.py:smoke", "--config.loop.data_parallel=maybe"],
+        "loop.data_parallel='maybe' is unknown (valid: auto, on, off)",
+    ),
+    "processes_without_coordinator": (
+        ["--config=configs/coda.py:smoke", "--num_processes=2"],
+        "--num_processes > 1 needs --coordinator_address=host:port",
+    ),
+    "process_id_out_of_range": (
+        [
+            "--config=configs/coda.py:smoke",
+            "--num_processes=2",
+            "--process_id=2",
+            "--coordinator_address=127.0.0.1:1234",
+        ],
+        "--process_id=2 must be < --num_processes=2",
+    ),
 }
 
 

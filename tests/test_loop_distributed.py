@@ -101,6 +101,32 @@ def test_check_agreement_names_what_differs(monkeypatch):
         D.check_agreement("round 1", mine)
 
 
+def test_batches_that_do_not_split_over_the_devices_are_one_line_and_write_nothing(tmp_path):
+    """8 forced host devices, policy_batch 12: the run stops before the run folder exists."""
+    workdir = tmp_path / "run"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "launch.main",
+            "--config=configs/coda.py:smoke",
+            "--config.loop.policy_batch=12",
+            f"--workdir={workdir}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    last = [line for line in out.stderr.splitlines() if line.strip()][-1]
+    assert "loop.policy_batch=12 must be a multiple of the 8 data-parallel devices" in last
+    assert not workdir.exists()
+
+
 # ----------------------------------------------------------------------------- (a) devices
 
 DEVICES_SCRIPT = textwrap.dedent("""
