@@ -86,6 +86,8 @@ ARC_STEP = 0.045  # rad per control step along a door's arc (as coda.sim.tasks.a
 DOOR_AT = 0.6  # the pushing fingers' distance from a door's hinge, fraction of its width
 DOOR_GAP = 0.02  # m: fingers behind the door's face before the swing
 DOOR_OVER = 0.2  # rad: the pusher's arc goes this far past the door's goal
+DOOR_REACH_MARGIN = 0.05  # m: the pusher's point on the door inside the reach by this much
+DOOR_MIN_R = 0.08  # m: nearest the hinge a door is pushed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,11 +180,20 @@ class Articulation:
         ang = dq * jnp.sign(axis[..., 2])  # door rotation still to go, about +z [B]
         sg = jnp.sign(ang)
         r, off = self.handle[0], self.handle_depth
+        # nearer the hinge where the door's far part lies out of the gripper's reach (a door
+        # opened towards the workspace's edge)
+        dv = jnp.stack([jnp.cos(th), jnp.sin(th)], -1)  # [B, 2]
+        lo = jnp.asarray(robot.TARGET_LOW[:2]) + DOOR_REACH_MARGIN
+        hi = jnp.asarray(robot.TARGET_HIGH[:2]) - DOOR_REACH_MARGIN
+        safe = jnp.where(jnp.abs(dv) > 1e-6, dv, 1e-6)
+        lim = jnp.where(dv < 0, (lo - a[..., :2]) / safe, (hi - a[..., :2]) / safe)
+        r = jnp.clip(jnp.min(lim, -1), DOOR_MIN_R, r)  # [B]
         rp = jnp.hypot(r, off)
         delta = -sg * jnp.arctan2(off + DOOR_GAP, r)  # the pusher trails the door
 
         def polar(phi, radius, z):
-            xy = a[..., :2] + radius * jnp.stack([jnp.cos(phi), jnp.sin(phi)], -1)
+            rad = jnp.asarray(radius)[..., None]  # [B, 1]
+            xy = a[..., :2] + rad * jnp.stack([jnp.cos(phi), jnp.sin(phi)], -1)
             return jnp.concatenate([xy, z[..., None]], -1)
 
         z = a[..., 2]

@@ -9,7 +9,10 @@ its handle, the jaws closing across the handle's width, so that once let go the 
 slide off the handle's outer end. The stage: grasp the handle low, lift, turn the object while
 carrying it so the handle points out of the opening, lower it in front of the opening with its
 bottom just above the inside floor, move in along the opening's normal until it sits in the
-interior's middle, release, withdraw the same way, rise.
+interior's middle, release, withdraw the same way, rise. Where the point in front of the opening
+that needs is out of the gripper's reach (an opening facing the workspace's edge), the handle
+is turned sideways instead (the tcp then sits beside the object, not in front of it) and the
+open fingers slide off it sideways under the roof before they withdraw.
 
 `enclosure(compiled, atom)` (host side, at the task's initial state) finds the roof, floor,
 opening and the room inside from the region owner's collision boxes, and the object's handle
@@ -46,6 +49,7 @@ ROOF_MARGIN = 0.01  # m: the palm's top below the roof
 OPENING_MARGIN = 0.012  # m: the handle's outer end inside the opening's plane
 BACK_MARGIN = 0.005  # m: the object off the back wall
 FRONT_CLEAR = 0.02  # m: the object outside the opening before it goes in
+SLIDE = 0.035  # m: the open fingers' move along a sideways handle, off its end
 CARRY_Z = 0.22  # m: lowest tcp carry height (as the pick-and-place stage)
 LIFT_CLEAR = 0.03  # m: the object's bottom above the enclosure's top while carried
 Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005
@@ -59,6 +63,7 @@ PHASES = (
     Waypoint("lower", CLOSE, speed=0.5, tol=0.006, settle=4),
     Waypoint("insert", CLOSE, speed=0.3, tol=0.006, settle=4),
     Waypoint("release", OPEN, tol=0.01, settle=6),
+    Waypoint("slide", OPEN, speed=0.5, tol=0.01),
     Waypoint("withdraw", OPEN, speed=0.5, tol=0.01),
     Waypoint("retreat", OPEN, tol=0.02),
 )
@@ -78,6 +83,8 @@ class Enclosure:
     handle_dir: tuple  # (x, y) unit direction of the handle from the body's axis, object frame
     box_lo: tuple  # object collision box, object frame
     box_hi: tuple
+    handle_to: tuple = ()  # (x, y): world direction the handle is turned to (() = opening)
+    slide: float = 0.0  # m: how far the open fingers move along it to leave the handle
 
 
 def _object_geoms(m: mujoco.MjModel, d: mujoco.MjData, bid: int):
@@ -190,35 +197,50 @@ def enclosure(compiled, atom: tuple) -> Enclosure | None:
     lat_hi = min(dist[k] for k in range(4) if abs(dirs[k] @ lat - 1) < 1e-9)
     lat_lo = min(dist[k] for k in range(4) if abs(dirs[k] @ lat + 1) < 1e-9)
     edge = max(float((bc[:2] - c[:2]) @ u + np.abs(be[:2]) @ np.abs(u)) for bc, be in roofs)
-    # the object turned so its handle points out: object-frame h -> world u, perp(h) -> lat
-    hb, tb = h, np.array([-h[1], h[0]])
-    rel = cs[:, :2]  # about the object's origin
-    ext = np.abs(es[:, :2])
-    out_ext = float(np.max(rel @ hb + ext @ np.abs(hb)))
-    in_ext = float(np.max(-(rel @ hb) + ext @ np.abs(hb)))
-    lat_pos = float(np.max(rel @ tb + ext @ np.abs(tb)))
-    lat_neg = float(np.max(-(rel @ tb) + ext @ np.abs(tb)))
-    # the palm spans the closing direction (lateral) around the handle
-    g_lat = float(g[:2] @ tb)
-    lat_pos = max(lat_pos, g_lat + PALM_HALF_LONG)
-    lat_neg = max(lat_neg, -g_lat + PALM_HALF_LONG)
-    t_lo, t_hi = -back + in_ext + BACK_MARGIN, edge - out_ext - OPENING_MARGIN
-    l_lo, l_hi = -lat_lo + lat_neg + BACK_MARGIN, lat_hi - lat_pos - BACK_MARGIN
-    if t_lo > t_hi or l_lo > l_hi:
-        return None  # does not fit inside
-    reg_u, reg_l = float(np.abs(size[:2]) @ np.abs(u)), float(np.abs(size[:2]) @ np.abs(lat))
-    t = float(np.clip((t_lo + t_hi) / 2, -reg_u + 0.01, reg_u - 0.01))
-    lt = float(np.clip((l_lo + l_hi) / 2, -reg_l + 0.01, reg_l - 0.01))
     # the palm's top under the roof with the object's bottom FLOOR_GAP above the floor
     if floor + FLOOR_GAP + (g[2] - lo[2]) + PALM_ABOVE_TCP > roof - ROOF_MARGIN:
         return None
-    final = u * t + lat * lt
-    front = edge - t + in_ext + FRONT_CLEAR
+    reg_u, reg_l = float(np.abs(size[:2]) @ np.abs(u)), float(np.abs(size[:2]) @ np.abs(lat))
+    rel, ext = cs[:, :2], np.abs(es[:, :2])  # object geoms about its origin, object frame
+    lo_xy = np.asarray(robot.TARGET_LOW[:2]) + 0.01
+    hi_xy = np.asarray(robot.TARGET_HIGH[:2]) - 0.01
+    # the handle pointing out of the opening (the fingers slide off it on the way out); where
+    # the tcp cannot reach the point in front of the opening that needs (an opening facing
+    # the workspace's edge), the handle pointing sideways: the fingers slide off it sideways
+    # under the roof, then leave through the opening
+    for hw, slide in ((u, 0.0), (lat, SLIDE), (-lat, SLIDE)):
+        ang = np.arctan2(hw[1], hw[0]) - np.arctan2(h[1], h[0])
+        rot = np.array([[np.cos(ang), -np.sin(ang)], [np.sin(ang), np.cos(ang)]])
+        gw = rot @ g[:2]  # tcp from the origin, world, once turned
+        pw = rot @ np.array([-h[1], h[0]])  # the jaws' closing direction, world
+        corners = [gw + a * pw * PALM_HALF_LONG + b * hw * 0.015 + e * hw * slide
+                   for a in (-1, 1) for b in (-1, 1) for e in (0, 1)]  # fmt: skip
+
+        def reach(w, grip=True, rot=rot, corners=corners):
+            bw = rot.T @ w  # the world direction in the object's frame
+            out = float(np.max(rel @ bw + ext @ np.abs(bw)))
+            return max(out, max(float(p @ w) for p in corners)) if grip else out
+
+        t_lo = -back + reach(-u) + BACK_MARGIN
+        t_hi = edge - reach(u, grip=False) - OPENING_MARGIN
+        l_lo, l_hi = -lat_lo + reach(-lat) + BACK_MARGIN, lat_hi - reach(lat) - BACK_MARGIN
+        if t_lo > t_hi or l_lo > l_hi:
+            continue  # does not fit inside
+        t = float(np.clip((t_lo + t_hi) / 2, -reg_u + 0.01, reg_u - 0.01))
+        lt = float(np.clip((l_lo + l_hi) / 2, -reg_l + 0.01, reg_l - 0.01))
+        final = u * t + lat * lt
+        front = edge - t + reach(-u, grip=False) + FRONT_CLEAR
+        tcp_front = c[:2] + final + u * front + gw + hw * slide
+        if np.all(tcp_front >= lo_xy) and np.all(tcp_front <= hi_xy):
+            break
+    else:
+        return None
     top = max(float(bc[2] + be[2]) for bc, be in boxes)
     return Enclosure(
         tuple(float(v) for v in u), tuple(float(v) for v in final), float(front),
         float(floor), top, tuple(float(v) for v in g), tuple(float(v) for v in h),
         tuple(float(v) for v in lo), tuple(float(v) for v in hi),
+        tuple(float(v) for v in hw), float(slide),
     )  # fmt: skip
 
 
@@ -249,7 +271,8 @@ class LiberoInsert(ScriptedPlanner):
         gw = po + jnp.einsum("...ij,j->...i", rot, jnp.asarray(e.handle))  # [B, 3]
         hw = jnp.einsum("...ij,j->...i", rot[..., :2, :2], jnp.asarray(e.handle_dir))  # [B, 2]
         u = jnp.asarray(e.opening)
-        a_out = jnp.arctan2(u[1], u[0])
+        to = jnp.asarray(e.handle_to or e.opening)  # where the handle points at the end
+        a_out = jnp.arctan2(to[1], to[0])
         turn = wrap(a_out - jnp.arctan2(hw[..., 1], hw[..., 0]))  # [B]: still to turn
         # jaws across the handle (yaw ≡ the handle's heading mod π); of the two, the one whose
         # final yaw (after `turn`) stays inside the yaw range, so the turn never hits a stop
@@ -284,11 +307,12 @@ class LiberoInsert(ScriptedPlanner):
         xyz = jnp.stack(
             [at(gxy, approach), at(gxy, gw[..., 2]), at(gxy, gw[..., 2]),
              at(gxy, carry), at(front, carry), at(front, z_in), at(fin, z_in),
-             at(fin, z_in), at(front, z_in), at(front, carry)],
+             at(fin, z_in), at(fin + to * e.slide, z_in), at(front + to * e.slide, z_in),
+             at(front + to * e.slide, carry)],
             1,
         )  # fmt: skip
         yaw = jnp.stack(
-            [grasp_yaw, grasp_yaw, grasp_yaw, grasp_yaw] + [carried_yaw] * 6, 1
+            [grasp_yaw, grasp_yaw, grasp_yaw, grasp_yaw] + [carried_yaw] * 7, 1
         )  # [B, P]
         zero = jnp.zeros(yaw.shape)
         return xyz, yaw, zero, zero
