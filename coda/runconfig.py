@@ -178,6 +178,7 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("strategy", tuple(STRATEGIES))
     choice("critic.name", CRITICS)
     choice("engine.name", ENGINES)
+    choice("loop.no_mode_budget", NO_MODE_BUDGETS)
     _llm_problems(config, out, choice)
     choice("policy.name", POLICY_NAMES)
     for field, lo in LOOP_INTS.items():
@@ -283,6 +284,7 @@ def device_problems(
     return out
 
 
+NO_MODE_BUDGETS = ("novel", "pool")  # loop.no_mode_budget (coda.loop.rounds.plan)
 OBS_MODES = ("state", "images")  # policy.obs_mode (coda.sim.observe)
 IMAGE_PATCH = 8  # coda.policy.configs.VISION_PATCH: image_size must be a multiple of it
 

@@ -68,6 +68,10 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.band = (0.1, 0.9)  # success band (allocation, routing, stop rule)
     c.loop.epsilon = 0.25  # ε novel seeds
     c.loop.replay_fraction = 0.1
+    # Where the UCB share of B goes while no mode is validated yet: "novel" (fresh seeded tasks,
+    # as the method's allocator does) | "pool" (resampled layouts / attributes of the training
+    # programs: scenes inside the success band, which self-imitation can learn from)
+    c.loop.no_mode_budget = "novel"
     c.loop.c_explore = 1.0
     c.loop.min_modes_in_band = 8  # trigger: another update block only with >= this many...
     c.loop.plateau_updates = 200  # ...and policy success not flat for this many updates

@@ -75,6 +75,35 @@ def test_strategy_config_validates_and_plans_its_budget(name):
     memory.close()
 
 
+def test_no_mode_budget_pool_resamples_the_pool_until_a_mode_is_usable():
+    """loop.no_mode_budget: with nothing validated the UCB share goes to fresh seeded tasks
+    ("novel", the default) or to resampled pool scenes ("pool"), ε novel either way; once a mode
+    is usable the allocator decides as before."""
+    from coda.loop import rounds
+    from coda.loop.state import RunState
+    from coda.memory import MEMORY_MODES
+
+    cfg = _config("coda")
+    cfg.loop.budget, cfg.loop.epsilon = 12, 0.25
+    memory = MEMORY_MODES["full"](":memory:")
+    pool = [types.SimpleNamespace(scene=types.SimpleNamespace(program=f"p{i}")) for i in range(3)]
+    ctx = types.SimpleNamespace(strategy=get_strategy("coda"), config=cfg, memory=memory, pool=pool)
+    assert rounds.plan(ctx, RunState(), 1)[0] == [("novel", None, 12)]
+    cfg.loop.no_mode_budget = "pool"
+    runconfig.validate(cfg)
+    reqs, record = rounds.plan(ctx, RunState(), 1)
+    assert reqs == [("resample", 0, 3), ("resample", 1, 3), ("resample", 2, 3), ("novel", None, 3)]
+    assert record == {"pool0": 3, "pool1": 3, "pool2": 3, "novel": 3}
+    a = memory.add_diagnosis(round=0, factor="spatial", phase="grasp", cause="target blocked")
+    memory.set_mode_status(a.mode_id, "validated", round=0)
+    reqs, _ = rounds.plan(ctx, RunState(mode_parents={a.mode_id: [{}]}), 1)
+    assert {k for k, _, _ in reqs} <= {"targeted", "novel"} and sum(n for *_, n in reqs) == 12
+    cfg.loop.no_mode_budget = "poool"
+    with pytest.raises(runconfig.ConfigError, match="no_mode_budget='poool' is unknown"):
+        runconfig.validate(cfg)
+    memory.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_strategy_runs_one_round_of_the_smoke_loop(name, tmp_path):

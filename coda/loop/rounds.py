@@ -84,6 +84,17 @@ def plan(ctx: Any, state: RunState, r: int) -> tuple[list[tuple[str, int | None,
         return reqs, {f"pool{i}": n for _, i, n in reqs}
     modes = ctx.memory.modes()
     usable = [m for m in modes if m.id in state.mode_parents]
+    if not usable and s.allocation == "ucb" and str(lc.get("no_mode_budget", "novel")) == "pool":
+        # nothing validated yet: ε novel, the rest resampled pool scenes (layout / attributes of
+        # the training programs), where the policy succeeds often enough to learn from its own
+        # rollouts; fresh seeded tasks alone sat at ~7 % (benchmarks/results/loop_selfimit.md)
+        n_novel = int(round(float(lc.epsilon) * B))
+        counts = largest_remainder([1.0] * len(ctx.pool), B - n_novel)
+        reqs = [("resample", i, n) for i, n in enumerate(counts) if n]
+        record = {f"pool{i}": n for _, i, n in reqs}
+        if n_novel:
+            reqs.append(("novel", None, n_novel))
+        return reqs, {**record, "novel": n_novel}
     stats = [
         mode_stats(
             m,
