@@ -193,3 +193,18 @@ def test_planner_puts_the_mug_in_the_microwave_and_closes_it():
     ok, q = _solve(S.compile_task("libero_10", suites.tasks("libero_10")[9], 0), 30)
     assert bool(ok.all())
     assert float(q[0, -1, 0]) > -0.005
+
+
+def test_an_opening_facing_the_workspace_edge_turns_the_handle_sideways():
+    # libero_10_swap moves the microwave so its opening faces y = -0.45 (the reach limit): the
+    # handle-out approach would need the tcp ~4 cm beyond it, so the handle points sideways
+    c = S.compile_task("libero_10_swap", suites.tasks("libero_10_swap")[9], 0)
+    e = LP.planner_for(c).stages[0].enc
+    np.testing.assert_allclose(e.opening, [0.0, -1.0], atol=1e-6)
+    assert abs(float(np.dot(e.handle_to, e.opening))) < 1e-6 and e.slide > 0
+    base = LP.planner_for(S.compile_task("libero_10", suites.tasks("libero_10")[9], 0))
+    assert base.stages[0].enc.handle_to == base.stages[0].enc.opening
+    assert base.stages[0].enc.slide == 0.0
+    ok, q = _solve(c, 40)  # the door, opened towards the edge, is pushed nearer its hinge
+    assert bool(ok.all())
+    assert float(q[0, -1, 0]) > -0.005
