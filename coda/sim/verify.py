@@ -273,12 +273,16 @@ def check_reach(c: CompiledScene, d: mujoco.MjData | None = None) -> list[Reason
 
 def cameras(c: CompiledScene, d: mujoco.MjData) -> list[tuple[str, np.ndarray, np.ndarray, float]]:
     """(name, position [3], rotation [3, 3] with columns right / up / backward, fovy rad) of the
-    model's cameras and of the renderer's default free camera (what reports show)."""
+    model's fixed cameras and of the renderer's default free camera (what reports show). Cameras
+    on moving bodies (the wrist camera on the gripper) are left out: what they see changes with
+    the motion, so a scene's objects need not start inside them."""
     from coda.sim import render
 
     m = c.model
     out = []
     for k in range(m.ncam):
+        if _moves(m, k):
+            continue
         rot = d.cam_xmat[k].reshape(3, 3).copy()
         out.append((m.camera(k).name, d.cam_xpos[k].copy(), rot, math.radians(m.cam_fovy[k])))
     az, el = math.radians(render.DEFAULT_AZIMUTH), math.radians(render.DEFAULT_ELEVATION)
@@ -288,6 +292,16 @@ def cameras(c: CompiledScene, d: mujoco.MjData) -> list[tuple[str, np.ndarray, n
     rot = np.stack([np.cross(fwd, up), up, -fwd], axis=1)
     out.append(("render default", pos, rot, math.radians(float(m.vis.global_.fovy))))
     return out
+
+
+def _moves(m: mujoco.MjModel, cam: int) -> bool:
+    """Whether a camera's body hangs on a joint somewhere up its kinematic chain."""
+    b = int(m.cam_bodyid[cam])
+    while b > 0:
+        if m.body_jntnum[b] > 0:
+            return True
+        b = int(m.body_parentid[b])
+    return False
 
 
 def project(p: np.ndarray, pos: np.ndarray, rot: np.ndarray, fovy: float) -> np.ndarray:
