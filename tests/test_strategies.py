@@ -95,8 +95,10 @@ def test_no_mode_budget_pool_resamples_the_pool_until_a_mode_is_usable():
     assert reqs == [("resample", 0, 3), ("resample", 1, 3), ("resample", 2, 3), ("novel", None, 3)]
     assert record == {"pool0": 3, "pool1": 3, "pool2": 3, "novel": 3}
     a = memory.add_diagnosis(round=0, factor="spatial", phase="grasp", cause="target blocked")
+    state = RunState(mode_parents={a.mode_id: [{}]})  # a candidate with parents: not allocated
+    assert rounds.plan(ctx, state, 1)[0] == reqs
     memory.set_mode_status(a.mode_id, "validated", round=0)
-    reqs, _ = rounds.plan(ctx, RunState(mode_parents={a.mode_id: [{}]}), 1)
+    reqs, _ = rounds.plan(ctx, state, 1)
     assert {k for k, _, _ in reqs} <= {"targeted", "novel"} and sum(n for *_, n in reqs) == 12
     cfg.loop.no_mode_budget = "poool"
     with pytest.raises(runconfig.ConfigError, match="no_mode_budget='poool' is unknown"):

@@ -84,17 +84,6 @@ def plan(ctx: Any, state: RunState, r: int) -> tuple[list[tuple[str, int | None,
         return reqs, {f"pool{i}": n for _, i, n in reqs}
     modes = ctx.memory.modes()
     usable = [m for m in modes if m.id in state.mode_parents]
-    if not usable and s.allocation == "ucb" and str(lc.get("no_mode_budget", "novel")) == "pool":
-        # nothing validated yet: ε novel, the rest resampled pool scenes (layout / attributes of
-        # the training programs), where the policy succeeds often enough to learn from its own
-        # rollouts; fresh seeded tasks alone sat at ~7 % (benchmarks/results/loop_selfimit.md)
-        n_novel = int(round(float(lc.epsilon) * B))
-        counts = largest_remainder([1.0] * len(ctx.pool), B - n_novel)
-        reqs = [("resample", i, n) for i, n in enumerate(counts) if n]
-        record = {f"pool{i}": n for _, i, n in reqs}
-        if n_novel:
-            reqs.append(("novel", None, n_novel))
-        return reqs, {**record, "novel": n_novel}
     stats = [
         mode_stats(
             m,
@@ -119,6 +108,8 @@ def plan(ctx: Any, state: RunState, r: int) -> tuple[list[tuple[str, int | None,
                 state.times_allocated[m] = state.times_allocated.get(m, 0) + 1
         per_mode = a.per_mode()
         n_novel = a.n_novel
+        if not per_mode and str(lc.get("no_mode_budget", "novel")) == "pool":
+            return _pool_plan(ctx, B, int(round(float(lc.epsilon) * B)))
     else:  # uniform over validated modes, ε novel
         valid = [m.mode_id for m in stats if m.status == "validated"]
         n_novel = B if not valid else int(round(float(lc.epsilon) * B))
@@ -128,6 +119,21 @@ def plan(ctx: Any, state: RunState, r: int) -> tuple[list[tuple[str, int | None,
     if n_novel:
         reqs.append(("novel", None, n_novel))
     return reqs, {**{str(m): n for m, n in per_mode.items()}, "novel": n_novel}
+
+
+def _pool_plan(ctx: Any, B: int, n_novel: int) -> tuple[list[tuple[str, int | None, int]], dict]:
+    """No validated mode to target or replay yet (`loop.no_mode_budget="pool"`): ε novel, the
+    rest resampled pool scenes (layout / attributes of the training programs), where the policy
+    succeeds often enough to learn from its own rollouts; fresh seeded tasks alone sat at ~7 %
+    success in the loop (benchmarks/results/loop_selfimit.md)."""
+    counts = largest_remainder([1.0] * len(ctx.pool), B - n_novel)
+    reqs: list[tuple[str, int | None, int]] = [
+        ("resample", i, n) for i, n in enumerate(counts) if n
+    ]
+    record = {f"pool{i}": n for _, i, n in reqs}
+    if n_novel:
+        reqs.append(("novel", None, n_novel))
+    return reqs, {**record, "novel": n_novel}
 
 
 # ----------------------------------------------------------------------------- 2 generate
