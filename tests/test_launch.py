@@ -32,7 +32,7 @@ def test_every_config_loads_with_its_variants(path):
     from coda.sim import tasks
 
     mod = _load(path)
-    for arg in (None, "smoke", "gpu"):
+    for arg in (None, "smoke", "gpu", "selfimit"):
         cfg = mod.get_config(arg)
         assert cfg.sim.families and cfg.sim.num_chunks > 0
         runconfig.validate(cfg, families=tasks.FAMILIES)

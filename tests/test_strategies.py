@@ -47,7 +47,7 @@ def test_strategy_config_validates_and_plans_its_budget(name):
     from coda.memory import MEMORY_MODES
 
     s = get_strategy(name)
-    for arg in (None, "smoke", "gpu"):
+    for arg in (None, "smoke", "gpu", "selfimit"):
         cfg = _config(name, arg)
         assert cfg.strategy == name
         runconfig.validate(cfg)
