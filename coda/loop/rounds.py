@@ -79,9 +79,7 @@ def plan(ctx: Any, state: RunState, r: int) -> tuple[list[tuple[str, int | None,
             w = [1.0 - state.program_success.get(c.scene.program or "", 0.0) + 0.05 for c in pool]
         else:
             w = [1.0] * len(pool)
-        counts = largest_remainder(w, B)
-        reqs = [("resample", i, n) for i, n in enumerate(counts) if n]
-        return reqs, {f"pool{i}": n for _, i, n in reqs}
+        return _resample_plan(w, B)
     modes = ctx.memory.modes()
     usable = [m for m in modes if m.id in state.mode_parents]
     stats = [
@@ -121,16 +119,21 @@ def plan(ctx: Any, state: RunState, r: int) -> tuple[list[tuple[str, int | None,
     return reqs, {**{str(m): n for m, n in per_mode.items()}, "novel": n_novel}
 
 
+def _resample_plan(weights: list[float], n: int) -> tuple[list[tuple[str, int | None, int]], dict]:
+    """`n` resampled pool scenes split over the pool by `weights` (largest remainder)."""
+    counts = largest_remainder(weights, n)
+    reqs: list[tuple[str, int | None, int]] = [
+        ("resample", i, k) for i, k in enumerate(counts) if k
+    ]
+    return reqs, {f"pool{i}": k for _, i, k in reqs}
+
+
 def _pool_plan(ctx: Any, B: int, n_novel: int) -> tuple[list[tuple[str, int | None, int]], dict]:
     """No validated mode to target or replay yet (`loop.no_mode_budget="pool"`): ε novel, the
     rest resampled pool scenes (layout / attributes of the training programs), where the policy
     succeeds often enough to learn from its own rollouts; fresh seeded tasks alone sat at ~7 %
     success in the loop (benchmarks/results/loop_selfimit.md)."""
-    counts = largest_remainder([1.0] * len(ctx.pool), B - n_novel)
-    reqs: list[tuple[str, int | None, int]] = [
-        ("resample", i, n) for i, n in enumerate(counts) if n
-    ]
-    record = {f"pool{i}": n for _, i, n in reqs}
+    reqs, record = _resample_plan([1.0] * len(ctx.pool), B - n_novel)
     if n_novel:
         reqs.append(("novel", None, n_novel))
     return reqs, {**record, "novel": n_novel}
