@@ -82,9 +82,9 @@ class Context:
         )
         after = int(lc.rounds) * int(lc.policy_updates) * (1 + int(lc.max_extra_blocks))
         total = int(lc.bc_steps) + after
-        # loop.finetune_lr > 0: rounds >= 1 learn at their own rate and batch (BC decays over
-        # bc_steps alone, so round 0 does not depend on the rounds after it)
-        finetune = float(lc.finetune_lr) > 0
+        # loop.finetune_lr / finetune_batch: rounds >= 1 learn at their own rate and / or batch
+        # (with a rate, BC decays over bc_steps alone: round 0 does not depend on later rounds)
+        finetune = float(lc.finetune_lr) > 0 or int(lc.finetune_batch) > 0
         self.learner = Learner(
             self.policy,
             LearnerConfig(

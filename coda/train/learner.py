@@ -122,8 +122,10 @@ class LearnerConfig:
             raise ValueError(f"updates_per_call must be >= 1, got {self.updates_per_call}")
         if self.finetune_start < 0 or self.finetune_batch < 0 or self.finetune_lr < 0:
             raise ValueError("finetune_start, finetune_batch and finetune_lr must be >= 0")
-        if self.finetune_start > 0 and self.finetune_lr <= 0:
-            raise ValueError(f"finetune_start={self.finetune_start} needs finetune_lr > 0")
+        if self.finetune_start > 0 and self.finetune_lr <= 0 and self.finetune_batch <= 0:
+            raise ValueError(
+                f"finetune_start={self.finetune_start} needs finetune_lr > 0 or finetune_batch > 0"
+            )
 
     @property
     def effective_beta(self) -> float:
@@ -320,7 +322,7 @@ class Learner:
         k_pol, k_crit = jax.random.split(rng)
         params = policy_params if policy_params is not None else policy.init(k_pol)
         ft = {}
-        if cfg.finetune_start > 0:
+        if cfg.finetune_start > 0 and cfg.finetune_lr > 0:
             ft = dict(
                 finetune_start=cfg.finetune_start,
                 finetune_lr=cfg.finetune_lr,
@@ -521,7 +523,7 @@ class Learner:
     def policy_batch(self) -> int:
         """Rows per policy update now: `finetune_batch` once the fine-tuning phase has begun."""
         c = self.cfg
-        if c.finetune_batch and int(self.state.policy_updates) >= c.finetune_start:
+        if c.finetune_batch and c.finetune_start and self.policy_updates >= c.finetune_start:
             return int(c.finetune_batch)
         return int(c.policy_batch)
 
