@@ -219,3 +219,18 @@ def test_a_book_goes_into_a_caddy_side_compartment_turned_and_centred():
     assert stage.align
     ok, _ = _solve(c, 14)
     assert bool(ok.all())
+
+
+def test_a_frying_pan_is_held_by_its_long_handle_and_a_mug_or_bottle_is_not():
+    from coda.libero.planner_insert import long_handle
+
+    c = S.compile_task("libero_90", suites.tasks("libero_90")[45], 0)  # stove on + pan on it
+    stage = LP.planner_for(c).stages[1]
+    (gx, gy, gz), (hx, hy) = stage.handle
+    # the pan's handle runs along its local +x, the grasp point on the bar near its root
+    assert abs(hx) > 0.99 and 0.12 < gx < 0.2 and abs(gy) < 0.01 and 0.03 < gz < 0.06
+    for suite, task, body in (("libero_10", 4, 0), ("libero_90", 32, 2)):  # mug, ketchup
+        assert long_handle(S.compile_task(suite, suites.tasks(suite)[task], 0), body) == ()
+    # the stove is 15 cm from the reach limit, the handle 18 cm long: the pan is turned
+    ok, _ = _solve(c, 30)
+    assert bool(ok.all())

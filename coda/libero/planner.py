@@ -70,6 +70,8 @@ UPRIGHT_COS = 0.95  # cos of the tilt below which an object counts as upright
 BAND_MARGIN = 0.008  # m: inside the top of a region's admissible band
 ALIGN_FRACTION = 0.8  # an elongated object longer than this share of a region's short half
 # size is turned to the region's axis for an In placement
+HANDLE_OFFSET_SLACK = 0.03  # m: a handle-held object's tcp offset beyond the planned one
+REACH_MARGIN = 0.02  # m: a handle-held object's tcp target inside the workspace's xy limits
 SQUARE_RATIO = 1.15  # a region whose horizontal sizes differ less counts as square
 Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005  # m: highest tcp waypoint
 
@@ -101,6 +103,9 @@ class LiberoPickPlace(ScriptedPlanner):
     # turn the held object so its long horizontal axis lies along the region's long axis (a
     # book into a caddy's compartment narrower than the book is long)
     align: bool = False
+    # ((x, y, z) grasp point, (x, y) direction) of a long handle in the object's frame
+    # (`planner_insert.long_handle`: a frying pan, held by its handle, not its rim); () = none
+    handle: tuple = ()
 
     @property
     def phases(self) -> tuple[Waypoint, ...]:
@@ -165,6 +170,15 @@ class LiberoPickPlace(ScriptedPlanner):
         # wider than the jaws' full opening (a bowl, not a moka pot that just fits them): a
         # true rim grasp, the fingers straddling a thin wall
         rim = wide & ~upturned & (jnp.min(width, -1) > robot.FINGER_OPEN)
+        max_off = MAX_HOLD_OFFSET
+        if self.handle:  # the jaws across the handle, at its grasp point
+            g_loc, h_loc = (jnp.asarray(v, po.dtype) for v in self.handle)
+            gw = po + jnp.einsum("...ij,j->...i", rot, g_loc)  # [B, 3]
+            hw = jnp.einsum("...ij,j->...i", rot[..., :2, :2], h_loc)  # [B, 2]
+            gx, gy, grasp_z = gw[..., 0], gw[..., 1], gw[..., 2]
+            yaw = (jnp.arctan2(hw[..., 1], hw[..., 0]) + jnp.pi / 2) % jnp.pi - jnp.pi / 2
+            rim = jnp.zeros_like(rim)
+            max_off = float(np.linalg.norm(self.handle[0][:2])) + HANDLE_OFFSET_SLACK
         height = (hi - lo)[2] if self.box else 2 * half[..., 2]  # upright height [B] or []
         hold = jnp.where(held, s.ee_pos[..., 2] - bottom, grasp_z - bottom)  # [B]
         hold = jnp.where(rim, height - RIM_BELOW_TOP, hold)
@@ -182,7 +196,9 @@ class LiberoPickPlace(ScriptedPlanner):
                 d = jnp.asarray((*self.slot, 0.0), pt.dtype)
                 pt = pt + jnp.einsum("...ji,j->...i", rs, d)
             ext = jnp.abs(jnp.einsum("...ij,j->...i", rs, jnp.asarray(size, pt.dtype)))[..., 2]
-            if kind == "on_region":
+            # (not for a handle-held pan: its box about the origin, 26 cm along the handle,
+            # "overlaps" a moka pot 21 cm away and shifted the pan to the region's edge)
+            if kind == "on_region" and not self.handle:
                 skip = {obj, body, *(self.atom[6] or ())}
                 pt = _clear_of_neighbours(s, obj, pt, pt[..., 2] + ext, size, skip)
             surface = pt[..., 2] + (ext if kind == "on_region" else -ext)
@@ -229,7 +245,9 @@ class LiberoPickPlace(ScriptedPlanner):
         # the chunk-start state (a long bottle grasped off its centre swings in the jaws)
         off = s.ee_pos[..., :2] - po[..., :2]  # [B, 2]
         n = jnp.linalg.norm(off, axis=-1, keepdims=True)
-        off = off * jnp.minimum(1.0, MAX_HOLD_OFFSET / jnp.maximum(n, 1e-6))  # a dropped object
+        off = off * jnp.minimum(1.0, max_off / jnp.maximum(n, 1e-6))  # a dropped object
+        if self.handle:  # before the grasp: the planned handle offset
+            off = jnp.where(held[:, None], off, jnp.stack([gx, gy], -1) - po[..., :2])
         rim_off = jnp.stack([rim_x, cxy[..., 1]], -1) - po[..., :2]  # upright [B, 2]
         off = jnp.where(rim[:, None], rim_off, off)
         turn = jnp.zeros_like(yaw)  # [B]: yaw change while carried
@@ -250,6 +268,26 @@ class LiberoPickPlace(ScriptedPlanner):
             off = jnp.stack(
                 [c_ * off[..., 0] - s_ * off[..., 1], s_ * off[..., 0] + c_ * off[..., 1]], -1
             )
+        if self.handle:
+            # the handle turned (about the tcp, while carried) away from the workspace's edge
+            # when the tcp over it would be out of reach (a pan on a stove near the edge):
+            # the first of no turn, a quarter turn either way, a half turn that leaves the tcp
+            # REACH_MARGIN inside the reach and the hand's yaw inside its range
+            base = jnp.where(held, s.ee_cmd[..., 3], yaw) if s.ee_cmd is not None else yaw
+            lo_xy = jnp.asarray(robot.TARGET_LOW[:2]) + REACH_MARGIN
+            hi_xy = jnp.asarray(robot.TARGET_HIGH[:2]) - REACH_MARGIN
+            cands = jnp.asarray([0.0, np.pi / 2, -np.pi / 2, np.pi])
+            c_, s_ = jnp.cos(cands), jnp.sin(cands)  # [K]
+            rx = c_ * off[..., :1] - s_ * off[..., 1:]  # [B, K]
+            ry = s_ * off[..., :1] + c_ * off[..., 1:]
+            cx, cy = pt[..., 0:1] + rx, pt[..., 1:2] + ry
+            margin = jnp.minimum(
+                jnp.minimum(cx - lo_xy[0], hi_xy[0] - cx), jnp.minimum(cy - lo_xy[1], hi_xy[1] - cy)
+            )  # [B, K]
+            ok = (margin >= 0) & (jnp.abs(base[:, None] + cands) < robot.TARGET_HIGH[3] - 0.05)
+            k = jnp.where(ok.any(-1), jnp.argmax(ok, -1), jnp.argmax(margin, -1))  # [B]
+            turn = cands[k]
+            off = jnp.stack([rx, ry], -1)[jnp.arange(k.shape[0]), k]  # [B, 2]
         ox, oy = gx, gy
         tx, ty = pt[..., 0] + off[..., 0], pt[..., 1] + off[..., 1]
         xyz = jnp.stack(
@@ -274,6 +312,9 @@ class LiberoPickPlace(ScriptedPlanner):
         yaws = jnp.repeat(yaw[:, None], len(PHASES), 1)
         if self.align:  # carried phases (transport on) turn from the setpoint's yaw
             carried = s.ee_cmd[..., 3] + turn if s.ee_cmd is not None else yaw
+            yaws = yaws.at[:, 4:].set(carried[:, None])
+        if self.handle:
+            carried = base + turn
             yaws = yaws.at[:, 4:].set(carried[:, None])
         # a rim grasp opens only as far as the rim wall needs
         opened = jnp.where(rim, 1.0 - 2.0 * RIM_OPEN / robot.FINGER_OPEN, OPEN)
@@ -502,7 +543,7 @@ def object_box(compiled, body: int) -> tuple:
 def stages_for(compiled, atoms: tuple) -> tuple:
     """Ordered stages (a `LiberoPickPlace` or an `Articulation` each) for a goal's atoms."""
     from coda.libero.planner_articulated import articulation_for
-    from coda.libero.planner_insert import LiberoInsert, enclosure
+    from coda.libero.planner_insert import LiberoInsert, enclosure, long_handle
     from coda.libero.planner_push import LiberoPush, pushable
 
     atoms = list(atoms)
@@ -547,8 +588,11 @@ def stages_for(compiled, atoms: tuple) -> tuple:
                 slot = slots.get(i, ())
                 if not slot and a[0] == "in_region":
                     slot = drawer_slot(compiled, a, box)
+                handle = long_handle(compiled, a[1])
                 out.append(
-                    LiberoPickPlace("libero", (), compiled.sym, 10, a, box, slot, _fits(a, box))
+                    LiberoPickPlace(
+                        "libero", (), compiled.sym, 10, a, box, slot, _fits(a, box), handle
+                    )
                 )
         else:
             raise ValueError(f"no planner stage for atom kind {a[0]!r}")

@@ -50,6 +50,9 @@ OPENING_MARGIN = 0.012  # m: the handle's outer end inside the opening's plane
 BACK_MARGIN = 0.005  # m: the object off the back wall
 FRONT_CLEAR = 0.02  # m: the object outside the opening before it goes in
 SLIDE = 0.035  # m: the open fingers' move along a sideways handle, off its end
+LONG_HANDLE = 0.06  # m: a handle reaching this far beyond the body is held on its own (a pan)
+HANDLE_ROOT_OUT = 0.02  # m: a long handle's grasp point beyond the body's outer extent
+HANDLE_TOP_DOWN = 0.015  # m: the tcp below a long handle's top at the grasp
 CARRY_Z = 0.22  # m: lowest tcp carry height (as the pick-and-place stage)
 LIFT_CLEAR = 0.03  # m: the object's bottom above the enclosure's top while carried
 Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005
@@ -102,6 +105,48 @@ def find_handle(cs: np.ndarray, es: np.ndarray) -> tuple | None:
     frame; None if it has none. Handle geoms lie HANDLE_FACTOR farther out from the body's axis
     than the median geom, all to one side; the axis is the mean of the other geoms' centres
     (a mug's wall ring), found by a few rounds from their median."""
+    parts = _handle_parts(cs, es)
+    if parts is None:
+        return None
+    axis, far, h, t, _, out, lat, half_w = parts
+    zlo = float(np.min(cs[far, 2] - es[far, 2]))
+    g = np.concatenate([axis + h * (out - HANDLE_INSET) + t * lat, [zlo + HANDLE_GRASP_UP]])
+    return g, h, half_w
+
+
+def long_handle(compiled, body: int) -> tuple:
+    """((x, y, z) grasp point, (hx, hy) direction) in the object's frame of a handle reaching
+    LONG_HANDLE or more beyond the object's body (a frying pan), else (). A pan, 20 cm across,
+    is wider than the jaws everywhere; its rim wall is held only at an edge and the pan turns
+    out of the jaws, so it is held by its handle: near the handle's root (a shorter lever for
+    the pan's weight), the tcp HANDLE_TOP_DOWN below the handle's top there (host side)."""
+    m = compiled.model
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    mujoco.mj_kinematics(m, d)
+    cs, es = _object_geoms(m, d, m.body(compiled.layout.body_names[body]).id)
+    parts = _handle_parts(cs, es)
+    if parts is None:
+        return ()
+    axis, far, h, t, rest_out, out, lat, _ = parts
+    # too wide for the jaws across every axis (a bottle's cap along its long axis is no handle)
+    narrow = np.min(np.max(np.abs(np.stack([cs - es, cs + es]))[..., :2], (0, 1)))
+    if out - rest_out < LONG_HANDLE or narrow <= robot.FINGER_OPEN:
+        return ()
+    s = min(rest_out + HANDLE_ROOT_OUT, out - HANDLE_INSET)
+    rel = cs[:, :2] - axis
+    cover = far & (np.abs(rel @ h - s) <= np.abs(es[:, :2]) @ np.abs(h))
+    if not cover.any():
+        return ()
+    z = float(np.max(cs[cover, 2] + es[cover, 2])) - HANDLE_TOP_DOWN
+    g = axis + h * s + t * lat
+    return (float(g[0]), float(g[1]), z), (float(h[0]), float(h[1]))
+
+
+def _handle_parts(cs: np.ndarray, es: np.ndarray) -> tuple | None:
+    """(axis [2], handle geoms [G] bool, direction [2], tangent [2], the body's outer extent
+    along the direction, the handle's, its lateral offset, its tangential half width), object
+    frame, or None without a handle (`find_handle`)."""
     if len(cs) < 6:
         return None
     axis = np.median(cs[:, :2], 0)
@@ -127,9 +172,7 @@ def find_handle(cs: np.ndarray, es: np.ndarray) -> tuple | None:
     half_w = float(np.max(np.abs(rel[far] @ t - lat) + np.abs(es[far, :2]) @ np.abs(t)))
     if half_w > robot.FINGER_OPEN - 0.015:
         return None
-    zlo = float(np.min(cs[far, 2] - es[far, 2]))
-    g = np.concatenate([axis + h * (out - HANDLE_INSET) + t * lat, [zlo + HANDLE_GRASP_UP]])
-    return g, h, half_w
+    return axis, far, h, t, rest_out, out, lat, half_w
 
 
 def _ray_walls(boxes, c: np.ndarray, u: np.ndarray, z: float) -> float:
