@@ -234,3 +234,21 @@ def test_a_frying_pan_is_held_by_its_long_handle_and_a_mug_or_bottle_is_not():
     # the stove is 15 cm from the reach limit, the handle 18 cm long: the pan is turned
     ok, _ = _solve(c, 30)
     assert bool(ok.all())
+
+
+def test_a_pan_is_slid_under_a_shelf_by_its_handle():
+    from coda.libero.planner_slide import LiberoSlide, slide_in
+
+    name = suites.tasks("libero_90")[42]  # the pan under the shelf (a 6.9 cm-high layer)
+    c = S.compile_task("libero_90", name, 0)
+    (stage,) = LP.planner_for(c).stages
+    assert isinstance(stage, LiberoSlide)
+    np.testing.assert_allclose(stage.sl.opening, [0.0, 1.0], atol=1e-6)
+    assert stage.sl.front > 0.1  # the pan (20 cm across) starts outside the roof's edge
+    # the upper layer has no floor at the pan's height; the microwave mug has no long handle
+    up = S.compile_task("libero_90", suites.tasks("libero_90")[40], 0)
+    assert slide_in(up, up.success.keywords["atoms"][0]) is None
+    mw = S.compile_task("libero_10", suites.tasks("libero_10")[9], 0)
+    assert slide_in(mw, mw.success.keywords["atoms"][0]) is None
+    ok, _ = _solve(c, 12)
+    assert bool(ok.all())

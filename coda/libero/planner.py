@@ -545,6 +545,7 @@ def stages_for(compiled, atoms: tuple) -> tuple:
     from coda.libero.planner_articulated import articulation_for
     from coda.libero.planner_insert import LiberoInsert, enclosure, long_handle
     from coda.libero.planner_push import LiberoPush, pushable
+    from coda.libero.planner_slide import LiberoSlide, slide_in
 
     atoms = list(atoms)
     for a in list(atoms):
@@ -576,6 +577,8 @@ def stages_for(compiled, atoms: tuple) -> tuple:
     for i, a in enumerate(ordered):
         if a[0] == "joint":
             out.append(articulation_for(compiled, a))
+        elif a[0] == "in_region" and slide_in(compiled, a) is not None:
+            out.append(LiberoSlide("libero", (), compiled.sym, 10, a, slide_in(compiled, a)))
         elif a[0] == "in_region" and enclosure(compiled, a) is not None:
             out.append(LiberoInsert("libero", (), compiled.sym, 10, a, enclosure(compiled, a)))
         elif a[0] in ("on_obj", "on_region", "in_region"):
