@@ -6,7 +6,7 @@ Perturbations: none | swap | object | lan | task (LIBERO-PRO's shipped suites) |
 layout1..layout5 (LIBERO-Plus layout shifts) | camera1..5, light1..5, noise1..5
 (LIBERO-Plus-style observation perturbations: rendered frames only, e.g. the GIFs).
 Policies: planner (goals as ordered stages: pick-and-place, drawer pull / push, knob turn, door
-swing shut; goals it cannot do, e.g. opening the microwave, count as failed with the reason) |
+swung shut or opened by its handle bar; goals it cannot do count as failed with the reason) |
 random | hold.
 """
 

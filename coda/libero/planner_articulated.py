@@ -2,7 +2,7 @@
 
 The joint's type, axis, anchor and range come from the compiled model (host side, once per
 task); the part's pose comes from `SimState` each chunk (pure JAX), so the waypoints follow the
-part as it moves. Four modes, chosen by joint type and the direction the goal needs:
+part as it moves. Five modes, chosen by joint type and the direction the goal needs:
   pull  a slide joint opened: our parallel gripper has no hook, so it presses its closed finger
         tips down on the handle bar and drags it along the joint axis (friction 1.5 × ~35 N >>
         the drawer's 50 N·s/m damping). The hand is pitched 0.6 rad so the palm (12 × 3 cm,
@@ -16,8 +16,12 @@ part as it moves. Four modes, chosen by joint type and the direction the goal ne
         yaw turns by the same angle, to 0.5 rad past LIBERO's threshold.
   swing a door (a vertical hinge whose part is wider than a knob) closed: the closed fingers come
         down behind its face at 0.6 of its width from the hinge and follow the arc about the
-        hinge (as `coda.sim.tasks.articulated` does) past the closed position. Opening a door
-        from closed needs its handle pulled round the hinge: refused with that reason.
+        hinge (as `coda.sim.tasks.articulated` does) past the closed position.
+  open  a door opened: its handle pulled round the hinge. The jaws close on the door's
+        vertical handle bar from above, across it along the door's radius (the pads beside the
+        bar, the palm over its top, the bar's stand-offs to the door between the pads), then
+        the tcp follows the arc about the hinge in ARC_STEP steps, the yaw turning with the
+        door, to 0.5 rad past LIBERO's threshold. A door without such a bar is refused.
 Each mode is a stage of `planner.LiberoPlanner`: `phases` and `_waypoints(s, cmd)` as a
 `ScriptedPlanner` has them.
 """
@@ -81,13 +85,29 @@ SWING_PHASES = (
     Waypoint("back", CLOSE, tol=0.01),
     Waypoint("lift", CLOSE, tol=0.02),
 )
-MODES = {"pull": PULL_PHASES, "push": PUSH_PHASES, "turn": TURN_PHASES, "swing": SWING_PHASES}
+OPEN_PHASES = (
+    Waypoint("approach", OPEN, tol=0.01),
+    Waypoint("descend", OPEN, speed=0.5, tol=0.004, settle=2),
+    Waypoint("grasp", CLOSE, tol=0.01, settle=8),
+    Waypoint("arc", CLOSE, speed=0.5, tol=0.01, settle=4),
+    Waypoint("release", OPEN, tol=0.01, settle=5),
+    Waypoint("retreat", OPEN, tol=0.02),
+)
+MODES = {
+    "pull": PULL_PHASES,
+    "push": PUSH_PHASES,
+    "turn": TURN_PHASES,
+    "swing": SWING_PHASES,
+    "open": OPEN_PHASES,
+}
 ARC_STEP = 0.045  # rad per control step along a door's arc (as coda.sim.tasks.articulated)
 DOOR_AT = 0.6  # the pushing fingers' distance from a door's hinge, fraction of its width
 DOOR_GAP = 0.02  # m: fingers behind the door's face before the swing
 DOOR_OVER = 0.2  # rad: the pusher's arc goes this far past the door's goal
 DOOR_REACH_MARGIN = 0.05  # m: the pusher's point on the door inside the reach by this much
 DOOR_MIN_R = 0.08  # m: nearest the hinge a door is pushed
+PALM_BOTTOM = 0.05  # m: the palm's underside above the tcp (pads from 1 cm below the tcp to it)
+BAR_CLEAR = 0.005  # m: the palm's underside above a door handle bar's top at the grasp
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +156,8 @@ class Articulation:
             return self._turn(s, target, world, h, axis, dq)
         if self.mode == "swing":
             return self._swing(target, world, axis, dq)
+        if self.mode == "open":
+            return self._open(target, world, h, axis, dq)
         # slides: handle motion dq · axis; jaws along the bar (perpendicular to the motion)
         move = axis * dq[..., None]  # [B, 3]
         u = move / jnp.maximum(jnp.linalg.norm(move[..., :2], axis=-1, keepdims=True), 1e-6)
@@ -221,6 +243,38 @@ class Articulation:
         togos = jnp.stack([zero, zero, togo, zero, zero], 1)
         return xyz, yaws, togos
 
+    def _open(self, target, world, g, axis, dq):
+        """Open a door: the jaws close on its vertical handle bar from above (along the
+        door's radius, the palm over the bar's top), then the tcp follows the arc about the
+        hinge, the yaw turning with the door, to the goal; let go, up."""
+        a = world(self.anchor)  # [B, 3]
+        rel = g[..., :2] - a[..., :2]
+        th = jnp.arctan2(rel[..., 1], rel[..., 0])  # the grasp point's angle now [B]
+        rp = jnp.linalg.norm(rel, axis=-1)  # [B]
+        ang = dq * jnp.sign(axis[..., 2])  # door rotation still to go, about +z [B]
+        goal = th + ang
+        # jaws along the radius (yaw ≡ th - π/2 mod π); of the two, the one whose yaw at the
+        # end of the arc stays inside the yaw range
+        f1 = wrap(th - jnp.pi / 2 + ang)
+        f2 = f1 - jnp.pi * jnp.sign(f1 + 1e-9)
+        yaw = jnp.where(jnp.abs(f1 - ang) <= jnp.pi, f1, f2) - ang  # [B]
+        phi_t = jnp.arctan2(target[..., 1] - a[..., 1], target[..., 0] - a[..., 0])
+        phi_n = phi_t + jnp.clip(wrap(goal - phi_t), -ARC_STEP, ARC_STEP)
+        togo = rp * jnp.abs(wrap(goal - phi_n))
+        z = g[..., 2]
+        arc = jnp.concatenate(
+            [a[..., :2] + rp[..., None] * jnp.stack([jnp.cos(phi_n), jnp.sin(phi_n)], -1),
+             z[..., None]],
+            -1,
+        )  # fmt: skip
+        up = g.at[..., 2].add(HOVER)
+        xyz = jnp.stack([up, g, g, arc, g, up], 1)
+        turned = yaw + wrap(phi_n - th)
+        yaws = jnp.stack([yaw, yaw, yaw, turned, yaw, yaw], 1)
+        zero = jnp.zeros_like(th)
+        togos = jnp.stack([zero, zero, zero, togo, zero, zero], 1)
+        return xyz, yaws, togos
+
     def _turn(self, s, target, world, g, axis, dq):
         anchor = world(self.anchor)  # [B, 3]
         ridge = world(self.ridge, point=False)
@@ -256,6 +310,27 @@ def _geom_boxes(m: mujoco.MjModel, d: mujoco.MjData, body: int):
         (d.geom_xpos[g].copy(), geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3)))
         for g in collision_geoms(m, body)
     ]
+
+
+def _door_bar(m: mujoco.MjModel, d: mujoco.MjData, body: int, anchor: np.ndarray):
+    """World grasp point [3] on a door's vertical handle bar (a capsule / cylinder standing
+    upright, the part's geom farthest from the hinge), the tcp low enough that the pads hold
+    the bar's top and the palm clears it; None without such a bar."""
+    best, far = None, -1.0
+    for g in collision_geoms(m, body):
+        kind = int(m.geom_type[g])
+        if kind not in (int(mujoco.mjtGeom.mjGEOM_CAPSULE), int(mujoco.mjtGeom.mjGEOM_CYLINDER)):
+            continue
+        rot = d.geom_xmat[g].reshape(3, 3)
+        if abs(rot[2, 2]) < 0.9:  # its axis (local z) not upright: a stand-off
+            continue
+        r = float(np.linalg.norm(d.geom_xpos[g][:2] - anchor[:2]))
+        if r > far:
+            radius, half = float(m.geom_size[g][0]), float(m.geom_size[g][1])
+            extra = radius if kind == int(mujoco.mjtGeom.mjGEOM_CAPSULE) else 0.0
+            top = float(d.geom_xpos[g][2]) + half + extra
+            best, far = np.array([*d.geom_xpos[g][:2], top - PALM_BOTTOM - BAR_CLEAR]), r
+    return best
 
 
 def goal_q(op: str, bound: float, lo: float, hi: float, hinge: bool) -> float:
@@ -311,10 +386,15 @@ def articulation_for(compiled, atom: tuple) -> Articulation:
         reach = max(float(np.linalg.norm(b[0][:2] - anchor[:2]) + b[1][:2].max()) for b in boxes)
         if reach > KNOB_RADIUS:
             if (qg - q0) * float(np.sign(axis_w[2])) * (1 if abs(lo) > abs(hi) else -1) < 0:
-                raise ValueError(
-                    f"joint {names[j]}: opening a door ({reach:.2f} m) needs its handle pulled "
-                    "round the hinge, which is not scripted"
-                )
+                bar = _door_bar(m, d, bid, anchor)
+                if bar is None:
+                    raise ValueError(
+                        f"joint {names[j]}: opening a door ({reach:.2f} m) needs its handle "
+                        "pulled round the hinge; it has no vertical handle bar to hold"
+                    )
+                return Articulation("open", atom, tracked.index(bname), j,
+                                    local(axis_w, False), local(anchor), local(bar), 0.0, 0.0,
+                                    (0.0, 0.0, 0.0), qg)  # fmt: skip
             far = max(boxes, key=lambda b: float(np.linalg.norm(b[0][:2] - anchor[:2])))
             v = far[0] - anchor
             v[2] = 0.0
