@@ -257,3 +257,18 @@ def test_a_pan_is_slid_under_a_shelf_by_its_handle():
     assert slide_in(mw, mw.success.keywords["atoms"][0]) is None
     ok, _ = _solve(c, 12)
     assert bool(ok.all())
+
+
+def test_a_tall_bottle_is_pushed_over_inside_a_shallow_drawer():
+    # KITCHEN_SCENE5: ketchup (14.5 cm, origin at mid height) into the opened top drawer
+    # (6 cm deep): standing, its origin stays above the region; lying, it is inside
+    c = S.compile_task("libero_90", suites.tasks("libero_90")[32], 0)
+    place = LP.planner_for(c).stages[-1]
+    (ux, uy), z_push, t_base = place.topple
+    assert abs(ux) == 1.0 and uy == 0.0 and t_base < -0.03  # along the drawer's length
+    assert [p.name for p in place.phases[-4:]] == ["behind", "down", "tip", "up"]
+    # a placement that needs none (libero_object: the milk carton into the basket)
+    o = S.compile_task("libero_object", suites.tasks("libero_object")[7], 0)
+    assert LP.planner_for(o).stages[-1].topple == ()
+    ok, _ = _solve(c, 30)
+    assert bool(ok.all())

@@ -35,7 +35,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
-from coda.libero.scene import body_box
+from coda.libero.scene import body_box, collision_geoms, geom_half_extents
 from coda.sim import geometry as G
 from coda.sim import predicates as SP
 from coda.sim import robot
@@ -72,6 +72,11 @@ ALIGN_FRACTION = 0.8  # an elongated object longer than this share of a region's
 # size is turned to the region's axis for an In placement
 HANDLE_OFFSET_SLACK = 0.03  # m: a handle-held object's tcp offset beyond the planned one
 REACH_MARGIN = 0.02  # m: a handle-held object's tcp target inside the workspace's xy limits
+TOPPLE_MARGIN = 0.005  # m: an In region's top above the origin for the placement to count
+TOPPLE_WALL = 0.012  # m: a toppled object's standing base off the region's end
+TOPPLE_BELOW_TOP = 0.03  # m: the pushing tcp below the standing object's top
+TOPPLE_BEHIND = 0.03  # m: the pushing tcp behind the object's outline before the push
+TOPPLE_PUSH = 0.08  # m: the push's end beyond the standing base's centre
 SQUARE_RATIO = 1.15  # a region whose horizontal sizes differ less counts as square
 Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005  # m: highest tcp waypoint
 
@@ -106,10 +111,14 @@ class LiberoPickPlace(ScriptedPlanner):
     # ((x, y, z) grasp point, (x, y) direction) of a long handle in the object's frame
     # (`planner_insert.long_handle`: a frying pan, held by its handle, not its rim); () = none
     handle: tuple = ()
+    # ((x, y) world unit direction, tcp z, base offset along it) of a push that lays the
+    # placed object down (`topple`: a bottle whose origin stays above the region standing,
+    # e.g. ketchup into a drawer); ()
+    topple: tuple = ()
 
     @property
     def phases(self) -> tuple[Waypoint, ...]:
-        return PHASES
+        return PHASES + TOPPLE_PHASES if self.topple else PHASES
 
     def _waypoints(self, s: SimState, target: jnp.ndarray):
         del target
@@ -195,6 +204,9 @@ class LiberoPickPlace(ScriptedPlanner):
             if self.slot:  # LIBERO's region frame: d = R (p - p_site), so p = p_site + R^T d
                 d = jnp.asarray((*self.slot, 0.0), pt.dtype)
                 pt = pt + jnp.einsum("...ji,j->...i", rs, d)
+            if self.topple:  # stood near the region's end, to fall along it
+                (dx, dy), _, t_base = self.topple
+                pt = pt.at[..., :2].add(jnp.asarray((dx * t_base, dy * t_base), pt.dtype))
             ext = jnp.abs(jnp.einsum("...ij,j->...i", rs, jnp.asarray(size, pt.dtype)))[..., 2]
             # (not for a handle-held pan: its box about the origin, 26 cm along the handle,
             # "overlaps" a moka pot 21 cm away and shifted the pan to the region's edge)
@@ -321,7 +333,86 @@ class LiberoPickPlace(ScriptedPlanner):
         grip = jnp.stack(
             [opened if p.grip == OPEN else jnp.full_like(opened, p.grip) for p in PHASES], 1
         )
+        if self.topple:  # the closed fingers behind its top push it over along the region
+            (dx, dy), z_push, _ = self.topple
+            u = jnp.asarray((dx, dy), pt.dtype)
+            foot = float(np.max(np.abs(np.concatenate([self.box[0], self.box[1]]))))
+            back = pt[..., :2] - u * (foot + TOPPLE_BEHIND)
+            end = pt[..., :2] + u * TOPPLE_PUSH
+
+            def at2(xy, z):
+                return jnp.concatenate([xy, jnp.broadcast_to(z, xy.shape[:-1])[..., None]], -1)
+
+            xyz = jnp.concatenate(
+                [xyz, jnp.stack([at2(back, z_push + 0.05), at2(back, z_push), at2(end, z_push),
+                                 at2(end, z_push + 0.05)], 1)],
+                1,
+            )  # fmt: skip
+            y_push = float(np.arctan2(dy, dx))  # the closed pads' wide face across the push
+            yaws = jnp.concatenate([yaws, jnp.full((yaws.shape[0], 4), y_push, yaws.dtype)], 1)
+            grip = jnp.concatenate([grip, jnp.full((grip.shape[0], 4), CLOSE, grip.dtype)], 1)
         return xyz, yaws, jnp.zeros(yaws.shape), jnp.zeros(yaws.shape), grip  # grip [B, P]
+
+
+TOPPLE_PHASES = (
+    Waypoint("behind", CLOSE, tol=0.01),
+    Waypoint("down", CLOSE, speed=0.5, tol=0.006),
+    Waypoint("tip", CLOSE, speed=0.3, tol=0.01, settle=6),
+    Waypoint("up", CLOSE, tol=0.02),
+)
+
+
+def topple(compiled, atom: tuple, box: tuple) -> tuple:
+    """((x, y) push direction (world), tcp z, the standing base's offset along it from the
+    region's centre) for an In placement whose object,
+    standing, keeps its origin above the region (a 14.5 cm ketchup bottle, origin at mid
+    height, in a 6 cm-deep drawer) but lying down would not: it is placed standing near one
+    end of the region's longer horizontal axis, then its top is pushed along that axis so it
+    falls inside. () when not needed or when the lying object would not fit (host side)."""
+    if atom[0] != "in_region" or atom[2] < 0 or not box:
+        return ()
+    m = compiled.model
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    mujoco.mj_kinematics(m, d)
+    obj = m.body(compiled.layout.body_names[atom[1]]).id
+    owner = m.body(compiled.layout.body_names[atom[2]]).id
+    lo, hi = np.asarray(box[0]), np.asarray(box[1])
+    up = d.xmat[obj].reshape(3, 3)[2]  # world z in the object's frame (its row 2)
+    k = int(np.argmax(np.abs(up)))
+    if abs(up[k]) < UPRIGHT_COS:
+        return ()  # not standing on one face
+    height = float(hi[k] - lo[k])
+    if height < 2.0 * float(np.delete(hi - lo, k).max()):
+        return ()  # not a tall object standing on its end
+    over_bottom = float(-lo[k] if up[k] > 0 else hi[k])  # origin above the standing bottom
+    rb = d.xmat[owner].reshape(3, 3)
+    rs = rb @ quat_matrix(atom[4])
+    c = d.xpos[owner] + rb @ np.asarray(atom[3])
+    size = np.abs(rs) @ np.asarray(atom[5])  # world half extents
+    floors = []
+    for g in collision_geoms(m, owner):
+        gc = d.geom_xpos[g]
+        ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
+        if np.all(np.abs(gc[:2] - c[:2]) < ext[:2]) and gc[2] + ext[2] <= c[2]:
+            floors.append(float(gc[2] + ext[2]))
+    floor = max(floors) if floors else float(c[2] - size[2])
+    top = float(c[2] + size[2])
+    if floor + over_bottom <= top - TOPPLE_MARGIN:
+        return ()  # fits standing
+    others = [j for j in range(3) if j != k]
+    lying = max(max(-lo[j], hi[j]) for j in others)  # the origin's height lying, at most
+    if floor + lying > top - TOPPLE_MARGIN:
+        return ()
+    e = 0 if size[0] >= size[1] else 1
+    u = np.zeros(3)
+    u[e] = 1.0
+    foot = max(max(-lo[j], hi[j]) for j in others)
+    t = -(size[e] - foot - TOPPLE_WALL)  # the standing base near the region's -u end
+    if t - foot + height > size[e] - 0.003:
+        return ()  # lying along u it would not fit
+    z_push = floor + height - TOPPLE_BELOW_TOP
+    return (float(u[0]), float(u[1])), float(z_push), float(t)
 
 
 def _clear_of_neighbours(s: SimState, obj: int, pt, surface, size: tuple, skip: set):
@@ -589,13 +680,13 @@ def stages_for(compiled, atoms: tuple) -> tuple:
                 out.append(push)
             else:
                 slot = slots.get(i, ())
+                tip = topple(compiled, a, box) if not slot else ()
                 if not slot and a[0] == "in_region":
                     slot = drawer_slot(compiled, a, box)
                 handle = long_handle(compiled, a[1])
+                fits = _fits(a, box) and not tip  # a toppled object stands: nothing to align
                 out.append(
-                    LiberoPickPlace(
-                        "libero", (), compiled.sym, 10, a, box, slot, _fits(a, box), handle
-                    )
+                    LiberoPickPlace("libero", (), compiled.sym, 10, a, box, slot, fits, handle, tip)
                 )
         else:
             raise ValueError(f"no planner stage for atom kind {a[0]!r}")
