@@ -275,3 +275,35 @@ def test_finetune_phase_switches_batch_and_rate():
     np.testing.assert_allclose(m["lr"], 5e-4, rtol=1e-5, atol=1e-9)  # step 5: past warmup (1)
     with pytest.raises(ValueError, match="finetune_lr"):
         LearnerConfig(finetune_start=3)
+
+
+def test_prompt_tokens_follow_the_bucket_not_its_id():
+    """The acting caches key tokens by the bucket's instructions: a bucket that reuses a
+    collected one's id (CPython recycles them) acts on its own prompts, not the old ones."""
+    import gc
+    from types import SimpleNamespace
+
+    from coda.loop.collect import Agents
+    from coda.train.agent import instruction_tokens
+
+    policy = get_policy("small_tiny")
+    learner = Learner(policy, LearnerConfig(), jax.random.PRNGKey(0), total_policy_steps=1)
+    agents = Agents(learner)
+
+    def bucket(text):
+        v = SimpleNamespace(scene=SimpleNamespace(task={"instruction": text}))
+        return SimpleNamespace(padded=[v, v])
+
+    texts = ["put the red cube on the plate", "stack the blue block on the green block"]
+    for _ in range(3):
+        for text in texts:
+            b = bucket(text)
+            want, _ = instruction_tokens(policy, [text, text])
+            got, _ = agents.tokens(b)
+            n = min(want.shape[1], got.shape[1])
+            np.testing.assert_array_equal(got[:, :n], want[:, :n])
+            agent = learner.agent(b, 1)
+            m = agent.token_mask.shape[1]
+            np.testing.assert_array_equal(np.asarray(agent.tokens), want[:, :m])
+            del b, agent
+            gc.collect()

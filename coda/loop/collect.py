@@ -39,14 +39,18 @@ class Agents:
         self.devices = tuple(devices)
         self._placed: tuple[Any, Any] = (None, None)  # (learner state, its acting weights)
         self.cache: dict[tuple[int, int], PolicyAgent] = {}
-        self._tokens: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._tokens: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def tokens(self, bucket: Bucket) -> tuple[np.ndarray, np.ndarray]:
         """[B, L] tokens and mask of the bucket's instructions at the policy's full width."""
-        key = id(bucket)
+        # keyed by the prompts themselves: an id(bucket) key handed a new bucket the tokens of a
+        # garbage-collected one whose id it reused (rollouts with another task's instruction)
+        key = tuple(bucket_prompts(bucket))
         if key not in self._tokens:
             pol = self.learner.policy
-            tok, mask = instruction_tokens(pol, bucket_prompts(bucket))
+            tok, mask = instruction_tokens(pol, list(key))
+            if len(self._tokens) >= 4096:  # bounded: a long run sees many distinct buckets
+                self._tokens.clear()
             self._tokens[key] = fit_prompt(tok, mask, int(pol.config.max_token_len))
         return self._tokens[key]
 

@@ -326,13 +326,15 @@ class NativeBackend:
 
     def __init__(self, nthread: int | None = None):
         self.nthread = max(1, nthread or os.cpu_count() or 1)
-        self._datas: dict[int, list[mujoco.MjData]] = {}
+        # (model, its per-thread scratch data): the model is held so that its id cannot be
+        # reused by a later model of another structure while the entry exists
+        self._datas: tuple[Any, list[mujoco.MjData]] = (None, [])
 
     def _thread_data(self, model: mujoco.MjModel, n: int) -> list[mujoco.MjData]:
-        k = id(model)
-        if k not in self._datas:
-            self._datas = {k: [mujoco.MjData(model) for _ in range(min(self.nthread, n))]}
-        return self._datas[k]
+        held, datas = self._datas
+        if held is not model or len(datas) < min(self.nthread, n):
+            self._datas = (model, [mujoco.MjData(model) for _ in range(min(self.nthread, n))])
+        return self._datas[1]
 
     def rollout(
         self, bucket: Bucket, policy: ChunkPolicy, params: Any, rng: jax.Array, num_chunks: int

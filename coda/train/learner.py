@@ -41,7 +41,7 @@ from coda.policy.train import (
 from coda.sim.observe import ImageSpec, image_spec_for, policy_images, with_images
 from coda.sim.state import SimState, flat_observation
 from coda.train import awr as awr_lib
-from coda.train.agent import AgentParams, ObsNorm, PolicyAgent
+from coda.train.agent import AgentParams, ObsNorm, PolicyAgent, bucket_prompts
 from coda.train.critic import (
     ChunkCritic,
     CriticState,
@@ -394,8 +394,12 @@ class Learner:
     def agent(self, bucket, num_candidates: int | None = None) -> PolicyAgent:
         """The rollout agent for `bucket`, its prompts cut to the width they need."""
         j = self.cfg.num_candidates if num_candidates is None else num_candidates
-        key = (id(bucket), j)
+        # keyed by the instructions (what the agent's tokens are), not id(bucket): a new bucket
+        # can reuse a collected one's id and would act on its prompts
+        key = (tuple(bucket_prompts(bucket)), j)
         cache = self.__dict__.setdefault("_agents", {})
+        if len(cache) >= 1024:
+            cache.clear()
         if key not in cache:
             agent = PolicyAgent.for_bucket(
                 self.policy, bucket, num_candidates=j, critic=self.critic if j > 1 else None
