@@ -63,6 +63,10 @@ def pi05() -> ConfigDict:
             # policies: robot proprioception from the state, objects from the cameras)
             proprio_dims=0,
             num_sample_steps=10,
+            # Gemma layers per step of the layer scan: 1 = a rolled loop (compiles fast at depth
+            # 18); 0 = all layers unrolled (faster training on XLA:CPU for shallow models, see
+            # gemma.GemmaMoE and benchmarks/results/learner.md "v2"). Parameters are the same.
+            scan_unroll=1,
             # Scale of the initial flow noise at sampling (1 = the trained prior; < 1 samples
             # closer to the mode, a temperature knob; training is unaffected).
             sample_noise_scale=1.0,
@@ -118,6 +122,7 @@ def small() -> ConfigDict:
     c.num_state_tokens = 4
     c.state_hidden = 256
     c.num_sample_steps = 10
+    c.scan_unroll = 0  # all 4 layers unrolled (learner.md "v2")
     return c
 
 

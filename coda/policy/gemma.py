@@ -14,6 +14,7 @@ with tanh-gelu and ``sqrt(width)`` embedding scale.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import flax.linen as nn
@@ -67,8 +68,26 @@ def make_attn_mask(input_mask: jax.Array, ar_mask: jax.Array) -> jax.Array:
     return attn & valid
 
 
+def rows(x: jax.Array, n: int = 1) -> jax.Array:
+    """[..., *F] -> [M, *F] with the last `n` axes kept: projections run on 2-D row blocks.
+
+    Why: XLA:CPU lowers a weight gradient that contracts over two axes (batch and token, as
+    ``BTD,BTF->DF`` does) by transposing the [B, T, F] cotangent into an [F, B*T] copy inside the
+    elementwise fusion that produces it; those transposed writes cost more than the GEMMs of
+    `small`'s backward (benchmarks/results/learner.md, "v2"). Over [B*T, D] rows the gradient is
+    a plain ``MD,MF->DF`` GEMM. The sums are the same (reshapes only), so results are unchanged.
+    """
+    return x.reshape((-1,) + x.shape[x.ndim - n :])
+
+
 class Einsum(nn.Module):
-    """A bias-free einsum projection with one weight named ``w`` (openpi layout)."""
+    """A bias-free einsum projection with one weight named ``w`` (openpi layout).
+
+    ``eqn`` is ``"BT<in>,<w>-><out>"``: the activation leads with two row axes (B, T) and the
+    output keeps them in place; every ``<in>`` axis is contracted. It runs as one 2-D GEMM
+    [B*T, prod(in)] x [prod(in), prod(free)] (see `rows`): the weight (small) is permuted into
+    that layout, never the activations. Free weight axes must appear in ``<out>`` after ``BT``.
+    """
 
     shape: tuple[int, ...]
     init_fn: nn.initializers.Initializer = nn.initializers.lecun_normal()
@@ -76,7 +95,22 @@ class Einsum(nn.Module):
     @nn.compact
     def __call__(self, eqn: str, x: jax.Array) -> jax.Array:
         w = self.param("w", self.init_fn, self.shape)
-        return jnp.einsum(eqn, x, w.astype(x.dtype))
+        lhs, rest = eqn.split(",")
+        wax, out = rest.split("->")
+        bt, xin = lhs[:2], lhs[2:]
+        free = out[2:]
+        if (
+            out[:2] != bt
+            or sorted(free + xin) != sorted(wax)
+            or any(a in wax or a in out[2:] for a in bt)
+            or x.ndim != len(lhs)
+        ):
+            raise ValueError(f"einsum {eqn!r} is not a row projection 'BT<in>,<w>->BT<free>'")
+        dims = dict(zip(wax, w.shape, strict=True))
+        w2 = jnp.einsum(f"{wax}->{xin}{free}", w.astype(x.dtype))  # weight-sized permute
+        w2 = w2.reshape(math.prod(dims[a] for a in xin), -1)
+        y = rows(x, len(xin)).reshape(-1, w2.shape[0]) @ w2  # [B*T, prod(free)]
+        return y.reshape(x.shape[:2] + tuple(dims[a] for a in free))
 
 
 class RMSNorm(nn.Module):
@@ -109,12 +143,13 @@ class FeedForward(nn.Module):
         init = nn.initializers.lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(0,))
         w_gating = self.param("gating_einsum", init, (2, self.features, self.hidden_dim))
         w_gating = w_gating.astype(x.dtype)
-        gate = nn.gelu(jnp.dot(x, w_gating[0]), approximate=True)
-        lin = jnp.dot(x, w_gating[1])
+        x2 = rows(x)  # [M, D] (see `rows`)
+        gate = nn.gelu(jnp.dot(x2, w_gating[0]), approximate=True)
+        lin = jnp.dot(x2, w_gating[1])
         w_linear = self.param(
             "linear", nn.initializers.lecun_normal(), (self.hidden_dim, self.features)
         )
-        return jnp.dot(gate * lin, w_linear.astype(x.dtype))
+        return jnp.dot(gate * lin, w_linear.astype(x.dtype)).reshape(x.shape)
 
 
 KVCache = tuple[jax.Array, jax.Array]  # k, v: [B, S, K, H] per layer
@@ -152,11 +187,12 @@ class Attention(nn.Module):
                 nn.initializers.lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(0,)),
                 name=_name("q_einsum", i),
             )("BTD,NDH->BTNH", x)
-            k, v = Einsum(
+            kv = Einsum(
                 (2, c.num_kv_heads, c.width, c.head_dim),
                 nn.initializers.lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(0, 1)),
                 name=_name("kv_einsum", i),
-            )("BSD,2KDH->2BSKH", x)
+            )("BSD,2KDH->BS2KH", x)
+            k, v = kv[:, :, 0], kv[:, :, 1]  # [B, S, K, H] each
             qs.append(q)
             ks.append(k)
             vs.append(v)
@@ -171,13 +207,27 @@ class Attention(nn.Module):
             v = jnp.concatenate([kv_cache[1].astype(dtype), v], axis=1)
         b, t, n, h = q.shape
         kh = c0.num_kv_heads
-        q = q.reshape(b, t, kh, n // kh, h)  # query head n uses kv head n // (N/K)
-        logits = jnp.einsum("BTKGH,BSKH->BKGTS", q, k, preferred_element_type=jnp.float32)
         if attn_mask.shape != (b, t, k.shape[1]):
             raise ValueError(f"attn_mask shape {attn_mask.shape} != {(b, t, k.shape[1])}")
-        logits = jnp.where(attn_mask[:, None, None, :, :], logits, BIG_NEG)
-        probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
-        enc = jnp.einsum("BKGTS,BSKH->BTKGH", probs, v).reshape(b, t, n, h)
+        if kh == 1:
+            # One kv head (pi0.5's Gemmas): the N query heads of a token are N more rows of one
+            # [B, T*N, H] x [B, S, H] product, so no operand needs a transposed copy.
+            logits = jnp.einsum(
+                "BQH,BSH->BQS",
+                q.reshape(b, t * n, h),
+                k[:, :, 0],
+                preferred_element_type=jnp.float32,
+            ).reshape(b, t, n, -1)  # [B, T, N, S]
+            logits = jnp.where(attn_mask[:, :, None, :], logits, BIG_NEG)
+            probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
+            enc = jnp.einsum("BQS,BSH->BQH", probs.reshape(b, t * n, -1), v[:, :, 0])
+            enc = enc.reshape(b, t, n, h)
+        else:
+            q = q.reshape(b, t, kh, n // kh, h)  # query head n uses kv head n // (N/K)
+            logits = jnp.einsum("BTKGH,BSKH->BKGTS", q, k, preferred_element_type=jnp.float32)
+            logits = jnp.where(attn_mask[:, None, None, :, :], logits, BIG_NEG)
+            probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
+            enc = jnp.einsum("BKGTS,BSKH->BTKGH", probs, v).reshape(b, t, n, h)
         out: list[jax.Array | None] = []
         start = 0
         for i, (x, c) in enumerate(zip(xs, self.configs, strict=True)):
@@ -261,17 +311,25 @@ class GemmaMoE(nn.Module):
     """The ``PaliGemma/llm`` module: embedder, scanned layers and per-expert final norms.
 
     ``adarms`` says which experts are conditioned (adaRMS) — for pi0.5 only the action expert.
+    ``scan_unroll`` layers run per step of the layer scan (0 = all: straight-line code). The
+    parameters keep the stacked [depth, ...] layout either way. Unrolled, XLA:CPU keeps each
+    layer's saved activations in their own buffers instead of zero-filling and copying stacked
+    [depth, ...] ones (benchmarks/results/learner.md, "v2"); rolled (1) compiles faster for
+    deep models.
     """
 
     configs: tuple[ExpertConfig, ...]
     vocab_size: int
     adarms: tuple[bool, ...]
     dtype: str = "float32"
+    scan_unroll: int = 1
 
     def setup(self):
         depth = self.configs[0].depth
         if any(c.depth != depth for c in self.configs):
             raise ValueError("all experts must have the same depth")
+        if self.scan_unroll < 0:
+            raise ValueError(f"scan_unroll must be >= 0 (0 = all layers), got {self.scan_unroll}")
         self.embedder = Embedder(self.vocab_size, self.configs[0].width)
         self.layers = nn.scan(
             Block,
@@ -279,6 +337,7 @@ class GemmaMoE(nn.Module):
             split_rngs={"params": True, "dropout": True},
             in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast),
             length=depth,
+            unroll=self.scan_unroll or depth,
         )(configs=self.configs)
         self.final_norm = RMSNorm()
         if len(self.configs) > 1:

@@ -52,6 +52,7 @@ class OFTSpec:
     candidate_dropout: float
     dtype: str
     proprio_dims: int = 0  # as Pi05Spec.proprio_dims
+    scan_unroll: int = 1  # as Pi05Spec.scan_unroll
 
     @classmethod
     def from_config(cls, c: ConfigDict) -> OFTSpec:
@@ -75,6 +76,7 @@ class OFTSpec:
             candidate_dropout=float(c.candidate_dropout),
             dtype=str(c.dtype),
             proprio_dims=int(c.get("proprio_dims", 0)),
+            scan_unroll=int(c.get("scan_unroll", 1)),
         )
 
 
@@ -98,7 +100,9 @@ class OFTModel(nn.Module):
 
     def setup(self):
         s = self.spec
-        self.llm = GemmaMoE((s.vlm,), s.vocab_size, adarms=(False,), dtype=s.dtype)
+        self.llm = GemmaMoE(
+            (s.vlm,), s.vocab_size, adarms=(False,), dtype=s.dtype, scan_unroll=s.scan_unroll
+        )
         if s.siglip is not None:
             self.img = SigLIP(s.siglip, s.vlm.width, dtype=s.dtype)
         if s.num_state_tokens > 0:

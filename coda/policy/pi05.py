@@ -51,6 +51,7 @@ class Pi05Spec:
     state_hidden: int
     dtype: str
     proprio_dims: int = 0  # > 0: the state encoder sees only the first dims (see embed_observation)
+    scan_unroll: int = 1  # layers per step of the Gemma layer scan (0 = all; gemma.GemmaMoE)
 
     @classmethod
     def from_config(cls, c: ConfigDict) -> Pi05Spec:
@@ -71,6 +72,7 @@ class Pi05Spec:
             state_hidden=int(c.state_hidden),
             dtype=str(c.dtype),
             proprio_dims=int(c.get("proprio_dims", 0)),
+            scan_unroll=int(c.get("scan_unroll", 1)),
         )
 
 
@@ -176,7 +178,13 @@ class PaliGemma(nn.Module):
 
     def setup(self):
         s = self.spec
-        self.llm = GemmaMoE((s.vlm, s.expert), s.vocab_size, adarms=(False, True), dtype=s.dtype)
+        self.llm = GemmaMoE(
+            (s.vlm, s.expert),
+            s.vocab_size,
+            adarms=(False, True),
+            dtype=s.dtype,
+            scan_unroll=s.scan_unroll,
+        )
         if s.siglip is not None:
             self.img = SigLIP(s.siglip, s.vlm.width, dtype=s.dtype)
 
