@@ -179,6 +179,8 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("critic.name", CRITICS)
     choice("engine.name", ENGINES)
     choice("loop.no_mode_budget", NO_MODE_BUDGETS)
+    choice("loop.validation_bases", VALIDATION_BASES)
+    choice("loop.validation_control", VALIDATION_CONTROLS)
     _llm_problems(config, out, choice)
     choice("policy.name", POLICY_NAMES)
     for field, lo in LOOP_INTS.items():
@@ -285,6 +287,8 @@ def device_problems(
 
 
 NO_MODE_BUDGETS = ("novel", "pool")  # loop.no_mode_budget (coda.loop.rounds.plan)
+VALIDATION_BASES = ("pool", "parents")  # loop.validation_bases (coda.loop.rounds)
+VALIDATION_CONTROLS = ("resample", "matched")  # coda.engine.generate.CONTROLS
 OBS_MODES = ("state", "images")  # policy.obs_mode (coda.sim.observe)
 IMAGE_PATCH = 8  # coda.policy.configs.VISION_PATCH: image_size must be a multiple of it
 

@@ -81,7 +81,15 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.min_stop_round = 3  # "no mode in band" stops the run only from this round on
     c.loop.max_env_steps = 0  # total physics-step budget (0 = unlimited)
     c.loop.bc_steps = 6000  # round 0: BC on planner demos (the SFT start)
-    c.loop.validate_n = 8  # targeted / control variants per candidate mode
+    c.loop.validate_n = 16  # targeted / control variants per candidate mode
+    # What a candidate mode's targeted / control pairs are edited from: "pool" (the training
+    # pool's scenes of the mode's families, in the success band; the parents if the program
+    # binds to none of them) | "parents" (the diagnosed failures themselves). And how the
+    # control varies its factor: "resample" (redrawn from the family's distribution) |
+    # "matched" (moved by the targeted edit's normalised magnitude). Measured in
+    # benchmarks/results/validation_power.md: parents + matched never validates anything.
+    c.loop.validation_bases = "pool"
+    c.loop.validation_control = "resample"
     c.loop.max_validations = 3  # candidate modes tested per round
     c.loop.max_parents = 8  # diagnosed scenes kept per mode (generation parents)
     c.loop.bucket_size = 16  # variants per rollout (padded: a few compiled shapes)

@@ -13,6 +13,7 @@ from coda.engine.edits import HOME_XY, changed_factors, factor_magnitude, scene_
 from coda.engine.engines import ModeSpec, make_engine
 from coda.engine.generate import (
     CONTROL_FACTOR,
+    control_program,
     generate_targeted,
     make_validation_batches,
     targeted_control_success,
@@ -253,6 +254,25 @@ def test_validation_batches_equal_size_and_differ_only_in_the_intended_factor(pa
         assert vb.magnitude_gap <= 0.05, [
             (t.magnitude, c.magnitude) for t, c in zip(vb.targeted, vb.control, strict=True)
         ]
+
+
+def test_resample_control_redraws_the_other_factor_and_unknown_kinds_fail(parents):
+    """control="resample": the control factor drawn again from the family's distribution (not
+    moved by a matched amount); the targeted side is the same program either way."""
+    pp = parents["pick_place"]
+    mode = ModeSpec("attributes", "grasp", "object_too_wide")
+    vb = make_validation_batches(mode, pp, N=4, seed=3, control="resample")
+    assert len(vb.targeted) == len(vb.control) == 4
+    assert vb.control_factor == "layout"
+    for t, c in zip(vb.targeted, vb.control, strict=True):
+        assert changed_factors(pp[t.parent], t.scene) == ["attributes"]
+        assert changed_factors(pp[c.parent], c.scene) in (["layout"], [])
+        assert t.verdict.ok and c.verdict.ok
+    assert control_program("layout", "target", 0.3, "resample").edits[0]["edit"] == (
+        "resample_layout"
+    )
+    with pytest.raises(ValueError, match="unknown control kind 'random'; valid"):
+        make_validation_batches(mode, pp, N=2, seed=3, control="random")
 
 
 def _width_quantile(scene) -> float:

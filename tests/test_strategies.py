@@ -106,6 +106,32 @@ def test_no_mode_budget_pool_resamples_the_pool_until_a_mode_is_usable():
     memory.close()
 
 
+def test_validation_bases_pool_first_then_parents():
+    """loop.validation_bases: "pool" edits the pool's scenes of the parents' families first
+    (the parents if none bind), "parents" the diagnosed failures only; typos fail."""
+    from coda.loop import rounds
+
+    cfg = _config("coda")
+    assert cfg.loop.validation_bases == "pool" and cfg.loop.validation_control == "resample"
+
+    def scene(fam, name):
+        return types.SimpleNamespace(task={"family": fam}, name=name)
+
+    pool = [types.SimpleNamespace(scene=scene(f, f"{f}{i}")) for f in ("a", "b") for i in (0, 1)]
+    ctx = types.SimpleNamespace(config=cfg, pool=pool)
+    parents = [scene("b", "fail")]
+    got = rounds.validation_bases(ctx, parents)
+    assert [[s.name for s in b] for b in got] == [["b0", "b1"], ["fail"]]
+    assert [[s.name for s in b] for b in rounds.validation_bases(ctx, [scene("c", "x")])] == [["x"]]
+    cfg.loop.validation_bases = "parents"
+    assert rounds.validation_bases(ctx, parents) == [parents]
+    for field in ("validation_bases", "validation_control"):
+        setattr(cfg.loop, field, "nope")
+        with pytest.raises(runconfig.ConfigError, match=f"{field}='nope' is unknown"):
+            runconfig.validate(cfg)
+        setattr(cfg.loop, field, "pool" if field == "validation_bases" else "matched")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_strategy_runs_one_round_of_the_smoke_loop(name, tmp_path):

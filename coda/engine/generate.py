@@ -19,6 +19,15 @@ factor: `shift` by m * 0.566 m in a random direction for layout, `perturb_attrib
 random field by m of its range for attributes. `ValidationBatches.magnitude_gap` reports how
 well it matched (a shift blocked by neighbours or a field clipped at its range can fall short).
 
+`control="resample"` (the loop's default, `loop.validation_control`) instead redraws the control
+factor from the family's own distribution (`resample_layout` / `resample_attributes` /
+`resample_task`): the control stays inside the training support, so the test asks "is the
+diagnosed direction harder than an ordinary variation of another factor?". Measured
+(benchmarks/results/validation_power.md): the matched layout shift of an attribute mode
+(m x 0.566 m, often 0.2-0.3 m) pushes objects out of the region the policy was trained on and
+drops control success far below the unedited bases (21/32 -> 4/32), so no attribute diagnosis
+could ever be validated against it.
+
 `validation_success(...)` rolls both batches out with the current policy (make_buckets +
 backend.rollout, one rollout per variant) -> (targeted_success [N], control_success [N]);
 `validate_mode(...)` runs the one-sided test of `coda.engine.validate`, writes the decision to
@@ -49,6 +58,7 @@ from coda.sim.scene import Scene
 from coda.sim.verify import Verdict
 
 __all__ = [
+    "CONTROLS",
     "CONTROL_FACTOR",
     "GenerationError",
     "Generated",
@@ -241,9 +251,24 @@ def generate_targeted(
 # ----------------------------------------------------------------------------- validation
 
 
-def control_program(control_factor: str, role: str, magnitude: float) -> Program:
-    """The control edit: `role` moved by `magnitude` (normalised) along `control_factor`, in a
-    random direction (see the module docstring)."""
+# how the control batch varies its factor (`make_validation_batches(control=...)`)
+CONTROLS = ("resample", "matched")
+
+
+def control_program(
+    control_factor: str, role: str, magnitude: float, kind: str = "matched"
+) -> Program:
+    """The control edit. ``matched``: `role` moved by `magnitude` (normalised) along
+    `control_factor`, in a random direction; ``resample``: `control_factor` redrawn from the
+    family's own distribution (see the module docstring)."""
+    if kind not in CONTROLS:
+        raise ValueError(f"unknown control kind {kind!r}; valid: {list(CONTROLS)}")
+    if kind == "resample":
+        if control_factor not in ("layout", "attributes", "task"):
+            raise ValueError(
+                f"unknown control factor {control_factor!r}; valid: layout, attributes, task"
+            )
+        return Program.from_dict({"edit": f"resample_{control_factor}"})
     m = float(max(magnitude, 0.0))
     if control_factor == "layout":
         d = min(m * LAYOUT_SCALE, 1.0)
@@ -285,16 +310,20 @@ def make_validation_batches(
     *,
     program: Program | None = None,
     control_factor: str | None = None,
+    control: str = "matched",
     engine: Engine | None = None,
     memory: Any | None = None,
     max_attempts_factor: int = 6,
     isolation: str | None = None,
 ) -> ValidationBatches:
     """N targeted and N control variants of `parents` for `mode` (module docstring: how the
-    control factor and its magnitude are chosen). `GenerationError` if fewer than N pairs
-    verify within `max_attempts_factor * N` attempts."""
+    control factor and its magnitude are chosen; `control` is ``matched`` or ``resample``).
+    `GenerationError` if fewer than N pairs verify within `max_attempts_factor * N` attempts."""
     if N <= 0:
         raise ValueError(f"N must be positive, got {N}")
+    if control not in CONTROLS:
+        raise ValueError(f"unknown control kind {control!r}; valid: {list(CONTROLS)}")
+    control_kind = control  # `control` below is the control batch
     if program is None:
         program = resolve_program(mode, parents, engine=engine, memory=memory, seed=seed)
     program = Program.from_dict(program)
@@ -322,7 +351,8 @@ def make_validation_batches(
             if made is None:
                 continue
             t = Variant(made[0], "targeted", i, st, factor, made[1])
-            (cmade,) = _make_many(control_program(cf, role, made[1]), [(parents[i], sc)])
+            cprog = control_program(cf, role, made[1], control_kind)
+            (cmade,) = _make_many(cprog, [(parents[i], sc)])
             if cmade is None:
                 continue
             pairs.append((t, Variant(cmade[0], "control", i, sc, cf, cmade[1])))
@@ -424,11 +454,12 @@ def targeted_control_success(
     seed: int = 0,
     program: Program | None = None,
     control_factor: str | None = None,
+    control: str = "matched",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mode + parents + policy -> (targeted_success [N], control_success [N]) in one call
     (`make_validation_batches` then `validation_success`)."""
     vb = make_validation_batches(
-        mode, parents, N, seed, program=program, control_factor=control_factor
+        mode, parents, N, seed, program=program, control_factor=control_factor, control=control
     )
     return validation_success(vb, policy, params, backend, key, num_chunks)
 
@@ -461,6 +492,7 @@ def validate_mode(
     program: Program | None = None,
     engine: Engine | None = None,
     control_factor: str | None = None,
+    control: str = "matched",
 ) -> ValidationOutcome:
     """Targeted vs control for a candidate mode: batches, rollouts, the one-sided test, the
     decision in memory, and — only if validated — the program in Ω with its variants."""
@@ -468,7 +500,14 @@ def validate_mode(
     if m.id is None:
         raise ValueError("validate_mode needs a mode with an id (a memory Mode)")
     batches = make_validation_batches(
-        m, parents, N, seed, program=program, control_factor=control_factor, engine=engine
+        m,
+        parents,
+        N,
+        seed,
+        program=program,
+        control_factor=control_factor,
+        control=control,
+        engine=engine,
     )
     t, c = validation_success(batches, policy, params, backend, key, num_chunks)
     result = V.one_sided_test(int(t.sum()), N, int(c.sum()), N, method=method, alpha=alpha)
@@ -489,6 +528,7 @@ def validate_mode(
                 "engine": (engine.name if engine is not None else "offline"),
                 "validation": result.as_dict(),
                 "control_factor": batches.control_factor,
+                "control": control,
                 "magnitude_gap": batches.magnitude_gap,
                 "families": sorted({p.task["family"] for p in parents}),
             },

@@ -363,12 +363,23 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
     ]
     for i, m in enumerate(cands[: int(lc.max_validations)]):
         parents = [Scene.from_dict(d) for d in state.mode_parents[m.id]]
-        try:
-            vb = make_validation_batches(
-                m, parents, int(lc.validate_n), r * 1000 + i, engine=ctx.engine, memory=ctx.memory
-            )
-        except (GenerationError, ValueError, KeyError) as e:
-            log.info("mode %d: no validation batches (%s)", m.id, e)
+        control = str(lc.get("validation_control", "matched"))
+        vb = None
+        for bases in validation_bases(ctx, parents):
+            try:
+                vb = make_validation_batches(
+                    m,
+                    bases,
+                    int(lc.validate_n),
+                    r * 1000 + i,
+                    control=control,
+                    engine=ctx.engine,
+                    memory=ctx.memory,
+                )
+                break
+            except (GenerationError, ValueError, KeyError) as e:
+                log.info("mode %d: no validation batches on %d bases (%s)", m.id, len(bases), e)
+        if vb is None:
             continue
         nc = int(ctx.config.sim.num_chunks)
         kt, kc = jax.random.split(jax.random.fold_in(k_val, i))
@@ -398,6 +409,22 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
         else:
             out["refuted"].append(row)
     return out
+
+
+def validation_bases(ctx: Any, parents: list[Scene]) -> list[list[Scene]]:
+    """The scenes a mode's targeted / control pairs are edited from, in the order to try.
+
+    ``loop.validation_bases="pool"``: the training pool's scenes of the parents' families
+    first, then the parents. The parents are the diagnosed *failures*, where the policy rarely
+    succeeds whatever is edited, so both batches sit near 0 % and no test can separate them
+    (benchmarks/results/validation_power.md); pool scenes are in the success band, where
+    recreating the difficulty can show. ``"parents"``: the parents only (the method's reading).
+    """
+    if str(ctx.config.loop.get("validation_bases", "parents")) != "pool":
+        return [parents]
+    fams = {p.task["family"] for p in parents}
+    pool = [c.scene for c in ctx.pool if c.scene.task["family"] in fams]
+    return [pool, parents] if pool else [parents]
 
 
 # ----------------------------------------------------------------------------- 5 Φ + routing
