@@ -82,12 +82,13 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.max_env_steps = 0  # total physics-step budget (0 = unlimited)
     c.loop.bc_steps = 6000  # round 0: BC on planner demos (the SFT start)
     c.loop.validate_n = 16  # targeted / control variants per candidate mode
-    # What a candidate mode's targeted / control pairs are edited from: "pool" (the training
-    # pool's scenes of the mode's families, in the success band; the parents if the program
-    # binds to none of them) | "parents" (the diagnosed failures themselves). And how the
-    # control varies its factor: "resample" (redrawn from the family's distribution) |
-    # "matched" (moved by the targeted edit's normalised magnitude). Measured in
-    # benchmarks/results/validation_power.md: parents + matched never validates anything.
+    # What a candidate mode's targeted / control pairs (and a validated one's targeted
+    # variants) are edited from: "pool" (the training pool's scenes of the mode's families, in
+    # the success band; the parents if the program binds to none of them) | "parents" (the
+    # diagnosed failures themselves). And how the control varies its factor: "resample"
+    # (redrawn from the family's distribution) | "matched" (moved by the targeted edit's
+    # normalised magnitude). Measured in benchmarks/results/validation_power.md: on the parents
+    # both batches sit near 0 % and nothing is ever validated.
     c.loop.validation_bases = "pool"
     c.loop.validation_control = "resample"
     c.loop.max_validations = 3  # candidate modes tested per round

@@ -153,21 +153,25 @@ def generate(ctx: Any, state: RunState, r: int, reqs) -> tuple[list[Gen], dict]:
         if kind == "targeted":
             mode = ctx.memory.get_mode(ref)
             parents = [Scene.from_dict(d) for d in state.mode_parents.get(ref, [])]
-            try:
-                g = generate_targeted(
-                    mode,
-                    None,
-                    parents,
-                    n,
-                    int(rng.integers(2**31)),
-                    0.0,
-                    split=split,
-                    engine=ctx.engine,
-                    memory=ctx.memory,
-                    strict=False,
-                )
-            except (GenerationError, ValueError, KeyError) as e:
-                log.info("mode %s: no targeted variants (%s); novel instead", ref, e)
+            g, seed = None, int(rng.integers(2**31))
+            for bases in validation_bases(ctx, parents):  # the bases its test was run on
+                try:
+                    g = generate_targeted(
+                        mode,
+                        None,
+                        bases,
+                        n,
+                        seed,
+                        0.0,
+                        split=split,
+                        engine=ctx.engine,
+                        memory=ctx.memory,
+                        strict=False,
+                    )
+                    break
+                except (GenerationError, ValueError, KeyError) as e:
+                    log.info("mode %s: no targeted variants on %d bases (%s)", ref, len(bases), e)
+            if g is None:
                 novel_needed += n
                 continue
             tried += g.attempted
@@ -412,7 +416,8 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
 
 
 def validation_bases(ctx: Any, parents: list[Scene]) -> list[list[Scene]]:
-    """The scenes a mode's targeted / control pairs are edited from, in the order to try.
+    """The scenes a mode's targeted / control pairs (and, once it is validated, its targeted
+    variants) are edited from, in the order to try.
 
     ``loop.validation_bases="pool"``: the training pool's scenes of the parents' families
     first, then the parents. The parents are the diagnosed *failures*, where the policy rarely
