@@ -272,3 +272,17 @@ def test_a_tall_bottle_is_pushed_over_inside_a_shallow_drawer():
     assert LP.planner_for(o).stages[-1].topple == ()
     ok, _ = _solve(c, 30)
     assert bool(ok.all())
+
+
+def test_a_book_is_laid_down_and_pushed_under_a_shelf():
+    from coda.libero.planner_slide import LiberoTopplePush
+
+    # STUDY_SCENE4: a 12.4 cm book standing, the shelf's lower layer 6.9 cm high
+    c = S.compile_task("libero_90", suites.tasks("libero_90")[89], 0)
+    (stage,) = LP.planner_for(c).stages
+    assert isinstance(stage, LiberoTopplePush)
+    tp = stage.tp
+    np.testing.assert_allclose(tp.opening, [0.0, -1.0], atol=1e-6)  # the shelf faces -y
+    assert tp.up == 2 and tp.thick < 0.03 < 0.069 < tp.height  # lying it fits, standing not
+    ok, _ = _solve(c, 20)
+    assert bool(ok.all())

@@ -77,6 +77,7 @@ TOPPLE_WALL = 0.012  # m: a toppled object's standing base off the region's end
 TOPPLE_BELOW_TOP = 0.03  # m: the pushing tcp below the standing object's top
 TOPPLE_BEHIND = 0.03  # m: the pushing tcp behind the object's outline before the push
 TOPPLE_PUSH = 0.08  # m: the push's end beyond the standing base's centre
+MID_OFFSET = 0.005  # m: a box centre this far off the origin is aimed at an In region's centre
 SQUARE_RATIO = 1.15  # a region whose horizontal sizes differ less counts as square
 Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005  # m: highest tcp waypoint
 
@@ -274,8 +275,12 @@ class LiberoPickPlace(ScriptedPlanner):
             turn = wrap(a_reg - a_obj, jnp.pi / 2 if square else jnp.pi)  # [B], ±π/4 / ±π/2
             # an upright object's box centre (not its origin) on the region's centre: a book's
             # origin sits 1.2 cm off its middle, enough for its edge to land on a wall's top
-            mid_xy = jnp.einsum("...ij,j->...i", rot[..., :2, :], jnp.asarray((lo_ + hi_) / 2))
-            off = off - jnp.where((rot[..., 2, 2] > UPRIGHT_COS)[:, None], mid_xy, 0.0)
+            # (its local x, y only: a mug's box centre 5 cm up, projected while it sags in a
+            # rim grasp, moved it 1.3 cm)
+            mid_loc = np.asarray([(lo_[0] + hi_[0]) / 2, (lo_[1] + hi_[1]) / 2, 0.0])
+            if np.linalg.norm(mid_loc) > MID_OFFSET:  # (a mug's 1.5 mm: left alone)
+                mid_xy = jnp.einsum("...ij,j->...i", rot[..., :2, :], jnp.asarray(mid_loc))
+                off = off - jnp.where((rot[..., 2, 2] > UPRIGHT_COS)[:, None], mid_xy, 0.0)
             c_, s_ = jnp.cos(turn), jnp.sin(turn)
             off = jnp.stack(
                 [c_ * off[..., 0] - s_ * off[..., 1], s_ * off[..., 0] + c_ * off[..., 1]], -1
@@ -636,7 +641,7 @@ def stages_for(compiled, atoms: tuple) -> tuple:
     from coda.libero.planner_articulated import articulation_for
     from coda.libero.planner_insert import LiberoInsert, enclosure, long_handle
     from coda.libero.planner_push import LiberoPush, pushable
-    from coda.libero.planner_slide import LiberoSlide, slide_in
+    from coda.libero.planner_slide import LiberoSlide, LiberoTopplePush, slide_in, topple_in
 
     atoms = list(atoms)
     for a in list(atoms):
@@ -670,6 +675,9 @@ def stages_for(compiled, atoms: tuple) -> tuple:
             out.append(articulation_for(compiled, a))
         elif a[0] == "in_region" and slide_in(compiled, a) is not None:
             out.append(LiberoSlide("libero", (), compiled.sym, 10, a, slide_in(compiled, a)))
+        elif a[0] == "in_region" and topple_in(compiled, a) is not None:
+            tp = topple_in(compiled, a)
+            out.append(LiberoTopplePush("libero", (), compiled.sym, 10, a, tp))
         elif a[0] == "in_region" and enclosure(compiled, a) is not None:
             out.append(LiberoInsert("libero", (), compiled.sym, 10, a, enclosure(compiled, a)))
         elif a[0] in ("on_obj", "on_region", "in_region"):
