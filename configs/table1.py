@@ -17,8 +17,8 @@ Fields:
 
 Variants:
 * '' (CPU scale): the 7 strategies x 3 seeds = 21 cells + the transfer pair (2 x 3 = 6 `oft`
-  cells), sized so that the 21 cells fit <= 2 hours on a 2-core CPU (the estimate and how it
-  was measured are beside `_cpu_base`; the 6 transfer cells are not in that estimate);
+  cells) on `_cpu_base` (the self-imitation loop, 2 rounds, from an in-band BC start shared by
+  the strategies of a seed); the run's wall time per cell is in benchmarks/results/table1.md;
 * 'smoke': 2 strategies x 1 seed on the smoke loop config (`configs/coda.py:smoke`) + the
   transfer pair at that seed, for tests;
 * 'gpu': `configs/coda.py:gpu` per cell, 7 strategies x 3 seeds. NOT run or timed: no
@@ -53,63 +53,21 @@ def _loop_config(arg, strategy: str = "coda") -> ConfigDict:
 
 
 def _cpu_base() -> ConfigDict:
-    """The default loop config shrunk so that 21 cells fit <= 2 hours on 2 CPU cores.
+    """The loop every CPU cell runs: `configs/coda.py:selfimit` (the recipe that lifts an
+    in-band BC start, benchmarks/results/loop_selfimit.md) for 2 rounds after round 0.
 
-    The default (`configs/coda.py`) takes ~28 min per run on this machine
-    (benchmarks/results/loop_default.json); 21 cells need <= ~5.7 min each. Shrunk: one family
-    (pick-place; its held-out task program keeps the ood_tasks suite), 8 pool layouts, 12-chunk
-    episodes, a narrower 1-layer policy with 4 flow steps, 1,000 BC steps on the pool + 24 more
-    layouts + one DART pass (what one cell's budget allows; the default's 6,000 steps on 256
-    layouts + 2 DART passes is what reaches the band), 2 rounds of B = 8 scenes, short update
-    blocks, 16 episodes per suite.
+    Round 0 is the default's BC start (6,000 steps on the pool + 64 more layouts with 2 DART
+    passes; ID ~40-50 %), trained once per seed and adopted by every BC-start strategy of that
+    seed (`study.share_start`); each round is B = 64 scenes x 4 rollouts, 200 fine-tuning
+    updates at 3e-4 / batch 128, 64 episodes per evaluation suite.
 
-    Measured (2026-12-01, one `coda` cell, seed 0, alone in its process, cold in-process JIT,
-    on the 2-core machine while two other training jobs ran, load average 5-8): 350 s wall
-    (round 0 ~205 s incl. compiles and 1,000 BC steps in ~110 s; round 1 120 s; round 2 26 s).
-    The smoke study (`:smoke`, 2 cells in one process) ran its first cell (coda) in 110 s and
-    its second (sft: no critique, warm) in 55 s: later cells reuse the process's compiled
-    functions.
-    Estimate for the 21 cells in one `launch.study` process at that load: <= 21 x 350 s = 2.0 h
-    if nothing were reused; ~1 h with the warm-cell saving (zero_shot cells skip BC and updates).
-    Learning at this size: that cell scored 0/16 ID and 0/64 OOD at rounds 0 and 2 (BC loss
-    0.13, planner 100 % on the pool): 1,000 BC steps do not reach the success band, so the CPU
-    table measures cost, not the ordering. A BC start shared by the strategies of a seed (round
-    0 is the same for every strategy with `bc_start`) might afford the default's 6,000-step
-    recipe (40.6 % ID; its round 0 took ~750 s under load, x 3 seeds): unmeasured, and it needs
-    a loop hook (`loop.start_from`, proposed in the study's report) that does not exist yet.
+    History: the first CPU base (one family, 1,000 BC steps, a 1-layer policy) was sized for
+    cost and scored 0/16 ID and 0/64 OOD in every cell: it measured nothing but cost. This one
+    starts inside the success band. Measured time: see benchmarks/results/table1.md (the
+    run's wall time per cell).
     """
-    c = _loop_config(None)
-    c.sim.families = ("pick_place",)
-    c.sim.programs_per_family = 1
-    c.sim.seeds_per_program = 8
-    c.sim.num_chunks = 12
-    c.policy.width = 64
-    c.policy.expert_width = 32
-    c.policy.depth = 1
-    c.policy.heads = 2
-    c.policy.state_hidden = 64
-    c.policy.num_state_tokens = 1
-    c.policy.sample_steps = 4
+    c = _loop_config("selfimit")
     c.loop.rounds = 2
-    c.loop.budget = 8
-    c.loop.num_candidates = 1
-    c.loop.critiques_per_mode = 2
-    c.loop.critic_updates = 60
-    c.loop.policy_updates = 20
-    c.loop.bc_steps = 1000
-    c.loop.validate_n = 4
-    c.loop.max_validations = 1
-    c.loop.bucket_size = 8
-    c.loop.updates_per_call = 20
-    c.loop.replay_size = 5000
-    c.loop.demo_cap = 4000
-    c.loop.demo_seeds = 24
-    c.loop.demo_dart = (0.3,)
-    c.critic.n_probes = 1
-    c.critic.n_repeats = 0
-    c.eval.episodes = 16
-    c.render.failures_per_round = 1
-    c.render.width = c.render.height = 96
     return c
 
 
