@@ -17,7 +17,13 @@ analysis in tests): ``useful`` counts the prompt at the needed width (padding is
 ``executed`` at the width the variant runs. The machine's peak is a large float32 matmul (1024³
 and 2048³) timed in the same run; MFU = useful FLOP/s / peak. To explain the gap, the run also
 times ``small``'s own GEMM shapes (the matmuls of one forward at this batch), a forward-only
-pass, and ``small`` at a 4× batch (larger matmuls).
+pass, and ``small`` at a 4× batch (larger matmuls; 128 is also ``loop.finetune_batch``).
+
+Before/after in the same run (``--before COMMIT``, default the commit before the "v2" layout):
+``small/scan_before`` (and ``_b128``) trace the Gemma stack of ``coda/policy/gemma.py`` as it
+was at that commit (read with ``git show``; same parameters, same FLOPs) and are timed in the
+same interleaved rounds as today's code; ``small/scan_rolled`` is today's code with the layer
+scan rolled (``scan_unroll=1``), to separate the two changes (benchmarks/results/learner.md).
 
 The CPU is shared with other work. Every entry is compiled first, then all are timed once per
 round for several interleaved rounds, so each sees the same load; rates use the best round.
@@ -29,11 +35,15 @@ discount the time the process was descheduled by other load.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import importlib.util
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 
 import jax
@@ -42,6 +52,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import coda.policy.pi05 as pi05_module  # noqa: E402
 from coda.policy import (  # noqa: E402
     Batch,
     Observation,
@@ -57,6 +68,7 @@ from coda.train.replay import Replay  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPT = 12  # tokens of a typical CoDA instruction (BOS + ~10 pieces + newline) -> width 16
+BEFORE_V2 = "6d5d77d"  # the last commit before the v2 Gemma layout (learner.md "v2")
 
 
 def load() -> list[float]:
@@ -85,6 +97,38 @@ def small_gemm_shapes(policy, batch: int, width: int) -> list[tuple[str, int, in
 
 
 # --- models ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def gemma_at(commit: str):
+    """pi0.5 built with `coda/policy/gemma.py` as it was at `commit` while the block runs (the
+    entries traced inside keep that code: compilation happens in `add`)."""
+    src = subprocess.run(
+        ["git", "-C", ROOT, "show", f"{commit}:coda/policy/gemma.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(src)
+    name = f"gemma_{commit}"
+    spec = importlib.util.spec_from_file_location(name, f.name)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    os.unlink(f.name)
+
+    def make(*args, scan_unroll: int = 1, **kwargs):  # the old module has no scan_unroll
+        if "scan_unroll" in mod.GemmaMoE.__dataclass_fields__:
+            kwargs["scan_unroll"] = scan_unroll
+        return mod.GemmaMoE(*args, **kwargs)
+
+    today = pi05_module.GemmaMoE
+    pi05_module.GemmaMoE = make
+    try:
+        yield
+    finally:
+        pi05_module.GemmaMoE = today
 
 
 class DenseMLP:
@@ -192,6 +236,11 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=8, help="updates per jitted call (scan length)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     ap.add_argument("--big-batch", type=int, default=128, help="extra small variant; 0 = off")
+    ap.add_argument(
+        "--before",
+        default=BEFORE_V2,
+        help="commit whose gemma.py the small/scan_before entries use; '' = no such entries",
+    )
     args = ap.parse_args()
     jax.config.update("jax_compilation_cache_dir", os.path.join(ROOT, ".jax_cache"))
     rng = np.random.default_rng(0)
@@ -209,6 +258,7 @@ def main() -> None:
         "batch": args.batch,
         "k": args.k,
         "prompt_tokens": PROMPT,
+        "before_commit": args.before,
     }
     b, k = args.batch, args.k
     small = get_policy("small")
@@ -268,6 +318,17 @@ def main() -> None:
                 bb = args.big_batch
                 f = useful * bb / b
                 add(f"small/scan_b{bb}", train_runner(model, cut, bb, k, True), f, f, name)
+            rolled = get_policy("small", scan_unroll=1)
+            add("small/scan_rolled", train_runner(rolled, cut, b, k, True), useful, useful, name)
+            if args.before:
+                with gemma_at(args.before):
+                    old = get_policy("small")
+                    run = train_runner(old, cut, b, k, True)
+                    add("small/scan_before", run, useful, useful, name, code=args.before)
+                    if args.big_batch:
+                        run = train_runner(old, cut, bb, k, True)
+                        f = useful * bb / b
+                        add(f"small/scan_before_b{bb}", run, f, f, name, code=args.before)
 
     # interleaved rounds: every entry is timed once per round, so all see the same load
     wall = {n: [] for n in entries}
