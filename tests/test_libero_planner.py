@@ -286,3 +286,11 @@ def test_a_book_is_laid_down_and_pushed_under_a_shelf():
     assert tp.up == 2 and tp.thick < 0.03 < 0.069 < tp.height  # lying it fits, standing not
     ok, _ = _solve(c, 20)
     assert bool(ok.all())
+
+
+def test_object_box_takes_the_geoms_of_welded_child_bodies():
+    # LIBERO's new_salad_dressing keeps its geoms in a child body (no joint between)
+    c = S.compile_task("libero_90", suites.tasks("libero_90")[62], 0)
+    body = c.layout.body_names.index("new_salad_dressing_1")
+    lo, hi = (np.asarray(v) for v in LP.object_box(c, body))
+    assert 0.13 < float(np.max(hi - lo)) < 0.16  # the bottle, not a point

@@ -35,7 +35,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
-from coda.libero.scene import body_box, collision_geoms, geom_half_extents
+from coda.libero.scene import collision_geoms, geom_half_extents
 from coda.sim import geometry as G
 from coda.sim import predicates as SP
 from coda.sim import robot
@@ -127,6 +127,9 @@ class LiberoPickPlace(ScriptedPlanner):
         q = s.body_quat[..., obj, :]  # [B, 4]
         rot = P._quat_mat(q)  # [B, 3, 3]
         half = s.body_half[..., obj, :]  # [B, 3]
+        if self.box:  # as body_half, but with the geoms of bodies welded to it
+            lo_b, hi_b = (np.asarray(v) for v in self.box)
+            half = jnp.broadcast_to(jnp.maximum(np.maximum(-lo_b, hi_b), 1e-3), half.shape)
         po = G.pos(s, obj)  # [B, 3]
         if self.box:
             lo, hi = (jnp.asarray(v, po.dtype) for v in self.box)
@@ -624,16 +627,30 @@ def quat_matrix(q) -> np.ndarray:
 
 
 def object_box(compiled, body: int) -> tuple:
-    """(lo xyz, hi xyz) of a tracked body's collision geoms in its own frame (host side)."""
+    """(lo xyz, hi xyz) of a tracked body's collision geoms in its own frame (host side), with
+    those of the bodies welded to it (no joint between: LIBERO's new_salad_dressing keeps all
+    its geoms in a child body, and without them it was planned as a point)."""
     m = compiled.model
     bid = m.body(compiled.layout.body_names[body]).id
     d = mujoco.MjData(m)
     d.qpos[:] = compiled.init_qpos
     mujoco.mj_kinematics(m, d)
-    box = body_box(m, d, bid)
-    if box is None:
+    welded, grow = {bid}, True
+    while grow:
+        kids = {k for k in range(m.nbody) if m.body_parentid[k] in welded and k not in welded}
+        kids = {k for k in kids if m.body_jntnum[k] == 0}
+        grow = bool(kids)
+        welded |= kids
+    rb, pb = d.xmat[bid].reshape(3, 3), d.xpos[bid]
+    lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
+    for b in sorted(welded):
+        for g in collision_geoms(m, b):
+            c = rb.T @ (d.geom_xpos[g] - pb)
+            ext = geom_half_extents(m, g, rb.T @ d.geom_xmat[g].reshape(3, 3))
+            lo, hi = np.minimum(lo, c - ext), np.maximum(hi, c + ext)
+    if not np.isfinite(lo).all():
         return ()
-    return tuple(tuple(float(v) for v in side) for side in box)
+    return tuple(tuple(float(v) for v in side) for side in (lo, hi))
 
 
 def stages_for(compiled, atoms: tuple) -> tuple:
