@@ -177,6 +177,9 @@ def test_wider_targets_are_wider(parents):
         ("task", "grasp", "other", "rebind_target"),
         ("layout", "reach", "beyond_reach", "toward_workspace_edge"),
         ("layout", "transport", "destination_not_reached", "toward_workspace_edge"),
+        ("spatial", "grasp", "object_pushed_away", "toward_workspace_edge"),
+        ("layout", "lift", "contact_lost", "toward_workspace_edge"),
+        ("layout", "transport", "contact_lost", "resample_layout"),  # no rule for this phase
         ("layout", "grasp", "other", "resample_layout"),  # no direction known: fallback
     ],
 )

@@ -10,6 +10,9 @@ whose roles no parent scene provides is skipped (`OfflineEngine` tries the next 
               target's approach side, footprints 0-1.5 cm apart (obstructed)
   layout      any                     beyond_reach,                -> the target within 0-4 cm
                                       did_not_approach                of the workspace edge
+  layout      grasp / lift            object_pushed_away,          -> the target within 0-4 cm
+                                      one/no_finger_contact,          of the workspace edge
+                                      contact_lost                    (an off-centre grasp)
   layout      transport / ν phase     destination_not_reached,     -> the goal within 0-4 cm
                                       misplaced                       of the workspace edge
   attributes  any                     object_too_wide              -> target width quantile
@@ -105,6 +108,13 @@ RULES: tuple[Rule, ...] = (
         ("beyond_reach", "did_not_approach"),
         _p({"factor": "layout", "edit": "toward_workspace_edge", "role": "target"}),
         "reach: the target near the edge of the workspace",
+    ),
+    Rule(
+        "layout",
+        ("grasp", "lift"),
+        ("object_pushed_away", "one_finger_contact", "no_finger_contact", "contact_lost"),
+        _p({"factor": "layout", "edit": "toward_workspace_edge", "role": "target"}),
+        "off-centre grasp: the target near the edge of the workspace",
     ),
     Rule(
         "layout",
