@@ -4,8 +4,10 @@
 `coda.sim.planner.ScriptedPlanner` (closed-loop on the servo setpoint, phase advance on reaching a
 waypoint, pure JAX) with a per-phase hand pitch. Stages: `LiberoPickPlace` for On / In atoms
 (below), `planner_insert.LiberoInsert` for In atoms of an enclosed region (the microwave: taken
-by the handle, slid in under the roof through the opening), `planner_push.LiberoPush` for
-plates and `planner_articulated.Articulation` for Open / Close / TurnOn / TurnOff. A compound
+by the handle, slid in under the roof through the opening), `planner_slide.LiberoSlide` /
+`LiberoTopplePush` for In atoms of a low roofed layer on the table (a pan dragged in by its
+handle; a tall book laid down, then pushed in), `planner_push.LiberoPush` for plates and
+`planner_articulated.Articulation` for Open / Close / TurnOn / TurnOff. A compound
 goal runs opening / turning on first, then placements, then closing / turning off
 (`order_atoms`); "put X in the drawer" gets the drawer's Open atom first (`implicit_open`).
 Each chunk, a stage whose atom already holds is skipped and one that finished with its atom
@@ -23,7 +25,10 @@ tcp-to-object offsets place it; a fallen / leaning object is grasped on its box 
 elongated object going into a narrower region is turned to the region's long axis; a tilted
 region (the wine rack) takes the object only within a thin band, into which it is lowered; an
 object lost from the jaws in transport is grasped again; an object going into an opened drawer
-is placed outward of what overhangs the drawer (`drawer_slot`: the drawer above's handle).
+is placed outward of what overhangs the drawer (`drawer_slot`: the drawer above's handle); an
+object with a long handle (a frying pan) is held by it (`planner_insert.long_handle`) and turned
+while carried when the tcp over the handle would be out of reach; a tall bottle whose origin
+stays above a shallow In region standing is pushed over inside it (`topple`).
 """
 
 from __future__ import annotations
