@@ -81,7 +81,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.min_stop_round = 3  # "no mode in band" stops the run only from this round on
     c.loop.max_env_steps = 0  # total physics-step budget (0 = unlimited)
     c.loop.bc_steps = 6000  # round 0: BC on planner demos (the SFT start)
-    c.loop.validate_n = 16  # targeted / control variants per candidate mode
+    c.loop.validate_n = 32  # targeted / control pairs per candidate mode (16 missed 4/16 vs 9/16)
     # What a candidate mode's targeted / control pairs (and a validated one's targeted
     # variants) are edited from: "pool" (the training pool's scenes of the mode's families, in
     # the success band; the parents if the program binds to none of them) | "parents" (the
