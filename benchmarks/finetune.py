@@ -41,7 +41,7 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 from finetune_bc import NUM_CHUNKS, load_checkpoint, make_policy, training_bucket  # noqa: E402
 
-from coda.eval import evaluate, make_suites, planner_agent, policy_agent  # noqa: E402
+from coda.eval import build_bucket, evaluate, make_suites, planner_agent, policy_agent  # noqa: E402
 from coda.policy import get_policy  # noqa: E402
 from coda.policy.base import Batch  # noqa: E402
 from coda.sim.planner import planner_for  # noqa: E402
@@ -524,6 +524,31 @@ def _rows(batch: Batch, idx: np.ndarray) -> Batch:
     return jax.tree.map(lambda x: x[idx], batch)
 
 
+FRESH_SEED_BASE = 10_000  # fresh collection layouts: 256 <= seed < 1e6 (held-out suites >= 1e6)
+FRESH_SEEDS_PER_RUN = 100_000  # seeds per run seed: rounds x layouts per round must fit
+
+
+def fresh_layout_seeds(st: Setup, run_seed: int, rnd: int, n: int | None = None) -> list[int]:
+    """Round `rnd`'s collection layout seeds for `--collect-layouts fresh`: `n` of them (default:
+    as many as training layouts), new every round and every run seed, none a training seed or an
+    evaluation seed.
+
+    CoDA's engine gives the learner new variants every round; collecting only on the BC
+    training layouts self-imitates what it already fits while the metric is held-out layouts.
+    """
+    n = n or st.layouts
+    lo = FRESH_SEED_BASE + FRESH_SEEDS_PER_RUN * run_seed + n * rnd
+    if n * (rnd + 1) > FRESH_SEEDS_PER_RUN:
+        raise ValueError(f"{rnd + 1} rounds of {n} fresh layouts exceed {FRESH_SEEDS_PER_RUN}")
+    seeds = list(range(lo, lo + n))
+    if lo < st.layouts or seeds[-1] >= 1_000_000:
+        raise ValueError(f"fresh layout seeds {lo}..{seeds[-1]} leave [{st.layouts}, 1e6)")
+    taken = {int(s) for suite in st.suites.values() for s in suite.seeds}
+    if taken & set(seeds):  # the held-out suites draw from [1e6, 2^31); checked anyway
+        raise ValueError("fresh collection layouts overlap an evaluation suite")
+    return seeds
+
+
 def cmd_selfimit(args) -> None:
     """Filtered self-imitation (expert iteration / ReST, success-filtered BC on the policy's own
     rollouts): each round the policy acts on the training layouts from a narrower flow-noise
@@ -532,6 +557,8 @@ def cmd_selfimit(args) -> None:
     BC anchor). No critic: the episode outcome is the filter. Evaluation samples at scale 1."""
     from finetune_bc import POLICIES
 
+    if args.collect_n is not None and (args.collect_layouts != "fresh" or args.collect_n < 1):
+        raise ValueError("--collect-n needs --collect-layouts fresh and a positive count")
     t0 = time.time()
     st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",))
     cfg = LearnerConfig(
@@ -546,7 +573,7 @@ def cmd_selfimit(args) -> None:
     collect = get_policy(
         "small", **POLICIES[st.blob.get("policy", "small")], sample_noise_scale=args.collect_noise
     )
-    demos = learner.demo_batch(st.demos(), st.bucket)
+    demos = learner.demo_batch(st.demos(), st.bucket)  # the anchor: always the training layouts
     n_demo_rows = int(demos.actions.shape[0])
     ek = jax.random.key(7)  # the same evaluation key at every evaluation (common noise)
     start = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, args.eval_n)
@@ -558,12 +585,16 @@ def cmd_selfimit(args) -> None:
     for rnd in range(args.rounds):
         rng, kc, kp = jax.random.split(rng, 3)
         succ = np.zeros(1)
+        cbucket, cseeds = st.bucket, None
+        if not args.bc_only and args.collect_layouts == "fresh":
+            cseeds = fresh_layout_seeds(st, args.seed, rnd, args.collect_n)
+            cbucket = build_bucket([st.blob["program"]] * len(cseeds), cseeds, split="train")
         if not args.bc_only:  # the control skips collection: its data is the demos alone
-            agent = dataclasses.replace(learner.agent(st.bucket, 1), policy=collect)
-            res = st.backend.rollout(st.bucket, agent, learner.agent_params(), kc, NUM_CHUNKS)
-            succ = np.asarray(res.success)[st.bucket.valid]
+            agent = dataclasses.replace(learner.agent(cbucket, 1), policy=collect)
+            res = st.backend.rollout(cbucket, agent, learner.agent_params(), kc, NUM_CHUNKS)
+            succ = np.asarray(res.success)[cbucket.valid]
         if succ.any():
-            buffer = (buffer + [learner.demo_batch(res, st.bucket, only_success=True)])[
+            buffer = (buffer + [learner.demo_batch(res, cbucket, only_success=True)])[
                 -args.keep_rounds :
             ]
         own = awr_lib.concat_batches(buffer) if buffer else None
@@ -578,13 +609,21 @@ def cmd_selfimit(args) -> None:
         learner.update_policy_bc(data, args.policy_steps, kp)
         row = {"updates": learner.policy_updates, "round": rnd, "own_rows": n_own}
         row["demo_rows"], row["collect_success"] = n_d, float(succ.mean())
+        if cseeds is not None:
+            row["collect_seeds"] = [cseeds[0], cseeds[-1]]
         _end_round(st, learner, args, rnd, row, curve, ek, t0)
     method = (
         "control: BC on the planner demos alone"
         if args.bc_only
         else (
             "filtered self-imitation: success-filtered BC on the policy's own rollouts "
-            f"(collected at flow-noise scale {args.collect_noise}) + planner demos"
+            f"(collected at flow-noise scale {args.collect_noise} on "
+            + (
+                "the training layouts"
+                if args.collect_layouts == "train"
+                else "fresh layouts of the training program, new seeds every round"
+            )
+            + ") + planner demos on the training layouts"
         )
     )
     _write(args.out, {**_run_record(st, args, start, curve, t0), "method": method})
@@ -716,6 +755,19 @@ def main(argv=None):
     )
     i.add_argument("--rows", type=int, default=8192, help="rows of each round's data set")
     i.add_argument("--keep-rounds", type=int, default=4, help="rounds of own successes kept")
+    i.add_argument(
+        "--collect-layouts",
+        choices=["train", "fresh"],
+        default="train",
+        help="collect on the BC training layouts, or on new layouts of the same program every "
+        "round (seeds disjoint from training and evaluation; the demo anchor stays on training)",
+    )
+    i.add_argument(
+        "--collect-n",
+        type=int,
+        default=None,
+        help="fresh layouts per round (default: as many as training layouts; fresh only)",
+    )
     i.add_argument("--out", required=True)
     e = sub.add_parser("steer")
     e.add_argument("--ckpt", required=True)
