@@ -560,7 +560,7 @@ def cmd_selfimit(args) -> None:
     if args.collect_n is not None and (args.collect_layouts != "fresh" or args.collect_n < 1):
         raise ValueError("--collect-n needs --collect-layouts fresh and a positive count")
     t0 = time.time()
-    st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",))
+    st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",), seed=args.suite_seed)
     cfg = LearnerConfig(
         mode="sparse",
         num_candidates=1,
@@ -761,6 +761,12 @@ def main(argv=None):
         default="train",
         help="collect on the BC training layouts, or on new layouts of the same program every "
         "round (seeds disjoint from training and evaluation; the demo anchor stays on training)",
+    )
+    i.add_argument(
+        "--suite-seed",
+        type=int,
+        default=0,
+        help="held-out suite seed (its layout seeds); 0 is the suite of the runs before it",
     )
     i.add_argument(
         "--collect-n",
