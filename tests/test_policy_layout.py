@@ -10,15 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax.traverse_util import unflatten_dict
-from openpi_fixtures import FIX
+from openpi_fixtures import PARITY_NPZ as NPZ
+from openpi_fixtures import load_parity
 
 from coda.policy import Batch, Observation, get_config, get_policy
-from coda.policy.configs import OPENPI_CAMERAS
 from coda.policy.gemma import Einsum
 from coda.policy.pi05 import Pi05Policy
 
-NPZ = os.path.join(FIX, "pi05_tiny_parity.npz")
 B = 4
 
 
@@ -81,19 +79,7 @@ def test_einsum_rejects_a_non_row_projection():
 
 @pytest.mark.skipif(not os.path.exists(NPZ), reason="openpi fixtures not available")
 def test_unrolled_tiny_matches_openpi_fixture():
-    z = np.load(NPZ)
-    params = unflatten_dict(
-        {k[len("params/") :]: jnp.asarray(z[k]) for k in z.files if k.startswith("params/")},
-        sep="/",
-    )
-    inp = {k[len("inputs/") :]: z[k] for k in z.files if k.startswith("inputs/")}
-    out = {k[len("outputs/") :]: z[k] for k in z.files if k.startswith("outputs/")}
-    obs = Observation(
-        tokens=jnp.asarray(inp["tokenized_prompt"]),
-        token_mask=jnp.asarray(inp["tokenized_prompt_mask"]),
-        images={c: jnp.asarray(inp[f"images/{c}"]) for c in OPENPI_CAMERAS},
-        image_masks={c: jnp.asarray(inp[f"image_masks/{c}"]) for c in OPENPI_CAMERAS},
-    )
+    params, inp, out, obs = load_parity()
     policy = Pi05Policy(get_config("tiny", scan_unroll=0))
     v_t = jax.jit(policy.velocity)(params, obs, jnp.asarray(out["x_t"]), jnp.asarray(inp["time"]))
     np.testing.assert_allclose(v_t, out["v_t"], rtol=1e-4, atol=1e-5)

@@ -7,10 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax.traverse_util import flatten_dict, unflatten_dict
-from openpi_fixtures import FIX
+from flax.traverse_util import flatten_dict
+from openpi_fixtures import FIX, load_parity
 
-from coda.policy.base import Observation
 from coda.policy.configs import OPENPI_CAMERAS, get_config
 from coda.policy.pi05 import Pi05Model, Pi05Policy, cached_suffix_layout, posemb_sincos
 
@@ -22,19 +21,7 @@ TOL = dict(rtol=1e-4, atol=1e-5)
 
 @pytest.fixture(scope="module")
 def fx():
-    z = np.load(NPZ)
-    params = unflatten_dict(
-        {k[len("params/") :]: jnp.asarray(z[k]) for k in z.files if k.startswith("params/")},
-        sep="/",
-    )
-    inp = {k[len("inputs/") :]: z[k] for k in z.files if k.startswith("inputs/")}
-    out = {k[len("outputs/") :]: z[k] for k in z.files if k.startswith("outputs/")}
-    obs = Observation(
-        tokens=jnp.asarray(inp["tokenized_prompt"]),
-        token_mask=jnp.asarray(inp["tokenized_prompt_mask"]),
-        images={c: jnp.asarray(inp[f"images/{c}"]) for c in OPENPI_CAMERAS},
-        image_masks={c: jnp.asarray(inp[f"image_masks/{c}"]) for c in OPENPI_CAMERAS},
-    )
+    params, inp, out, obs = load_parity()
     return _Jitted(Pi05Policy(get_config("tiny"))), params, inp, out, obs
 
 
