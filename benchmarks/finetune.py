@@ -49,7 +49,12 @@ from coda.sim.rollout import make_backend  # noqa: E402
 from coda.train import Learner, LearnerConfig  # noqa: E402
 from coda.train import awr as awr_lib  # noqa: E402
 from coda.train.agent import make_obs  # noqa: E402
-from coda.train.shaping import chunk_discount, chunk_rewards, mc_returns  # noqa: E402
+from coda.train.shaping import (  # noqa: E402
+    chunk_discount,
+    chunk_rewards,
+    mc_returns,
+    progress_prefix_mask,
+)
 
 EVAL_BATCH = 64  # variants per evaluation rollout (suites pool batches to >= 128 at the end)
 
@@ -549,6 +554,32 @@ def fresh_layout_seeds(st: Setup, run_seed: int, rnd: int, n: int | None = None)
     return seeds
 
 
+def potential_for(bucket):
+    """Φ of the bucket's task from the offline Text2potential compiler (the embedded default)."""
+    from coda.potentials import CompileRequest, OfflineCompiler, compile_program
+
+    prop = OfflineCompiler().propose(CompileRequest(task=bucket.scene_task), bucket.sym)
+    return compile_program(prop.source, bucket.sym)
+
+
+def _stage_filtered(learner: Learner, potential, res, bucket, min_stage: int):
+    """Own rows under the stage filter (`shaping.progress_prefix_mask`): every chunk of the
+    successful episodes plus the progress prefixes of the failed ones. (Batch | None, number of
+    rows from failed episodes)."""
+    ok = np.asarray(res.valid, bool) & ~np.asarray(res.failed, bool)  # [B]
+    if not ok.any():
+        return None, 0
+    stage = np.asarray(potential.stage(res.states))  # [B, C+1]
+    success = np.asarray(res.success, bool)
+    mask = progress_prefix_mask(stage, success, ok, min_stage)  # [B, C]
+    sel = np.nonzero(mask[ok].reshape(-1))[0]  # demo_batch rows: ok episodes x C chunks
+    if sel.size == 0:
+        return None, 0
+    full = learner.demo_batch(res, bucket, only_success=False)
+    n_prefix = int(mask[ok & ~success].sum())
+    return _rows(full, sel), n_prefix
+
+
 def cmd_selfimit(args) -> None:
     """Filtered self-imitation (expert iteration / ReST, success-filtered BC on the policy's own
     rollouts): each round the policy acts on the training layouts from a narrower flow-noise
@@ -574,6 +605,7 @@ def cmd_selfimit(args) -> None:
         "small", **POLICIES[st.blob.get("policy", "small")], sample_noise_scale=args.collect_noise
     )
     demos = learner.demo_batch(st.demos(), st.bucket)  # the anchor: always the training layouts
+    potential = potential_for(st.bucket) if args.filter == "stage" else None
     n_demo_rows = int(demos.actions.shape[0])
     ek = jax.random.key(7)  # the same evaluation key at every evaluation (common noise)
     start = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, args.eval_n)
@@ -593,7 +625,12 @@ def cmd_selfimit(args) -> None:
             agent = dataclasses.replace(learner.agent(cbucket, 1), policy=collect)
             res = st.backend.rollout(cbucket, agent, learner.agent_params(), kc, NUM_CHUNKS)
             succ = np.asarray(res.success)[cbucket.valid]
-        if succ.any():
+        n_prefix = 0
+        if args.filter == "stage" and not args.bc_only:
+            own_new, n_prefix = _stage_filtered(learner, potential, res, cbucket, args.min_stage)
+            if own_new is not None:
+                buffer = (buffer + [own_new])[-args.keep_rounds :]
+        elif succ.any():
             buffer = (buffer + [learner.demo_batch(res, cbucket, only_success=True)])[
                 -args.keep_rounds :
             ]
@@ -609,6 +646,8 @@ def cmd_selfimit(args) -> None:
         learner.update_policy_bc(data, args.policy_steps, kp)
         row = {"updates": learner.policy_updates, "round": rnd, "own_rows": n_own}
         row["demo_rows"], row["collect_success"] = n_d, float(succ.mean())
+        if args.filter == "stage":
+            row["prefix_rows"] = n_prefix  # rows this round from failed episodes' prefixes
         if cseeds is not None:
             row["collect_seeds"] = [cseeds[0], cseeds[-1]]
         _end_round(st, learner, args, rnd, row, curve, ek, t0)
@@ -616,7 +655,14 @@ def cmd_selfimit(args) -> None:
         "control: BC on the planner demos alone"
         if args.bc_only
         else (
-            "filtered self-imitation: success-filtered BC on the policy's own rollouts "
+            "filtered self-imitation: "
+            + (
+                "success-filtered"
+                if args.filter == "success"
+                else f"stage-filtered (successes + failed episodes' progress prefixes, >= "
+                f"{args.min_stage} Text2potential subgoals)"
+            )
+            + " BC on the policy's own rollouts "
             f"(collected at flow-noise scale {args.collect_noise} on "
             + (
                 "the training layouts"
@@ -752,6 +798,16 @@ def main(argv=None):
     i.add_argument("--batch", type=int, default=32, help="policy batch")
     i.add_argument(
         "--bc-only", action="store_true", help="control: same updates on the planner demos only"
+    )
+    i.add_argument(
+        "--filter",
+        choices=["success", "stage"],
+        default="success",
+        help="own rows imitated: successful episodes (sparse), or also the progress prefixes of "
+        "failed ones by the task's Text2potential stages (shaped; shaping.progress_prefix_mask)",
+    )
+    i.add_argument(
+        "--min-stage", type=int, default=1, help="stage filter: subgoals a failed episode needs"
     )
     i.add_argument("--rows", type=int, default=8192, help="rows of each round's data set")
     i.add_argument("--keep-rounds", type=int, default=4, help="rounds of own successes kept")

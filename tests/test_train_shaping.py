@@ -252,3 +252,38 @@ def subgoal_0_potential(s, sym):
     for _ in range(3):
         endpoint_potential(phi, states)
     assert traces == [(3, 3)]
+
+
+def test_progress_prefix_mask_keeps_successes_and_progress_prefixes():
+    from coda.train.shaping import progress_prefix_mask
+
+    stage = np.array(
+        [
+            [0, 1, 2, 3, 3],  # success: every chunk
+            [0, 1, 2, 1, 0],  # failed after reaching stage 2 at endpoint 2: chunks 0, 1
+            [0, 0, 0, 0, 0],  # no progress: nothing
+            [1, 1, 1, 1, 1],  # starts at stage 1 and never beats it: nothing
+            [0, 1, 1, 2, 2],  # failed, best stage 2 first at endpoint 3: chunks 0..2
+            [0, 3, 3, 3, 3],  # padding row: nothing
+        ]
+    )
+    success = np.array([1, 0, 0, 0, 0, 1], bool)
+    keep = np.array([1, 1, 1, 1, 1, 0], bool)
+    got = progress_prefix_mask(stage, success, keep)
+    want = np.array(
+        [
+            [1, 1, 1, 1],
+            [1, 1, 0, 0],
+            [0, 0, 0, 0],
+            [0, 0, 0, 0],
+            [1, 1, 1, 0],
+            [0, 0, 0, 0],
+        ],
+        bool,
+    )
+    np.testing.assert_array_equal(got, want)
+    # min_stage: a failed episode must complete at least that many subgoals to count
+    got2 = progress_prefix_mask(stage, success, keep, min_stage=3)
+    np.testing.assert_array_equal(got2[1:5], np.zeros((4, 4), bool))
+    with pytest.raises(ValueError, match="stage must be"):
+        progress_prefix_mask(stage[:, :1], success, keep)

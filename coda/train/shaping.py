@@ -245,3 +245,30 @@ def concat_transitions(parts: list[Transitions]) -> Transitions:
     if not parts:
         raise ValueError("no transitions to concatenate")
     return jax.tree.map(lambda *xs: jnp.concatenate(xs, 0), *parts)
+
+
+def progress_prefix_mask(
+    stage: np.ndarray, success: np.ndarray, keep: np.ndarray, min_stage: int = 1
+) -> np.ndarray:
+    """Chunks a stage-filtered self-imitation learner imitates. stage [B, C+1] -> [B, C] bool.
+
+    The training program's subgoal stage k (`Potential.stage`, subgoals completed in order) at
+    each chunk endpoint is what shaping adds to the sparse outcome. A successful episode keeps
+    every chunk (the sparse filter). A failed one keeps its prefix up to the first endpoint
+    where it reached its highest stage m, when m beats its starting stage and m >= `min_stage`:
+    the chunks that made the most progress it achieved, not the ones that lost it afterwards
+    (a dropped cube, a knocked-over base). Padding / failed-physics rows (`keep` False) keep
+    nothing.
+    """
+    stage = np.asarray(stage)
+    if stage.ndim != 2 or stage.shape[1] < 2:
+        raise ValueError(f"stage must be [B, C+1] with C >= 1, got shape {stage.shape}")
+    b, c = stage.shape[0], stage.shape[1] - 1
+    success = np.asarray(success, bool).reshape(b)
+    keep = np.asarray(keep, bool).reshape(b)
+    best = stage[:, 1:].max(axis=1)  # [B] highest stage reached at an endpoint after the start
+    first = np.argmax(stage[:, 1:] == best[:, None], axis=1)  # [B] chunk whose end first reaches it
+    progressed = (best > stage[:, 0]) & (best >= int(min_stage))
+    prefix = np.arange(c)[None, :] <= first[:, None]  # [B, C]
+    out = np.where(success[:, None], True, prefix & progressed[:, None])
+    return out & keep[:, None]
