@@ -554,12 +554,28 @@ def fresh_layout_seeds(st: Setup, run_seed: int, rnd: int, n: int | None = None)
     return seeds
 
 
-def potential_for(bucket):
-    """Φ of the bucket's task from the offline Text2potential compiler (the embedded default)."""
-    from coda.potentials import CompileRequest, OfflineCompiler, compile_program
+def potential_for(st: Setup, args) -> tuple:
+    """Φ of the training program's task from `--compiler` (offline templates, the embedded
+    default; or an LLM's "compiler" role, recorded under `--llm-run-dir` and replayable there
+    with `--llm-record-mode replay`), checked on the planner demos. (Potential, record dict)."""
+    from coda.potentials.task import make_compiler, task_potential
 
-    prop = OfflineCompiler().propose(CompileRequest(task=bucket.scene_task), bucket.sym)
-    return compile_program(prop.source, bucket.sym)
+    client = None
+    if args.compiler == "llm":
+        from coda.llm import LLMClient, LLMConfig, RoleConfig
+
+        if not args.llm_run_dir:
+            raise ValueError("--compiler llm needs --llm-run-dir (where its replies are recorded)")
+        kw = {"api_key_env": args.llm_api_key_env}
+        if args.llm_base_url:
+            kw["base_url"] = args.llm_base_url
+        rc = RoleConfig(backend=args.llm_backend, model=args.llm_model, backend_kwargs=kw)
+        cfg = LLMConfig(roles={"compiler": rc}, record_mode=args.llm_record_mode)
+        client = LLMClient(cfg, run_dir=args.llm_run_dir)
+    pot, attempts = task_potential(make_compiler(args.compiler, client), st.bucket, st.demos())
+    rec = {"compiler": args.compiler, "attempts": len(attempts), "source": pot.source}
+    rec["subgoals"] = [s.name for s in pot.subgoals]
+    return pot, rec
 
 
 def _stage_filtered(learner: Learner, potential, res, bucket, min_stage: int):
@@ -605,7 +621,7 @@ def cmd_selfimit(args) -> None:
         "small", **POLICIES[st.blob.get("policy", "small")], sample_noise_scale=args.collect_noise
     )
     demos = learner.demo_batch(st.demos(), st.bucket)  # the anchor: always the training layouts
-    potential = potential_for(st.bucket) if args.filter == "stage" else None
+    potential, pot_rec = potential_for(st, args) if args.filter == "stage" else (None, None)
     n_demo_rows = int(demos.actions.shape[0])
     ek = jax.random.key(7)  # the same evaluation key at every evaluation (common noise)
     start = st.evaluate(learner.acting_params, learner.norm, "heldout_layouts", ek, args.eval_n)
@@ -672,7 +688,10 @@ def cmd_selfimit(args) -> None:
             + ") + planner demos on the training layouts"
         )
     )
-    _write(args.out, {**_run_record(st, args, start, curve, t0), "method": method})
+    rec = {**_run_record(st, args, start, curve, t0), "method": method}
+    if pot_rec is not None:
+        rec["potential"] = pot_rec
+    _write(args.out, rec)
 
 
 # ----------------------------------------------------------------------------- steer
@@ -808,6 +827,22 @@ def main(argv=None):
     )
     i.add_argument(
         "--min-stage", type=int, default=1, help="stage filter: subgoals a failed episode needs"
+    )
+    i.add_argument(
+        "--compiler", choices=["offline", "llm"], default="offline", help="stage filter: R_hone"
+    )
+    i.add_argument("--llm-backend", choices=["openai", "openai_compatible"], default="openai")
+    i.add_argument(
+        "--llm-base-url", default="", help="openai_compatible: e.g. http://127.0.0.1:8000/v1"
+    )
+    i.add_argument("--llm-model", default="")
+    i.add_argument("--llm-api-key-env", default="OPENAI_API_KEY")
+    i.add_argument("--llm-run-dir", default="", help="--compiler llm: record / replay directory")
+    i.add_argument(
+        "--llm-record-mode",
+        choices=["record", "replay", "reuse"],
+        default="reuse",
+        help="reuse: answer from the record when present, else call and record",
     )
     i.add_argument("--rows", type=int, default=8192, help="rows of each round's data set")
     i.add_argument("--keep-rounds", type=int, default=4, help="rounds of own successes kept")
