@@ -9,6 +9,7 @@ task families. No JAX / MuJoCo imports here: that is the point.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -95,6 +96,7 @@ def problems(config: Any, families: Iterable[str] | None = None) -> list[str]:
 
 CRITICS = ("offline", "vlm")  # coda.critic.CRITICS as the loop wires them
 ENGINES = ("offline", "llm")  # coda.engine.engines.ENGINES
+COMPILERS = ("offline", "llm")  # coda.potentials.task.COMPILERS
 LLM_BACKENDS = ("offline", "openai", "openai_compatible")  # coda.llm BACKENDS the loop configures
 LLM_RECORD_MODES = ("off", "record", "replay", "reuse")  # coda.llm.record.RECORD_MODES
 POLICY_NAMES = ("small", "oft")  # coda.policy configs the loop sizes (policy_overrides)
@@ -147,10 +149,16 @@ LOOP_FRACTIONS = ("loop.epsilon", "loop.replay_fraction", "loop.demo_fraction")
 
 def _llm_problems(config: Any, out: list[str], choice: Any) -> None:
     """The LLM client the VLM critic and the LLM engine talk through (`config.llm`)."""
-    uses = _get(config, "critic.name") == "vlm" or _get(config, "engine.name") == "llm"
+    uses = (
+        _get(config, "critic.name") == "vlm"
+        or _get(config, "engine.name") == "llm"
+        or _get(config, "potentials.compiler") == "llm"
+    )
     if _get(config, "llm") is _MISSING:
         if uses:
-            out.append("llm: missing (the vlm critic / llm engine need an `llm` section)")
+            out.append(
+                "llm: missing (the vlm critic / llm engine / llm compiler need an `llm` section)"
+            )
         return
     choice("llm.backend", LLM_BACKENDS)
     choice("llm.record_mode", LLM_RECORD_MODES)
@@ -178,6 +186,8 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("strategy", tuple(STRATEGIES))
     choice("critic.name", CRITICS)
     choice("engine.name", ENGINES)
+    if _get(config, "potentials") is not _MISSING:
+        choice("potentials.compiler", COMPILERS)
     choice("loop.no_mode_budget", NO_MODE_BUDGETS)
     choice("loop.validation_bases", VALIDATION_BASES)
     choice("loop.validation_control", VALIDATION_CONTROLS)
@@ -342,3 +352,20 @@ def cache_dir(config: Any = None) -> str:
     if value is _MISSING or not value:
         value = os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR
     return os.path.abspath(os.path.expanduser(str(value)))
+
+
+# Fields added to configs/coda.py after runs were made: a run folder's config.json without one
+# ran with this value, so it compares equal to a config that sets it (resume, start_from, study)
+ADDED_DEFAULTS = {"potentials.compiler": "offline"}
+
+
+def with_added_defaults(old: dict[str, Any]) -> dict[str, Any]:
+    """A saved config (JSON dict) with the fields added since it was written filled in."""
+    out = copy.deepcopy(old)
+    for path, value in ADDED_DEFAULTS.items():
+        node = out
+        *parents, leaf = path.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node.setdefault(leaf, value)
+    return out

@@ -200,7 +200,9 @@ def _finished(workdir: str, cfg: ConfigDict) -> dict[str, Any] | None:
     if not (os.path.exists(spath) and os.path.exists(cpath)):
         return None
     with open(cpath) as f:
-        if json.load(f) != json.loads(cfg.to_json_best_effort()):
+        from coda.runconfig import with_added_defaults
+
+        if with_added_defaults(json.load(f)) != json.loads(cfg.to_json_best_effort()):
             return None  # changed config: the loop resumes it (more rounds) or refuses it
     with open(spath) as f:
         return json.load(f)

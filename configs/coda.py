@@ -151,7 +151,13 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.engine = ConfigDict()
     c.engine.name = "offline"  # offline (rule table) | llm (LLM-written edit programs, sandboxed)
 
-    # The LLM client of the vlm critic and the llm engine (unused by the offline defaults).
+    c.potentials = ConfigDict()
+    # R_hone, the Text2potential compiler of validated modes' Φ: offline (the family templates
+    # with their repair ladder, the embedded default) | llm (the `llm` client's compiler role)
+    c.potentials.compiler = "offline"
+
+    # The LLM client of the vlm critic, the llm engine and the llm compiler (unused by the
+    # offline defaults).
     # Every call is recorded under <workdir>/llm/records; "reuse" replays a recorded call on
     # resume (the interrupted round gets the same answers) and calls the backend otherwise.
     c.llm = ConfigDict()

@@ -56,6 +56,31 @@ def test_llm_fields_are_validated_before_anything_runs():
     assert "llm.record_mode='always' is unknown (valid: off, record, replay, reuse)" in got
 
 
+def test_llm_compiler_is_a_validated_choice_that_needs_the_client():
+    cfg = smoke_config()
+    assert cfg.potentials.compiler == "offline" and not loop_llm.needs_llm(cfg)
+    cfg.potentials.compiler = "gpt"
+    assert "potentials.compiler='gpt' is unknown (valid: offline, llm)" in runconfig.problems(cfg)
+    cfg.potentials.compiler = "llm"
+    assert loop_llm.needs_llm(cfg)  # the loop builds the client: R_hone's calls go through it
+    cfg.llm.backend, cfg.llm.base_url = "openai_compatible", "http://127.0.0.1:9/v1"
+    assert runconfig.problems(cfg) == []
+
+
+def test_a_saved_config_without_a_later_field_still_matches():
+    """Run folders written before `potentials.compiler` existed resume / are adopted / count
+    as finished study cells: the missing field reads as the value they ran with."""
+    from coda.loop.driver import _config_diff
+
+    new = json.loads(smoke_config().to_json_best_effort())
+    old = json.loads(smoke_config().to_json_best_effort())
+    del old["potentials"]
+    assert _config_diff(old, new, ()) == []
+    assert runconfig.with_added_defaults(old) == new
+    new["potentials"]["compiler"] = "llm"
+    assert _config_diff(old, new, ()) == ["potentials.compiler: 'offline' -> 'llm'"]
+
+
 def test_config_choices_name_what_the_code_registers():
     from coda.critic.base import CRITICS
     from coda.engine.engines import ENGINES
@@ -64,6 +89,9 @@ def test_config_choices_name_what_the_code_registers():
 
     assert set(runconfig.CRITICS) == set(CRITICS)
     assert set(runconfig.ENGINES) == set(ENGINES)
+    from coda.potentials.task import COMPILERS
+
+    assert runconfig.COMPILERS == COMPILERS
     assert set(runconfig.LLM_BACKENDS) <= set(BACKENDS)
     assert runconfig.LLM_RECORD_MODES == RECORD_MODES
 
@@ -139,6 +167,7 @@ def Server() -> ChatServer:  # noqa: N802 - reads like the class it builds
     """The engine role answers with the rule table's program (`offline_engine_handler`, as a
     model would send it), the critic role with a diagnosis."""
     from coda.engine.llm_engine import offline_engine_handler
+    from coda.potentials import offline_compiler_handler
 
     def answer(body: dict) -> dict:
         name = body.get("response_format", {}).get("json_schema", {}).get("name")
@@ -146,6 +175,8 @@ def Server() -> ChatServer:  # noqa: N802 - reads like the class it builds
             return offline_engine_handler(
                 types.SimpleNamespace(messages=body["messages"]), "engine"
             )
+        if name == "training_program":  # R_hone, when a mode validates in the round
+            return offline_compiler_handler(types.SimpleNamespace(messages=body["messages"]), "")
         return _critic_reply(body)
 
     return ChatServer(answer, prompt_tokens=1000, completion_tokens=50)
@@ -174,6 +205,7 @@ def test_smoke_round_with_vlm_critic_and_llm_engine_then_replay(tmp_path, monkey
     server = Server()
     cfg = smoke_config(backend="openai_compatible", base_url=server.url, model=MODEL)
     cfg.critic.name, cfg.engine.name, cfg.loop.rounds = "vlm", "llm", 1
+    cfg.potentials.compiler = "llm"
     workdir = str(tmp_path / "run")
     try:
         first = loop.run(cfg, workdir)

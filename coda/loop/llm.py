@@ -17,7 +17,11 @@ from coda.loop.state import Budgets
 
 
 def needs_llm(config: ConfigDict) -> bool:
-    return config.critic.name == "vlm" or config.engine.name == "llm"
+    return (
+        config.critic.name == "vlm"
+        or config.engine.name == "llm"
+        or config.get("potentials", {}).get("compiler", "offline") == "llm"
+    )
 
 
 def make_client(config: ConfigDict, workdir: str) -> Any:

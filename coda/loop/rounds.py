@@ -437,14 +437,17 @@ def validation_bases(ctx: Any, parents: list[Scene]) -> list[list[Scene]]:
 
 def potentials_and_routing(ctx: Any, state: RunState, r: int, per_mode, key: jax.Array) -> dict:
     """Step 5: Text2potential for validated modes without Φ; route modes by their band."""
-    from coda.potentials import CompileRequest, FailureRecord, OfflineCompiler, compile_with_repair
+    from coda.potentials import CompileRequest, FailureRecord, compile_with_repair
     from coda.potentials.checks import Demos
+    from coda.potentials.task import make_compiler
     from coda.train.routing import RoutingConfig, route
 
     s, lc = ctx.strategy, ctx.config.loop
     out: dict[str, Any] = {"compiled": [], "routing": {}}
     validated = [m for m in ctx.memory.modes(status="validated") if m.id in state.mode_parents]
     if s.potential != "none":
+        name = str(ctx.config.get("potentials", {}).get("compiler", "offline"))
+        compiler = make_compiler(name, ctx.llm)  # R_hone: offline templates | the llm client
         for m in validated:
             if m.id in state.mode_potentials:
                 continue
@@ -464,7 +467,7 @@ def potentials_and_routing(ctx: Any, state: RunState, r: int, per_mode, key: jax
                 ablation=s.potential == "task_description",
             )
             pot, attempts = compile_with_repair(
-                OfflineCompiler(),
+                compiler,
                 req,
                 bucket.sym,
                 Demos.from_rollout(res, bucket),
