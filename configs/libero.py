@@ -19,7 +19,8 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.perturbation = "none"
     c.policy = "planner"
     c.tasks = ""  # "" = every task of the suite; else task ids, e.g. "0,3"
-    c.init_states = 0  # initial states per task; 0 = all 50
+    c.init_states = 0  # initial states per task; 0 = all 50 (all from init_offset on)
+    c.init_offset = 0  # first initial state index (split a long evaluation by state range)
     c.seed = 0
     c.horizon = 10  # control steps per action chunk
     c.num_chunks = 0  # 0 = the suite's LIBERO step cap in simulated time

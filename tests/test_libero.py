@@ -287,6 +287,12 @@ def test_libero_config_and_its_refusals():
         E.make_policy("pi0", 10)
     with pytest.raises(ValueError, match="layout1"):
         E.compile_variants("libero_spatial", "x", [0], "lighting", 0)
+    assert E.init_indices(50, 0) == list(range(50))
+    assert E.init_indices(50, 10, 40) == list(range(40, 50))
+    assert E.init_indices(50, 0, 10) == list(range(10, 50))
+    assert E.init_indices(50, 20, 45) == [45, 46, 47, 48, 49]
+    with pytest.raises(ValueError, match="outside"):
+        E.init_indices(50, 2, 50)
     # LIBERO's step cap in simulated time: 220 steps x 0.05 s = 11 s = 275 of our 0.04 s steps
     assert E.num_chunks("libero_spatial", 10) == 28
 

@@ -72,6 +72,18 @@ def make_policy(name: str, horizon: int):
     raise ValueError(f"unknown policy {name!r}; policies: {POLICIES}")
 
 
+def init_indices(n_init: int, count: int, offset: int = 0) -> list[int]:
+    """The fixed initial states a task is evaluated on: `count` of them (0 = all that remain)
+    from index `offset`, so a long evaluation can be split over processes or resumed by state
+    range (e.g. libero_90 states 0-9, then 10-49)."""
+    if not 0 <= offset < n_init:
+        raise ValueError(f"init_offset={offset} outside [0, {n_init}) initial states")
+    if count < 0:
+        raise ValueError(f"init_states={count} must be >= 0 (0 = all)")
+    left = n_init - offset
+    return list(range(offset, offset + (left if count == 0 else min(count, left))))
+
+
 def num_chunks(suite: str, horizon: int) -> int:
     """Chunks covering LIBERO's step cap of the suite in simulated time."""
     seconds = suites.step_cap(suite) * LIBERO_CONTROL_DT
@@ -148,8 +160,10 @@ def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
     rows, t0, steps = [], time.time(), 0
     for k, name in enumerate(names):
         task = S.load_task(suite, name)
-        n = task.n_init if config.init_states <= 0 else min(config.init_states, task.n_init)
-        indices = list(range(n))
+        indices = init_indices(
+            task.n_init, int(config.init_states), int(config.get("init_offset", 0))
+        )
+        n = len(indices)
         src, variants = compile_variants(suite, name, indices, config.perturbation, config.seed)
         bucket = Bucket(variants)
         pol, unsupported = policy, None
