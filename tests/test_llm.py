@@ -77,6 +77,7 @@ class FakeOpenAIServer:
                     action = server.script.pop(0) if server.script else server.default
                     server.inflight += 1
                     server.max_inflight = max(server.max_inflight, server.inflight)
+                reply = None
                 try:
                     kind = action[0]
                     if kind == "sleep":
@@ -85,11 +86,9 @@ class FakeOpenAIServer:
                         kind = "ok"
                     if kind == "status":
                         code = action[1]
-                        return self._send(
-                            code,
-                            {"error": {"message": f"scripted {code}", "type": "test"}},
-                            {"retry-after": "0"},
-                        )
+                        err = {"error": {"message": f"scripted {code}", "type": "test"}}
+                        reply = (code, err, {"retry-after": "0"})
+                        return
                     msg: dict = {"role": "assistant", "content": None}
                     if kind == "ok":
                         msg["content"] = action[1]
@@ -103,7 +102,7 @@ class FakeOpenAIServer:
                         ]
                     prompt = len(json.dumps(body["messages"])) // 4
                     completion = len(msg["content"] or "") // 4 + 1
-                    return self._send(
+                    reply = (
                         200,
                         {
                             "id": "chatcmpl-test",
@@ -126,8 +125,13 @@ class FakeOpenAIServer:
                         },
                     )
                 finally:
+                    # answered before the reply is written: the client may send its next
+                    # request as soon as it reads this one, and that must not count as a
+                    # third request in flight
                     with server.lock:
                         server.inflight -= 1
+                    if reply is not None:
+                        self._send(*reply)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
