@@ -38,6 +38,7 @@ from finetune_bc import NUM_CHUNKS, PROGRAMS, REDUCED  # noqa: E402
 
 from coda.eval import build_bucket  # noqa: E402
 from coda.loop import collect  # noqa: E402
+from coda.loop.driver import learner_config  # noqa: E402
 from coda.policy import get_policy  # noqa: E402
 from coda.sim.planner import Perturbed, planner_for  # noqa: E402
 from coda.sim.rollout import make_backend  # noqa: E402
@@ -47,33 +48,16 @@ from coda.train.awr import concat_batches  # noqa: E402
 FAMILIES = ("pick_place", "stack")
 
 
-def loop_learner_config(steps: int) -> LearnerConfig:
-    """The `LearnerConfig` the loop builds for `configs/coda.py:selfimit` (coda.loop.driver)."""
-    spec = importlib.util.spec_from_file_location(
-        "_coda_cfg", os.path.join(ROOT, "configs", "coda.py")
-    )
+def loop_learner_config(steps: int) -> tuple[LearnerConfig, int]:
+    """The `LearnerConfig` (and total updates) the loop builds for `configs/coda.py:selfimit`
+    with `steps` BC updates (`coda.loop.driver.learner_config`; BC decays over them alone)."""
+    path = os.path.join(ROOT, "configs", "coda.py")
+    spec = importlib.util.spec_from_file_location("_coda_cfg", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    lc = mod.get_config("selfimit").loop
-    return LearnerConfig(
-        mode="shaped",
-        num_candidates=int(lc.num_candidates),
-        policy_lr=float(lc.policy_lr),
-        policy_batch=int(lc.policy_batch),
-        policy_warmup=int(lc.policy_warmup),
-        critic_batch=int(lc.critic_batch),
-        demo_fraction=float(lc.demo_fraction),
-        awr_positive_only=bool(lc.awr_positive_only),
-        advantage=str(lc.advantage),
-        policy_ema=float(lc.policy_ema),
-        updates_per_call=int(lc.updates_per_call),
-        replay_size=int(lc.replay_size),
-        demo_capacity=int(lc.demo_cap),
-        finetune_start=steps,
-        finetune_lr=float(lc.finetune_lr),
-        finetune_batch=int(lc.finetune_batch),
-        finetune_steps=400,
-    )
+    config = mod.get_config("selfimit")
+    config.loop.bc_steps = steps
+    return learner_config(config, "shaped")
 
 
 def main() -> None:

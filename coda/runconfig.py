@@ -147,15 +147,20 @@ LOOP_INTS = {  # field -> minimum
 LOOP_FRACTIONS = ("loop.epsilon", "loop.replay_fraction", "loop.demo_fraction")
 
 
-def _llm_problems(config: Any, out: list[str], choice: Any) -> None:
-    """The LLM client the VLM critic and the LLM engine talk through (`config.llm`)."""
-    uses = (
+def uses_llm(config: Any) -> bool:
+    """Whether a part of the loop talks to `config.llm`: the vlm critic, the llm engine or the
+    llm compiler (R_hone)."""
+    return (
         _get(config, "critic.name") == "vlm"
         or _get(config, "engine.name") == "llm"
         or _get(config, "potentials.compiler") == "llm"
     )
+
+
+def _llm_problems(config: Any, out: list[str], choice: Any) -> None:
+    """The LLM client the VLM critic, the LLM engine and the LLM compiler talk through."""
     if _get(config, "llm") is _MISSING:
-        if uses:
+        if uses_llm(config):
             out.append(
                 "llm: missing (the vlm critic / llm engine / llm compiler need an `llm` section)"
             )

@@ -199,9 +199,9 @@ def _finished(workdir: str, cfg: ConfigDict) -> dict[str, Any] | None:
     spath, cpath = os.path.join(workdir, "summary.json"), os.path.join(workdir, "config.json")
     if not (os.path.exists(spath) and os.path.exists(cpath)):
         return None
-    with open(cpath) as f:
-        from coda.runconfig import with_added_defaults
+    from coda.runconfig import with_added_defaults
 
+    with open(cpath) as f:
         if with_added_defaults(json.load(f)) != json.loads(cfg.to_json_best_effort()):
             return None  # changed config: the loop resumes it (more rounds) or refuses it
     with open(spath) as f:

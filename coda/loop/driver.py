@@ -62,6 +62,38 @@ def policy_overrides(pc: ConfigDict, horizon: int) -> dict[str, Any]:
     )
 
 
+def learner_config(config: ConfigDict, mode: str) -> tuple[Any, int]:
+    """The loop's `LearnerConfig` from `config.loop` and its total policy updates (round 0's
+    `bc_steps` + every round's blocks)."""
+    from coda.train import LearnerConfig
+
+    lc = config.loop
+    after = int(lc.rounds) * int(lc.policy_updates) * (1 + int(lc.max_extra_blocks))
+    # loop.finetune_lr / finetune_batch: rounds >= 1 learn at their own rate and / or batch
+    # (with a rate, BC decays over bc_steps alone: round 0 does not depend on later rounds)
+    finetune = float(lc.finetune_lr) > 0 or int(lc.finetune_batch) > 0
+    cfg = LearnerConfig(
+        mode=mode,
+        num_candidates=int(lc.num_candidates),
+        policy_lr=float(lc.policy_lr),
+        policy_batch=int(lc.policy_batch),
+        policy_warmup=int(lc.policy_warmup),
+        critic_batch=int(lc.critic_batch),
+        demo_fraction=float(lc.demo_fraction),
+        awr_positive_only=bool(lc.awr_positive_only),
+        advantage=str(lc.advantage),
+        policy_ema=float(lc.policy_ema),
+        updates_per_call=int(lc.updates_per_call),
+        replay_size=int(lc.replay_size),
+        demo_capacity=int(lc.demo_cap),
+        finetune_start=int(lc.bc_steps) if finetune else 0,
+        finetune_lr=float(lc.finetune_lr),
+        finetune_batch=int(lc.finetune_batch),
+        finetune_steps=after,
+    )
+    return cfg, int(lc.bc_steps) + after
+
+
 class Context:
     """What every step reads: config, strategy, backend, learner, memory, pool, suites."""
 
@@ -70,7 +102,7 @@ class Context:
         from coda.memory import MEMORY_MODES
         from coda.policy import get_policy
         from coda.sim.rollout import make_backend
-        from coda.train import Learner, LearnerConfig
+        from coda.train import Learner
 
         self.config, self.workdir, self.strategy = config, workdir, strategy
         self.backend = make_backend(config.sim.backend, nthread=config.sim.nthread or None)
@@ -80,34 +112,13 @@ class Context:
         self.policy = get_policy(
             config.policy.name, **policy_overrides(config.policy, config.sim.horizon)
         )
-        after = int(lc.rounds) * int(lc.policy_updates) * (1 + int(lc.max_extra_blocks))
-        total = int(lc.bc_steps) + after
-        # loop.finetune_lr / finetune_batch: rounds >= 1 learn at their own rate and / or batch
-        # (with a rate, BC decays over bc_steps alone: round 0 does not depend on later rounds)
-        finetune = float(lc.finetune_lr) > 0 or int(lc.finetune_batch) > 0
+        # frozen_policy: round 0 still clones the planner (the SFT start); `freeze` then stops
+        # every later policy update
+        mode = strategy.learner_mode if strategy.update != "frozen" else "shaped"
+        cfg, total = learner_config(config, mode)
         self.learner = Learner(
             self.policy,
-            LearnerConfig(
-                # frozen_policy: round 0 still clones the planner (the SFT start); `freeze` then
-                # stops every later policy update
-                mode=strategy.learner_mode if strategy.update != "frozen" else "shaped",
-                num_candidates=int(lc.num_candidates),
-                policy_lr=float(lc.policy_lr),
-                policy_batch=int(lc.policy_batch),
-                policy_warmup=int(lc.policy_warmup),
-                critic_batch=int(lc.critic_batch),
-                demo_fraction=float(lc.demo_fraction),
-                awr_positive_only=bool(lc.awr_positive_only),
-                advantage=str(lc.advantage),
-                policy_ema=float(lc.policy_ema),
-                updates_per_call=int(lc.updates_per_call),
-                replay_size=int(lc.replay_size),
-                demo_capacity=int(lc.demo_cap),
-                finetune_start=int(lc.bc_steps) if finetune else 0,
-                finetune_lr=float(lc.finetune_lr),
-                finetune_batch=int(lc.finetune_batch),
-                finetune_steps=after,
-            ),
+            cfg,
             jax.random.PRNGKey(config.seed + 1),
             total_policy_steps=total,
             mesh=self.mesh,

@@ -13,15 +13,12 @@ from typing import Any
 
 from ml_collections import ConfigDict
 
+from coda import runconfig
 from coda.loop.state import Budgets
 
 
 def needs_llm(config: ConfigDict) -> bool:
-    return (
-        config.critic.name == "vlm"
-        or config.engine.name == "llm"
-        or config.get("potentials", {}).get("compiler", "offline") == "llm"
-    )
+    return runconfig.uses_llm(config)
 
 
 def make_client(config: ConfigDict, workdir: str) -> Any:
