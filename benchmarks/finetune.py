@@ -52,6 +52,7 @@ from coda.train.agent import make_obs  # noqa: E402
 from coda.train.shaping import (  # noqa: E402
     chunk_discount,
     chunk_rewards,
+    group_success_weights,
     mc_returns,
     progress_prefix_mask,
 )
@@ -606,6 +607,8 @@ def cmd_selfimit(args) -> None:
 
     if args.collect_n is not None and (args.collect_layouts != "fresh" or args.collect_n < 1):
         raise ValueError("--collect-n needs --collect-layouts fresh and a positive count")
+    if args.group > 1 and (args.collect_layouts != "fresh" or args.filter != "success"):
+        raise ValueError("--group needs --collect-layouts fresh and --filter success")
     t0 = time.time()
     st = Setup(args.ckpt, args.episodes, suite_names=("heldout_layouts",), seed=args.suite_seed)
     cfg = LearnerConfig(
@@ -628,6 +631,7 @@ def cmd_selfimit(args) -> None:
     curve = [{"updates": 0, **start.as_dict()}]
     log(f"start {start}")
     buffer: list[Batch] = []  # own successful episodes, one Batch per round (FIFO)
+    weights: list[np.ndarray] = []  # --group: each buffered row's imitation weight
     rng = jax.random.key(3000 + args.seed)
     nrng = np.random.default_rng(args.seed)
     for rnd in range(args.rounds):
@@ -635,7 +639,9 @@ def cmd_selfimit(args) -> None:
         succ = np.zeros(1)
         cbucket, cseeds = st.bucket, None
         if not args.bc_only and args.collect_layouts == "fresh":
-            cseeds = fresh_layout_seeds(st, args.seed, rnd, args.collect_n)
+            n_lay = (args.collect_n or st.layouts) // args.group  # same episodes for any group
+            cseeds = fresh_layout_seeds(st, args.seed, rnd, n_lay)
+            cseeds = [s for s in cseeds for _ in range(args.group)]  # group episodes per layout
             cbucket = build_bucket([st.blob["program"]] * len(cseeds), cseeds, split="train")
         if not args.bc_only:  # the control skips collection: its data is the demos alone
             agent = dataclasses.replace(learner.agent(cbucket, 1), policy=collect)
@@ -650,14 +656,27 @@ def cmd_selfimit(args) -> None:
             buffer = (buffer + [learner.demo_batch(res, cbucket, only_success=True)])[
                 -args.keep_rounds :
             ]
+            if args.group > 1:  # per-layout baseline: success rows weigh 1 - p̂(layout)
+                kept = np.asarray(res.valid, bool) & ~np.asarray(res.failed, bool)
+                ok = kept & np.asarray(res.success, bool)
+                w = group_success_weights(ok, kept, np.asarray(cseeds))[ok]  # demo_batch order
+                n_chunks = buffer[-1].actions.shape[0] // int(ok.sum())
+                weights = (weights + [np.repeat(w, n_chunks)])[-args.keep_rounds :]
         own = awr_lib.concat_batches(buffer) if buffer else None
         n_own = 0 if own is None else int(own.actions.shape[0])
+        p_own = None
+        if args.group > 1 and own is not None:
+            w_all = np.concatenate(weights)
+            if w_all.sum() > 0:
+                p_own = w_all / w_all.sum()
+            else:  # every layout solved every time (or never): no layout-relative signal
+                n_own, own = 0, None
         # a fixed-size data set every round (one compiled update): `demo_fraction` of it demo
         # rows, the rest own successes, both drawn with replacement (all demos before a success)
         n_d = args.rows if n_own == 0 else round(args.demo_fraction * args.rows)
         parts = [_rows(demos, nrng.integers(0, n_demo_rows, n_d))]
         if n_d < args.rows:
-            parts.append(_rows(own, nrng.integers(0, n_own, args.rows - n_d)))
+            parts.append(_rows(own, nrng.choice(n_own, args.rows - n_d, p=p_own)))
         data = awr_lib.concat_batches(parts)
         learner.update_policy_bc(data, args.policy_steps, kp)
         row = {"updates": learner.policy_updates, "round": rnd, "own_rows": n_own}
@@ -666,6 +685,9 @@ def cmd_selfimit(args) -> None:
             row["prefix_rows"] = n_prefix  # rows this round from failed episodes' prefixes
         if cseeds is not None:
             row["collect_seeds"] = [cseeds[0], cseeds[-1]]
+        if args.group > 1 and not args.bc_only:
+            per = np.asarray(res.success, float).reshape(-1, args.group).mean(1)  # [layouts]
+            row["layouts_mixed"] = float(((per > 0) & (per < 1)).mean())
         _end_round(st, learner, args, rnd, row, curve, ek, t0)
     method = (
         "control: BC on the planner demos alone"
@@ -846,6 +868,13 @@ def main(argv=None):
     )
     i.add_argument("--rows", type=int, default=8192, help="rows of each round's data set")
     i.add_argument("--keep-rounds", type=int, default=4, help="rounds of own successes kept")
+    i.add_argument(
+        "--group",
+        type=int,
+        default=1,
+        help="episodes per fresh layout (same episode count: collect-n / group layouts); > 1 "
+        "weighs each success by 1 - its layout's success rate (shaping.group_success_weights)",
+    )
     i.add_argument(
         "--collect-layouts",
         choices=["train", "fresh"],

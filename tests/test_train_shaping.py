@@ -287,3 +287,16 @@ def test_progress_prefix_mask_keeps_successes_and_progress_prefixes():
     np.testing.assert_array_equal(got2[1:5], np.zeros((4, 4), bool))
     with pytest.raises(ValueError, match="stage must be"):
         progress_prefix_mask(stage[:, :1], success, keep)
+
+
+def test_group_success_weights_is_the_positive_group_advantage():
+    from coda.train.shaping import group_success_weights
+
+    # layout 7: 1 of 4 succeeds; layout 3: 3 of 4 (one dropped row); layout 5: always; 9: never
+    group = np.array([7, 7, 7, 7, 3, 3, 3, 3, 3, 5, 5, 9, 9])
+    success = np.array([1, 0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 0, 0], bool)
+    keep = np.array([1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1], bool)
+    got = group_success_weights(success, keep, group)
+    want = np.array([0.75, 0, 0, 0, 0.25, 0.25, 0.25, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert got.shape == (13,)

@@ -272,3 +272,25 @@ def progress_prefix_mask(
     prefix = np.arange(c)[None, :] <= first[:, None]  # [B, C]
     out = np.where(success[:, None], True, prefix & progressed[:, None])
     return out & keep[:, None]
+
+
+def group_success_weights(success: np.ndarray, keep: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Imitation weight of each episode under a per-layout (group) baseline. -> [B] float.
+
+    Success-filtered BC follows the REINFORCE gradient with baseline 0, so layouts the policy
+    already solves every time dominate its data. With several episodes per layout (`group` [B]:
+    which layout each episode ran on) the baseline p̂(layout), the layout's success rate over its
+    kept episodes, gives each success the advantage 1 - p̂ (GRPO's group-relative advantage with a
+    binary reward; its positive part, since flow matching cannot push away from failures):
+    successes on layouts the policy rarely solves weigh most, always-solved layouts weigh 0.
+    Failures and dropped rows (`keep` False) weigh 0.
+    """
+    success = np.asarray(success, bool).reshape(-1)
+    b = success.shape[0]
+    keep = np.asarray(keep, bool).reshape(b)
+    group = np.asarray(group).reshape(b)
+    _, inv = np.unique(group, return_inverse=True)
+    n = np.bincount(inv, weights=keep.astype(float))  # kept episodes per layout
+    k = np.bincount(inv, weights=(keep & success).astype(float))  # successes per layout
+    p = np.divide(k, n, out=np.zeros_like(k), where=n > 0)[inv]  # [B]
+    return np.where(keep & success, 1.0 - p, 0.0)
