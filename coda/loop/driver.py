@@ -448,6 +448,8 @@ _START_FREE += ("loop.validate_n", "loop.validation_bases", "loop.validation_con
 # round 0 does not read these, nor the stop rules:
 _START_FREE += ("critic", "engine", "llm", "potentials")
 _START_FREE += ("loop.min_stop_round", "loop.min_modes_in_band", "loop.plateau_updates")
+# nor the rounds' collection sampler (only step 3's rollouts sample with it)
+_START_FREE += ("loop.collect_noise_scale",)
 _START_FREE += _RESUMABLE
 
 
