@@ -129,9 +129,11 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # config apart from strategy / critic / engine / llm, same `bc_start` (coda.loop.driver
     # `adopt_start`); a study trains the SFT start once per seed this way.
     # Flow-noise scale of the rollouts that collect training data (step 3; evaluation, critic
-    # probes and validation sample at policy.sample_noise_scale). With loop.advantage="success"
-    # a narrower prior (0.3) is the self-imitation recipe that lifted stack's in-band start
-    # (benchmarks/results/finetune_selfimit.md); measured there with policy_batch 128, lr 3e-4.
+    # probes and validation sample at policy.sample_noise_scale). With loop.advantage="success":
+    # outside the loop, collecting at the evaluation sampler (1.0) lifts stack's in-band start
+    # further than a narrower prior (0.3), whose own mode caps it; pick-place gains the same
+    # either way (benchmarks/results/finetune_selfimit.md). In the loop (`:selfimit`, 0.3) the
+    # two were indistinguishable over 10 rounds (loop_selfimit.md, last section).
     c.loop.collect_noise_scale = 1.0
     c.loop.start_from = ""
     # A finished run folder whose final memory snapshot seeds this run's memory at round 0
