@@ -117,6 +117,8 @@ LOOP_INTS = {  # field -> minimum
     "loop.bc_steps": 1,
     "loop.validate_n": 2,
     "loop.max_validations": 0,
+    "loop.retest_after": 0,
+    "loop.max_retests": 0,
     "loop.max_parents": 1,
     "loop.bucket_size": 1,
     "loop.policy_batch": 1,
@@ -361,7 +363,11 @@ def cache_dir(config: Any = None) -> str:
 
 # Fields added to configs/coda.py after runs were made: a run folder's config.json without one
 # ran with this value, so it compares equal to a config that sets it (resume, start_from, study)
-ADDED_DEFAULTS = {"potentials.compiler": "offline"}
+ADDED_DEFAULTS = {
+    "potentials.compiler": "offline",
+    "loop.retest_after": 0,
+    "loop.max_retests": 1,
+}
 
 
 def with_added_defaults(old: dict[str, Any]) -> dict[str, Any]:

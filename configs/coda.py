@@ -92,6 +92,11 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.validation_bases = "pool"
     c.loop.validation_control = "resample"
     c.loop.max_validations = 3  # candidate modes tested per round
+    # Re-testing refuted modes (MemoryStore.reopen_refuted): a refuted mode that gathered
+    # `retest_after` diagnoses in later rounds is a candidate again, at most `max_retests` times
+    # (each re-test is another test at the same α). 0 = never re-test (every recorded run).
+    c.loop.retest_after = 0
+    c.loop.max_retests = 1
     c.loop.max_parents = 8  # diagnosed scenes kept per mode (generation parents)
     c.loop.bucket_size = 16  # variants per rollout (padded: a few compiled shapes)
     # Learner minibatches split over jax.devices() (all hosts' in a multi-host run; gradients

@@ -484,3 +484,26 @@ def test_import_header_errors_are_line_1(mem, tmp_path, header, text):
     p.write_bytes(header + b"\n")
     with pytest.raises(MemoryImportError, match=rf"^{re.escape(str(p))}:1: .*{re.escape(text)}"):
         mem.import_jsonl(p)
+
+
+def test_reopen_refuted_after_new_diagnoses_once(mem):
+    a = mem.add_diagnosis(round=0, factor="spatial", phase="grasp", cause=GRASP_A)
+    b = mem.add_diagnosis(round=0, factor="attribute", phase="grasp", cause=OCCLUDED)
+    mem.set_mode_status(a.mode_id, "refuted", round=1)
+    mem.set_mode_status(b.mode_id, "refuted", round=1)
+    # a diagnosis of round 1 came before the refutation decided in round 1: not new
+    mem.add_diagnosis(round=1, factor="spatial", phase="grasp", cause=GRASP_A)
+    assert mem.reopen_refuted(round=2, min_new=1) == []
+    mem.add_diagnosis(round=2, factor="spatial", phase="grasp", cause=GRASP_A)
+    assert mem.reopen_refuted(round=2, min_new=2) == []  # one new, two needed
+    mem.add_diagnosis(round=3, factor="spatial", phase="grasp", cause=GRASP_A)
+    assert mem.reopen_refuted(round=3, min_new=0) == []  # off
+    assert mem.reopen_refuted(round=3, min_new=2) == [a.mode_id]
+    assert mem.get_mode(a.mode_id).status == "candidate"
+    assert mem.get_mode(b.mode_id).status == "refuted"  # no new diagnoses
+    # refuted again: max_retests=1 is spent, however many diagnoses follow
+    mem.set_mode_status(a.mode_id, "refuted", round=3)
+    for r in (4, 5, 6):
+        mem.add_diagnosis(round=r, factor="spatial", phase="grasp", cause=GRASP_A)
+    assert mem.reopen_refuted(round=6, min_new=2) == []
+    assert mem.reopen_refuted(round=6, min_new=2, max_retests=2) == [a.mode_id]

@@ -359,6 +359,10 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
                 if len(parents) < int(lc.max_parents):
                     parents.append(c.episode.compiled.scene.to_dict())
                 ctx.failures.append((r, c))
+    # refuted modes the policy keeps failing in: one more control experiment (0 = never)
+    out["reopened"] = ctx.memory.reopen_refuted(
+        round=r, min_new=int(lc.retest_after), max_retests=int(lc.max_retests)
+    )
     # execution modes name no scene factor to vary: no control experiment can test them
     cands = [
         m

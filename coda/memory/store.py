@@ -47,7 +47,7 @@ MODE_STATUSES = ("candidate", "validated", "refuted", "retired")
 _TRANSITIONS = {
     "candidate": {"validated", "refuted", "retired"},
     "validated": {"retired"},
-    "refuted": {"retired"},
+    "refuted": {"candidate", "retired"},  # candidate: re-opened for a re-test (reopen_refuted)
     "retired": set(),
 }
 EXPORT_FORMAT = "coda-memory"
@@ -737,7 +737,8 @@ class MemoryStore:
             return self.get_mode(mode_id)
 
     def set_mode_status(self, mode_id: int, status: str, *, round: int, reason: str = "") -> Mode:
-        """candidate → validated | refuted (by a control experiment); any live mode → retired."""
+        """candidate → validated | refuted (by a control experiment); refuted → candidate (a
+        re-test, `reopen_refuted`); any live mode → retired."""
         _check_status(status)
         with self.batch():
             m = self.get_mode(mode_id)
@@ -751,6 +752,41 @@ class MemoryStore:
                 mode_id, int(round), "status", {"from": m.status, "to": status, "reason": reason}
             )
             return self.get_mode(mode_id)
+
+    def reopen_refuted(self, *, round: int, min_new: int, max_retests: int = 1) -> list[int]:
+        """Refuted modes back to candidate for one more control experiment. -> their ids.
+
+        A refutation is one test at one policy: the policy changes every round, and diagnoses
+        keep joining a refuted mode (clustering skips only retired ones). A mode that gathered
+        ≥ `min_new` diagnoses in rounds after its last refutation is re-opened, at most
+        `max_retests` times over its life, so that a difficulty the policy now shows can still
+        be validated. Each re-test is another test at the same α (the family-wise false-positive
+        rate per mode grows to about (1 + max_retests)·α). `min_new` < 1 re-opens nothing.
+        """
+        if min_new < 1:
+            return []
+        out: list[int] = []
+        with self.batch():
+            for m in self.modes(status="refuted"):
+                events = self._conn.execute(
+                    "SELECT round, payload FROM mode_events WHERE mode_id=? AND kind='status' "
+                    "ORDER BY id",
+                    (m.id,),
+                ).fetchall()
+                changes = [(int(r), json.loads(p)) for r, p in events]
+                refuted_at = max((r for r, p in changes if p.get("to") == "refuted"), default=-1)
+                retests = sum(1 for _, p in changes if p.get("reason") == "retest")
+                if retests >= max_retests:
+                    continue
+                (new,) = self._conn.execute(
+                    "SELECT COUNT(*) FROM diagnoses d JOIN mode_members mm "
+                    "ON mm.diagnosis_id = d.id WHERE mm.mode_id=? AND d.round > ?",
+                    (m.id, refuted_at),
+                ).fetchone()
+                if int(new) >= min_new:
+                    self.set_mode_status(m.id, "candidate", round=round, reason="retest")
+                    out.append(m.id)
+        return out
 
     def diagnoses_for_mode(self, mode_id: int, *, limit: int | None = None) -> list[Diagnosis]:
         """Diagnoses clustered into a mode, newest first."""
