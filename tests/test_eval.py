@@ -162,3 +162,50 @@ def _initial_state(bucket):
     consts = {k: jax.numpy.asarray(v) for k, v in bucket.consts.items()}
     target = jax.numpy.asarray(bucket.init_ctrl[:, :6])
     return decode(jax.numpy.asarray(sens, jax.numpy.float32), bucket.layout, consts, target)
+
+
+def test_split_over_hosts_gives_every_host_the_one_host_result(native_backend):
+    """`evaluate(..., split=(i, 2, gather))`: two hosts each roll out every other bucket and both
+    return exactly the single-host result (each bucket keeps its key). Simulated in one process:
+    each host's contribution is captured first, then both run with the all-gathered values."""
+    suite = make_suites([PICK] * 4, [0, 1, 2, 3], episodes=6, seed=0, batch_size=2)[
+        "heldout_layouts"
+    ]
+    assert len(suite.buckets) == 3  # host 0 takes buckets 0, 2; host 1 bucket 1
+    rng = jax.random.key(3)
+    one = evaluate(planner_agent, suite, native_backend, rng, CHUNKS)
+    assert 0 < one.successes  # a result with something to get right
+
+    class Captured(Exception):
+        pass
+
+    values: list = [None, None]
+    rolled: list[list[int]] = [[], []]
+
+    def capture(h):
+        def gather(value):
+            values[h] = value
+            raise Captured
+
+        return gather
+
+    def counting(h):
+        def agent_for(bucket):
+            rolled[h].append(suite.buckets.index(bucket))
+            return planner_agent(bucket)
+
+        return agent_for
+
+    for h in (0, 1):
+        with pytest.raises(Captured):
+            evaluate(counting(h), suite, native_backend, rng, CHUNKS, split=(h, 2, capture(h)))
+    assert rolled == [[0, 2], [1]]
+    for h in (0, 1):
+        r = evaluate(
+            planner_agent, suite, native_backend, rng, CHUNKS, split=(h, 2, lambda v: list(values))
+        )
+        assert (r.n, r.successes, r.suite) == (one.n, one.successes, one.suite)
+    with pytest.raises(ValueError, match="split index"):
+        evaluate(planner_agent, suite, native_backend, rng, CHUNKS, split=(2, 2, None))
+    with pytest.raises(RuntimeError, match="hosts returned buckets"):  # a host's share missing
+        evaluate(planner_agent, suite, native_backend, rng, CHUNKS, split=(0, 2, lambda v: [v, []]))

@@ -261,20 +261,41 @@ def evaluate(
     rng: jax.Array,
     num_chunks: int,
     max_episodes: int | None = None,
+    split: tuple[int, int, Callable[[Any], list[Any]]] | None = None,
 ) -> SuiteResult:
     """ν success at the last chunk endpoint over the episodes of a suite (failed = 0).
 
     `max_episodes` evaluates only the first buckets holding at least that many episodes (cheap
     intermediate evaluations; the result's n and s.e. say what was measured).
+
+    `split` = (index, count, gather) spreads the buckets over `count` processes (hosts of one
+    run): this one rolls out bucket i when i % count == index, and `gather` (every process's
+    JSON-able value, in process order, on every process; `coda.loop.distributed.gather_json`)
+    merges them. Each bucket keeps its own key, so every process gets the result one process
+    rolling out all buckets would, in about 1/count of the time. Every process must call it.
     """
-    success, n = [], 0
-    for i, bucket in enumerate(suite.buckets):
+    chosen, n = [], 0  # the buckets evaluated: decided from the suite alone, same on every host
+    for bucket in suite.buckets:
         if max_episodes is not None and n >= max_episodes:
             break
+        chosen.append(bucket)
+        n += int(np.asarray(bucket.valid, bool).sum())
+    index, count, gather = split if split is not None else (0, 1, None)
+    if not 0 <= index < count:
+        raise ValueError(f"split index {index} is not in [0, {count})")
+    mine = {}
+    for i, bucket in enumerate(chosen):
+        if i % count != index:
+            continue
         agent, params = agent_for(bucket)
         res = backend.rollout(bucket, agent, params, jax.random.fold_in(rng, i), num_chunks)
-        success.append(np.asarray(res.success)[bucket.valid])
-        n += success[-1].size
+        mine[i] = np.asarray(res.success)[bucket.valid]
+    if count > 1:
+        rows = gather([[i, v.tolist()] for i, v in sorted(mine.items())])
+        mine = {int(i): np.asarray(v) for host in rows for i, v in host}
+        if sorted(mine) != list(range(len(chosen))):
+            raise RuntimeError(f"suite {suite.name}: hosts returned buckets {sorted(mine)}")
+    success = [mine[i] for i in range(len(chosen))]
     return SuiteResult.from_successes(suite.name, np.concatenate(success) if success else [])
 
 

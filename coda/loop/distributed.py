@@ -26,9 +26,11 @@ host 0 and broadcast:
 Why replicate instead of broadcasting every decision: the host-side steps exchange scenes,
 diagnoses, programs and memory records; replaying them deterministically on every host keeps
 this layer a few broadcasts wide, and the round-end digests make a divergence loud.
-Limits: rollouts and host-side steps are replicated, not split across hosts (only the learner's
-work is); the run folder must be shared. Single-process runs never touch any collective: every
-helper here is the identity there.
+Split across hosts: the learner's work, and the evaluation suites' rollouts (each host rolls
+out every count-th bucket, the successes are all-gathered: `host_split`, `coda.eval.evaluate`).
+Limits: the round's training rollouts, critique and validation rollouts and the host-side steps
+are replicated, not split; the run folder must be shared. Single-process runs never touch any
+collective: every helper here is the identity there.
 """
 
 from __future__ import annotations
@@ -141,6 +143,14 @@ def broadcast_object(obj: Any) -> Any:
     """Host 0's picklable `obj` on every host (hosts of one run trust each other)."""
     data = pickle.dumps(obj) if is_primary() else None
     return pickle.loads(broadcast_bytes(data))
+
+
+def host_split() -> tuple[int, int, Any] | None:
+    """(this host, hosts, `gather_json`) for work split by index over the hosts (the suites'
+    evaluation rollouts, `coda.eval.evaluate`); None in a single-process run."""
+    if process_count() == 1:
+        return None
+    return process_index(), process_count(), gather_json
 
 
 def gather_json(obj: Any) -> list[Any]:

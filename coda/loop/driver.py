@@ -182,6 +182,7 @@ class Context:
             key,
             int(self.config.sim.num_chunks),
             int(self.config.sim.horizon),
+            split=distributed.host_split(),  # each host rolls out its share of the buckets
         )
         self.spend(steps, time.perf_counter() - t0)
         return res, steps

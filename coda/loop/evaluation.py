@@ -96,14 +96,17 @@ def evaluate_suites(
     key: jax.Array,
     num_chunks: int,
     horizon: int,
+    split: Any = None,
 ) -> tuple[dict[str, SuiteResult], int]:
-    """Every suite with its own key; returns (results, env steps spent: episodes x chunks x H)."""
+    """Every suite with its own key; returns (results, env steps spent: episodes x chunks x H).
+    `split`: the suites' buckets spread over the hosts of a run (`coda.eval.evaluate`)."""
     out, steps = {}, 0
     for i, (name, suite) in enumerate(suites.items()):
         if suite.n == 0:
             out[name] = SuiteResult.from_successes(name, [])
             continue
-        out[name] = evaluate(agent_for, suite, backend, jax.random.fold_in(key, i), num_chunks)
+        k = jax.random.fold_in(key, i)
+        out[name] = evaluate(agent_for, suite, backend, k, num_chunks, split=split)
         steps += out[name].n * num_chunks * horizon
     return out, steps
 
