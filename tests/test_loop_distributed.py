@@ -420,3 +420,56 @@ def test_broadcasts_and_llm_replies_reach_the_other_host(tmp_path):
     assert h1["usage"] == {"by_role": {}}  # host 0 counts the spend
     for h in outs:
         assert h["diverged"].startswith("round 3: hosts disagree on learner")
+
+
+def test_validation_rollouts_split_over_hosts_match_one_host(native_backend):
+    """`collect.success_of(..., split=(i, 2, gather))` (the control experiment's rollouts): two
+    hosts each roll out every other bucket and both return the one-host successes and env
+    steps. Simulated in one process: each host's share is captured, then both run again with
+    the gathered shares."""
+    import jax
+    import numpy as np
+
+    from coda.loop import collect
+    from coda.sim.compile import compile_scene
+    from coda.sim.planner import planner_for
+    from coda.sim.sdk import exec_program
+
+    prog = (
+        'add_object("cube", role="target", instance="cube_red")\n'
+        'add_object("plate", role="goal", instance="plate_blue")\n'
+        'set_task("pick_place", target="target", goal="goal")\nsample_layout()\n'
+    )
+    variants = [compile_scene(exec_program(prog, seed=s, isolation="inprocess")) for s in range(5)]
+
+    def planner(bucket):
+        return planner_for(bucket), None
+
+    key = jax.random.key(5)
+    one, steps = collect.success_of(native_backend, variants, planner, key, 14, 2)
+    assert one.sum() > 0 and steps > 0  # 3 buckets (2, 2, 1 variants)
+
+    class Captured(Exception):
+        pass
+
+    shares: list = [None, None]
+
+    def capture(h):
+        def gather(value):
+            shares[h] = value
+            raise Captured
+
+        return gather
+
+    for h in (0, 1):
+        with pytest.raises(Captured):
+            collect.success_of(native_backend, variants, planner, key, 14, 2, (h, 2, capture(h)))
+    assert [len(s) for s in shares] == [2, 1]  # buckets 0, 2 on host 0; bucket 1 on host 1
+    for h in (0, 1):
+        got, st = collect.success_of(
+            native_backend, variants, planner, key, 14, 2, (h, 2, lambda v: list(shares))
+        )
+        np.testing.assert_array_equal(got, one)
+        assert st == steps
+    with pytest.raises(RuntimeError, match="hosts rolled out 3 of 5"):
+        collect.success_of(native_backend, variants, planner, key, 14, 2, (0, 2, lambda v: [v, []]))

@@ -92,19 +92,38 @@ def success_of(
     key: jax.Array,
     num_chunks: int,
     size: int,
+    split: tuple[int, int, Callable[[Any], list[Any]]] | None = None,
 ) -> tuple[np.ndarray, int]:
-    """ν success [N] (in order) of one rollout per variant, and the env steps spent."""
+    """ν success [N] (in order) of one rollout per variant, and the env steps spent (all hosts').
+
+    `split` = (index, count, gather) as in `coda.eval.evaluate`: this host rolls out bucket i
+    when i % count == index (each bucket keeps its own key) and `gather` merges the hosts'
+    shares, so every host returns what one host rolling out all would. Every host must call it.
+    """
     index = {id(c): i for i, c in enumerate(variants)}
     if len(index) != len(variants):
         raise ValueError("the same compiled variant twice; give each its own object")
-    out, steps = np.zeros(len(variants), bool), 0
+    host, count, gather = split if split is not None else (0, 1, None)
+    if not 0 <= host < count:
+        raise ValueError(f"split index {host} is not in [0, {count})")
+    mine: list[list[Any]] = []  # [variant positions, successes, env steps] per bucket rolled out
     for i, b in enumerate(buckets_of(variants, size)):
+        if i % count != host:
+            continue
         pol, params = policy_for(b)
         res, _ = rollout(backend, b, pol, params, jax.random.fold_in(key, i), num_chunks)
-        steps += int(res.env_steps)
         ok = np.asarray(res.success)
-        for j, c in enumerate(b.variants):
-            out[index[id(c)]] = bool(ok[j])
+        pos = [index[id(c)] for c in b.variants]
+        mine.append([pos, [bool(ok[j]) for j in range(len(pos))], int(res.env_steps)])
+    shares = gather(mine) if count > 1 else [mine]
+    out, steps, seen = np.zeros(len(variants), bool), 0, 0
+    for share in shares:
+        for pos, ok, st in share:
+            out[np.asarray(pos, int)] = ok
+            steps += int(st)
+            seen += len(pos)
+    if seen != len(variants):
+        raise RuntimeError(f"hosts rolled out {seen} of {len(variants)} variants")
     return out, steps
 
 

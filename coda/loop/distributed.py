@@ -26,10 +26,11 @@ host 0 and broadcast:
 Why replicate instead of broadcasting every decision: the host-side steps exchange scenes,
 diagnoses, programs and memory records; replaying them deterministically on every host keeps
 this layer a few broadcasts wide, and the round-end digests make a divergence loud.
-Split across hosts: the learner's work, and the evaluation suites' rollouts (each host rolls
-out every count-th bucket, the successes are all-gathered: `host_split`, `coda.eval.evaluate`).
-Limits: the round's training rollouts, critique and validation rollouts and the host-side steps
-are replicated, not split; the run folder must be shared. Single-process runs never touch any
+Split across hosts: the learner's work, the evaluation suites' rollouts and the control
+experiment's rollouts (each host rolls out every count-th bucket, the successes are
+all-gathered: `host_split`, `coda.eval.evaluate`, `collect.success_of`). Limits: the round's
+training rollouts, the critic's probes and the host-side steps are replicated, not split; the
+run folder must be shared. Single-process runs never touch any
 collective: every helper here is the identity there.
 """
 

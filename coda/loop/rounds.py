@@ -392,11 +392,12 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
         nc = int(ctx.config.sim.num_chunks)
         kt, kc = jax.random.split(jax.random.fold_in(k_val, i))
         size = int(lc.bucket_size)
+        hs = distributed.host_split()  # each host rolls out its share of the buckets
         t, st = collect.success_of(
-            ctx.backend, [v.compiled for v in vb.targeted], ctx.agents, kt, nc, size
+            ctx.backend, [v.compiled for v in vb.targeted], ctx.agents, kt, nc, size, hs
         )
         c, sc = collect.success_of(
-            ctx.backend, [v.compiled for v in vb.control], ctx.agents, kc, nc, size
+            ctx.backend, [v.compiled for v in vb.control], ctx.agents, kc, nc, size, hs
         )
         ctx.spend(st + sc, 0.0)
         n = len(t)
