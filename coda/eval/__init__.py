@@ -18,6 +18,7 @@ from coda.eval.suites import (
     pooled,
     program_objects,
     random_agent,
+    split_map,
 )
 
 __all__ = [
@@ -37,4 +38,5 @@ __all__ = [
     "pooled",
     "program_objects",
     "random_agent",
+    "split_map",
 ]

@@ -254,6 +254,27 @@ def make_suites(
 AgentFor = Callable[[Any], tuple[Any, Any]]
 
 
+Split = tuple[int, int, Callable[[Any], list[Any]]]  # (this host, hosts, all-gather)
+
+
+def split_map(n: int, fn: Callable[[int], Any], split: Split | None = None) -> dict[int, Any]:
+    """{i: fn(i)} for i < n, the work spread over the hosts of a run.
+
+    `split` = (index, count, gather): this host computes the i with i % count == index and
+    `gather` (every host's JSON-able value, in host order, on every host;
+    `coda.loop.distributed.gather_json`) merges the shares, so every host gets the same dict;
+    fn(i) must then be JSON-able and is returned as it reads back from JSON. Every host must
+    call it. None: one host computes everything (values as fn returned them).
+    """
+    index, count, gather = split if split is not None else (0, 1, None)
+    if not 0 <= index < count:
+        raise ValueError(f"split index {index} is not in [0, {count})")
+    mine = {i: fn(i) for i in range(n) if i % count == index}
+    if count == 1:
+        return mine
+    return {int(i): v for share in gather(sorted(mine.items())) for i, v in share}
+
+
 def evaluate(
     agent_for: AgentFor,
     suite: Suite,
@@ -261,18 +282,16 @@ def evaluate(
     rng: jax.Array,
     num_chunks: int,
     max_episodes: int | None = None,
-    split: tuple[int, int, Callable[[Any], list[Any]]] | None = None,
+    split: Split | None = None,
 ) -> SuiteResult:
     """ν success at the last chunk endpoint over the episodes of a suite (failed = 0).
 
     `max_episodes` evaluates only the first buckets holding at least that many episodes (cheap
     intermediate evaluations; the result's n and s.e. say what was measured).
 
-    `split` = (index, count, gather) spreads the buckets over `count` processes (hosts of one
-    run): this one rolls out bucket i when i % count == index, and `gather` (every process's
-    JSON-able value, in process order, on every process; `coda.loop.distributed.gather_json`)
-    merges them. Each bucket keeps its own key, so every process gets the result one process
-    rolling out all buckets would, in about 1/count of the time. Every process must call it.
+    `split` spreads the buckets over the hosts of a run (`split_map`). Each bucket keeps its own
+    key, so every host gets the result one host rolling out all buckets would, in about
+    1/count of the time.
     """
     chosen, n = [], 0  # the buckets evaluated: decided from the suite alone, same on every host
     for bucket in suite.buckets:
@@ -280,21 +299,15 @@ def evaluate(
             break
         chosen.append(bucket)
         n += int(np.asarray(bucket.valid, bool).sum())
-    index, count, gather = split if split is not None else (0, 1, None)
-    if not 0 <= index < count:
-        raise ValueError(f"split index {index} is not in [0, {count})")
-    mine = {}
-    for i, bucket in enumerate(chosen):
-        if i % count != index:
-            continue
-        agent, params = agent_for(bucket)
-        res = backend.rollout(bucket, agent, params, jax.random.fold_in(rng, i), num_chunks)
-        mine[i] = np.asarray(res.success)[bucket.valid]
-    if count > 1:
-        rows = gather([[i, v.tolist()] for i, v in sorted(mine.items())])
-        mine = {int(i): np.asarray(v) for host in rows for i, v in host}
-        if sorted(mine) != list(range(len(chosen))):
-            raise RuntimeError(f"suite {suite.name}: hosts returned buckets {sorted(mine)}")
+
+    def one(i: int) -> list:
+        agent, params = agent_for(chosen[i])
+        res = backend.rollout(chosen[i], agent, params, jax.random.fold_in(rng, i), num_chunks)
+        return np.asarray(res.success)[chosen[i].valid].tolist()
+
+    mine = {i: np.asarray(v) for i, v in split_map(len(chosen), one, split).items()}
+    if sorted(mine) != list(range(len(chosen))):
+        raise RuntimeError(f"suite {suite.name}: hosts returned buckets {sorted(mine)}")
     success = [mine[i] for i in range(len(chosen))]
     return SuiteResult.from_successes(suite.name, np.concatenate(success) if success else [])
 

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from coda.eval.suites import Split, split_map
 from coda.loop import distributed
 from coda.policy.base import Batch, fit_prompt
 from coda.sim.compile import CompiledScene
@@ -92,36 +93,31 @@ def success_of(
     key: jax.Array,
     num_chunks: int,
     size: int,
-    split: tuple[int, int, Callable[[Any], list[Any]]] | None = None,
+    split: Split | None = None,
 ) -> tuple[np.ndarray, int]:
     """ν success [N] (in order) of one rollout per variant, and the env steps spent (all hosts').
 
-    `split` = (index, count, gather) as in `coda.eval.evaluate`: this host rolls out bucket i
-    when i % count == index (each bucket keeps its own key) and `gather` merges the hosts'
-    shares, so every host returns what one host rolling out all would. Every host must call it.
+    `split`: the buckets spread over the hosts of a run (`coda.eval.split_map`; each bucket keeps
+    its own key), so every host returns what one host rolling out all would.
     """
     index = {id(c): i for i, c in enumerate(variants)}
     if len(index) != len(variants):
         raise ValueError("the same compiled variant twice; give each its own object")
-    host, count, gather = split if split is not None else (0, 1, None)
-    if not 0 <= host < count:
-        raise ValueError(f"split index {host} is not in [0, {count})")
-    mine: list[list[Any]] = []  # [variant positions, successes, env steps] per bucket rolled out
-    for i, b in enumerate(buckets_of(variants, size)):
-        if i % count != host:
-            continue
+    buckets = buckets_of(variants, size)
+
+    def one(i: int) -> list:  # [variant positions, successes, env steps] of bucket i
+        b = buckets[i]
         pol, params = policy_for(b)
         res, _ = rollout(backend, b, pol, params, jax.random.fold_in(key, i), num_chunks)
         ok = np.asarray(res.success)
         pos = [index[id(c)] for c in b.variants]
-        mine.append([pos, [bool(ok[j]) for j in range(len(pos))], int(res.env_steps)])
-    shares = gather(mine) if count > 1 else [mine]
+        return [pos, [bool(ok[j]) for j in range(len(pos))], int(res.env_steps)]
+
     out, steps, seen = np.zeros(len(variants), bool), 0, 0
-    for share in shares:
-        for pos, ok, st in share:
-            out[np.asarray(pos, int)] = ok
-            steps += int(st)
-            seen += len(pos)
+    for pos, ok, st in split_map(len(buckets), one, split).values():
+        out[np.asarray(pos, int)] = ok
+        steps += int(st)
+        seen += len(pos)
     if seen != len(variants):
         raise RuntimeError(f"hosts rolled out {seen} of {len(variants)} variants")
     return out, steps

@@ -28,10 +28,9 @@ diagnoses, programs and memory records; replaying them deterministically on ever
 this layer a few broadcasts wide, and the round-end digests make a divergence loud.
 Split across hosts: the learner's work, the evaluation suites' rollouts and the control
 experiment's rollouts (each host rolls out every count-th bucket, the successes are
-all-gathered: `host_split`, `coda.eval.evaluate`, `collect.success_of`). Limits: the round's
-training rollouts, the critic's probes and the host-side steps are replicated, not split; the
-run folder must be shared. Single-process runs never touch any
-collective: every helper here is the identity there.
+all-gathered: `host_split`, `coda.eval.split_map`). Limits: the round's training rollouts,
+the critic's probes and the host-side steps are replicated, not split; the run folder must be
+shared. Single-process runs never touch any collective: every helper here is the identity there.
 """
 
 from __future__ import annotations
@@ -147,8 +146,8 @@ def broadcast_object(obj: Any) -> Any:
 
 
 def host_split() -> tuple[int, int, Any] | None:
-    """(this host, hosts, `gather_json`) for work split by index over the hosts (the suites'
-    evaluation rollouts, `coda.eval.evaluate`); None in a single-process run."""
+    """(this host, hosts, `gather_json`): the `split` of `coda.eval.split_map` (evaluation and
+    control-experiment rollouts); None in a single-process run."""
     if process_count() == 1:
         return None
     return process_index(), process_count(), gather_json

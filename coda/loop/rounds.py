@@ -369,6 +369,7 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
         for m in ctx.memory.modes(status="candidate")
         if m.id in state.mode_parents and m.factor != "execution"
     ]
+    hs = distributed.host_split()  # each host rolls out its share of the buckets
     for i, m in enumerate(cands[: int(lc.max_validations)]):
         parents = [Scene.from_dict(d) for d in state.mode_parents[m.id]]
         control = str(lc.get("validation_control", "matched"))
@@ -392,7 +393,6 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
         nc = int(ctx.config.sim.num_chunks)
         kt, kc = jax.random.split(jax.random.fold_in(k_val, i))
         size = int(lc.bucket_size)
-        hs = distributed.host_split()  # each host rolls out its share of the buckets
         t, st = collect.success_of(
             ctx.backend, [v.compiled for v in vb.targeted], ctx.agents, kt, nc, size, hs
         )
