@@ -264,13 +264,32 @@ def test_a_tall_bottle_is_pushed_over_inside_a_shallow_drawer():
     # (6 cm deep): standing, its origin stays above the region; lying, it is inside
     c = S.compile_task("libero_90", suites.tasks("libero_90")[32], 0)
     place = LP.planner_for(c).stages[-1]
-    (ux, uy), z_push, t_base = place.topple
+    (ux, uy), z_push, t_base, yaw = place.topple
     assert abs(ux) == 1.0 and uy == 0.0 and t_base < -0.03  # along the drawer's length
+    assert yaw == 0.0  # above the cabinet's top the palm goes across the push
     assert [p.name for p in place.phases[-4:]] == ["behind", "down", "tip", "up"]
     # a placement that needs none (libero_object: the milk carton into the basket)
     o = S.compile_task("libero_object", suites.tasks("libero_object")[7], 0)
     assert LP.planner_for(o).stages[-1].topple == ()
     ok, _ = _solve(c, 30)
+    assert bool(ok.all())
+
+
+def test_a_bottle_is_laid_down_in_a_drawer_that_closes_over_it():
+    # LIBERO-PRO libero_10 task swap: a 15.8 cm wine bottle (origin at its base, so standing
+    # it is "in" the 6 cm-deep bottom drawer) must be laid down for the drawer to close
+    src = suites.perturbed("libero_10", "task")
+    c = S.compile_task(src, suites.tasks(src)[3], 0)
+    place, close = LP.planner_for(c).stages
+    (ux, uy), z_push, t_base, yaw = place.topple
+    assert abs(ux) == 1.0 and uy == 0.0 and t_base < -0.03
+    # beside the cabinet's front, the palm goes along the push (across it caught a handle)
+    np.testing.assert_allclose(abs(yaw), np.pi / 2, atol=1e-6)
+    atom = next(a for a in c.success.keywords["atoms"] if a[0] == "in_region")
+    ceiling = LP.drawer_ceiling(c, atom)
+    assert z_push - 0.1 < ceiling < z_push  # standing it reaches above the closed drawer
+    assert LP.topple(c, atom, LP.object_box(c, atom[1])) == ()  # no close: it stays standing
+    ok, _ = _solve(c, 40)
     assert bool(ok.all())
 
 

@@ -82,6 +82,7 @@ TOPPLE_WALL = 0.012  # m: a toppled object's standing base off the region's end
 TOPPLE_BELOW_TOP = 0.03  # m: the pushing tcp below the standing object's top
 TOPPLE_BEHIND = 0.03  # m: the pushing tcp behind the object's outline before the push
 TOPPLE_PUSH = 0.08  # m: the push's end beyond the standing base's centre
+PUSH_CLEAR = 0.01  # m: fixture clearance of the palm across a topple push (else along it)
 MID_OFFSET = 0.005  # m: a box centre this far off the origin is aimed at an In region's centre
 SQUARE_RATIO = 1.15  # a region whose horizontal sizes differ less counts as square
 Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005  # m: highest tcp waypoint
@@ -117,7 +118,7 @@ class LiberoPickPlace(ScriptedPlanner):
     # ((x, y, z) grasp point, (x, y) direction) of a long handle in the object's frame
     # (`planner_insert.long_handle`: a frying pan, held by its handle, not its rim); () = none
     handle: tuple = ()
-    # ((x, y) world unit direction, tcp z, base offset along it) of a push that lays the
+    # ((x, y) world unit direction, tcp z, base offset along it, hand yaw) of a push that lays the
     # placed object down (`topple`: a bottle whose origin stays above the region standing,
     # e.g. ketchup into a drawer); ()
     topple: tuple = ()
@@ -214,7 +215,7 @@ class LiberoPickPlace(ScriptedPlanner):
                 d = jnp.asarray((*self.slot, 0.0), pt.dtype)
                 pt = pt + jnp.einsum("...ji,j->...i", rs, d)
             if self.topple:  # stood near the region's end, to fall along it
-                (dx, dy), _, t_base = self.topple
+                (dx, dy), _, t_base, _ = self.topple
                 pt = pt.at[..., :2].add(jnp.asarray((dx * t_base, dy * t_base), pt.dtype))
             ext = jnp.abs(jnp.einsum("...ij,j->...i", rs, jnp.asarray(size, pt.dtype)))[..., 2]
             # (not for a handle-held pan: its box about the origin, 26 cm along the handle,
@@ -354,7 +355,7 @@ class LiberoPickPlace(ScriptedPlanner):
             [opened if p.grip == OPEN else jnp.full_like(opened, p.grip) for p in PHASES], 1
         )
         if self.topple:  # the closed fingers behind its top push it over along the region
-            (dx, dy), z_push, _ = self.topple
+            (dx, dy), z_push, _, y_push = self.topple
             u = jnp.asarray((dx, dy), pt.dtype)
             foot = float(np.max(np.abs(np.concatenate([self.box[0], self.box[1]]))))
             back = pt[..., :2] - u * (foot + TOPPLE_BEHIND)
@@ -368,7 +369,6 @@ class LiberoPickPlace(ScriptedPlanner):
                                  at2(end, z_push + 0.05)], 1)],
                 1,
             )  # fmt: skip
-            y_push = float(np.arctan2(dy, dx))  # the closed pads' wide face across the push
             yaws = jnp.concatenate([yaws, jnp.full((yaws.shape[0], 4), y_push, yaws.dtype)], 1)
             grip = jnp.concatenate([grip, jnp.full((grip.shape[0], 4), CLOSE, grip.dtype)], 1)
         return xyz, yaws, jnp.zeros(yaws.shape), jnp.zeros(yaws.shape), grip  # grip [B, P]
@@ -382,13 +382,16 @@ TOPPLE_PHASES = (
 )
 
 
-def topple(compiled, atom: tuple, box: tuple) -> tuple:
+def topple(compiled, atom: tuple, box: tuple, closes: bool = False) -> tuple:
     """((x, y) push direction (world), tcp z, the standing base's offset along it from the
-    region's centre) for an In placement whose object,
+    region's centre, the hand's yaw for the push) for an In placement whose object,
     standing, keeps its origin above the region (a 14.5 cm ketchup bottle, origin at mid
     height, in a 6 cm-deep drawer) but lying down would not: it is placed standing near one
     end of the region's longer horizontal axis, then its top is pushed along that axis so it
-    falls inside. () when not needed or when the lying object would not fit (host side)."""
+    falls inside. Also when the goal closes the region's drawer (`closes`) and the object
+    standing would reach above what the closed drawer slides under (`drawer_ceiling`: a
+    15.8 cm wine bottle, origin at its base, in the bottom drawer). () when not needed or when
+    the lying object would not fit (host side)."""
     if atom[0] != "in_region" or atom[2] < 0 or not box:
         return ()
     m = compiled.model
@@ -418,11 +421,12 @@ def topple(compiled, atom: tuple, box: tuple) -> tuple:
             floors.append(float(gc[2] + ext[2]))
     floor = max(floors) if floors else float(c[2] - size[2])
     top = float(c[2] + size[2])
-    if floor + over_bottom <= top - TOPPLE_MARGIN:
-        return ()  # fits standing
     others = [j for j in range(3) if j != k]
     lying = max(max(-lo[j], hi[j]) for j in others)  # the origin's height lying, at most
-    if floor + lying > top - TOPPLE_MARGIN:
+    ceiling = drawer_ceiling(compiled, atom) if closes else np.inf
+    if floor + over_bottom <= top - TOPPLE_MARGIN and floor + height <= ceiling - TOPPLE_MARGIN:
+        return ()  # fits standing (and under what closes over it)
+    if floor + lying > top - TOPPLE_MARGIN or floor + 2 * lying > ceiling - TOPPLE_MARGIN:
         return ()
     e = 0 if size[0] >= size[1] else 1
     u = np.zeros(3)
@@ -432,7 +436,91 @@ def topple(compiled, atom: tuple, box: tuple) -> tuple:
     if t - foot + height > size[e] - 0.003:
         return ()  # lying along u it would not fit
     z_push = floor + height - TOPPLE_BELOW_TOP
-    return (float(u[0]), float(u[1])), float(z_push), float(t)
+    yaw = _push_yaw(compiled, atom, u, float(z_push), t - foot - TOPPLE_BEHIND, t + TOPPLE_PUSH)
+    return (float(u[0]), float(u[1])), float(z_push), float(t), yaw
+
+
+def _push_yaw(compiled, atom: tuple, u: np.ndarray, z: float, t0: float, t1: float) -> float:
+    """Hand yaw for a topple push along world axis u at tcp height z, from t0 to t1 along u
+    off the region's centre (host side, the region's drawer opened): the palm (12 cm long)
+    across the push, or along it when across it would come within PUSH_CLEAR of a fixture
+    (pushing a bottle over in the bottom drawer, the palm across the push caught the handle
+    of the drawer above and the bottle spun out of the region)."""
+    from coda.libero.planner_articulated import goal_q
+
+    m = compiled.model
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    op = implicit_open(compiled, atom)
+    if op is not None:
+        jid = m.joint(compiled.layout.joint_names[op[3][0]]).id
+        adr = m.jnt_qposadr[jid]
+        lo, hi = (float(v) for v in m.jnt_range[jid])
+        if not d.qpos[adr] < op[2]:
+            d.qpos[adr] = goal_q(op[1], op[2], lo, hi, False)
+    mujoco.mj_kinematics(m, d)
+    owner = m.body(compiled.layout.body_names[atom[2]]).id
+    c = d.xpos[owner] + d.xmat[owner].reshape(3, 3) @ np.asarray(atom[3])
+    mid = c + u * (t0 + t1) / 2
+    mid[2] = z + robot.TCP_OFFSET / 2  # the hand from the tcp to the palm's top
+    free_joint = mujoco.mjtJoint.mjJNT_FREE
+    fixed = [
+        b for b in range(1, m.nbody)
+        if not m.body(b).name.startswith("gripper")
+        and all(m.jnt_type[j] != free_joint for j in range(m.njnt) if m.jnt_bodyid[j] == b)
+    ]  # fmt: skip
+    across = np.abs(u[:2][::-1])  # the horizontal axis across the push (u is a world axis)
+
+    def clearance(long_axis: np.ndarray) -> float:
+        half = np.zeros(3)
+        half[:2] = long_axis * robot.PALM_HALF[1] + (1 - long_axis) * robot.PALM_HALF[0]
+        half[:2] += np.abs(u[:2]) * abs(t1 - t0) / 2  # swept along the push
+        half[2] = robot.TCP_OFFSET / 2
+        gap = np.inf
+        for b in fixed:
+            for g in collision_geoms(m, b):
+                ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
+                gap = min(gap, float(np.max(np.abs(d.geom_xpos[g] - mid) - ext - half)))
+        return gap
+
+    yaw_across = float(np.arctan2(u[1], u[0]))  # hand y (the palm's length) across u
+    if clearance(across) >= PUSH_CLEAR:
+        return yaw_across
+    return float(wrap(yaw_across + np.pi / 2, np.pi))
+
+
+def drawer_ceiling(compiled, atom: tuple) -> float:
+    """World z of the lowest fixture face above an In region of a drawer once the drawer is
+    closed (the bottom of the drawer above, the cabinet's top), over the region's footprint;
+    inf when the region's owner is no drawer or nothing is above it (host side)."""
+    op = implicit_open(compiled, atom)
+    if op is None:
+        return np.inf
+    m = compiled.model
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    jid = m.joint(compiled.layout.joint_names[op[3][0]]).id
+    d.qpos[m.jnt_qposadr[jid]] = min(0.0, float(m.jnt_range[jid][1]))  # closed
+    mujoco.mj_kinematics(m, d)
+    owner = m.body(compiled.layout.body_names[atom[2]]).id
+    rb = d.xmat[owner].reshape(3, 3)
+    c = d.xpos[owner] + rb @ np.asarray(atom[3])
+    size = np.abs(rb @ quat_matrix(atom[4])) @ np.asarray(atom[5])  # world half extents
+    floor = c[2] - size[2]
+    free_joint = mujoco.mjtJoint.mjJNT_FREE
+    free = {int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == free_joint}
+    out = np.inf
+    for b in range(1, m.nbody):
+        if b in free or b == owner or m.body(b).name.startswith("gripper"):
+            continue
+        for g in collision_geoms(m, b):
+            gc = d.geom_xpos[g]
+            ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
+            if np.any(np.abs(gc[:2] - c[:2]) >= ext[:2] + size[:2]):
+                continue  # not over the region's footprint
+            if gc[2] - ext[2] > floor + 0.01:
+                out = min(out, float(gc[2] - ext[2]))
+    return out
 
 
 def _clear_of_neighbours(s: SimState, obj: int, pt, surface, size: tuple, skip: set):
@@ -717,7 +805,12 @@ def stages_for(compiled, atoms: tuple) -> tuple:
                 out.append(push)
             else:
                 slot = slots.get(i, ())
-                tip = topple(compiled, a, box) if not slot else ()
+                closes = any(
+                    b[0] == "joint" and b[1] == ">" and (extra := implicit_open(compiled, a))
+                    and b[3] == extra[3]
+                    for b in ordered
+                )
+                tip = topple(compiled, a, box, closes) if not slot else ()
                 if not slot and a[0] == "in_region":
                     slot = drawer_slot(compiled, a, box)
                 handle = long_handle(compiled, a[1])

@@ -30,6 +30,7 @@ FINGER_OPEN = 0.045  # m, opening half-width at -1 (max object width 9 cm)
 FINGER_CLOSED = 0.0
 TCP_OFFSET = 0.074  # m below the wrist origin (pads reach 1 cm below the tcp)
 FINGER_HALF = np.array([0.008, 0.007, 0.03])  # finger pad box half extents
+PALM_HALF = np.array([0.015, 0.06, 0.012])  # palm box half extents (its length along y)
 NU = 8
 
 #                       x     y     z    yaw   pitch  roll
@@ -57,9 +58,9 @@ def add_gripper(spec: mujoco.MjSpec) -> None:
         j.limited = True
         j.armature = 0.01
     palm = wrist.add_geom(
-        name="gripper/palm", type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.015, 0.06, 0.012]
+        name="gripper/palm", type=mujoco.mjtGeom.mjGEOM_BOX, size=list(PALM_HALF)
     )
-    palm.pos = [0, 0, -0.012]
+    palm.pos = [0, 0, -PALM_HALF[2]]
     palm.mass = 0.4
     palm.rgba = [0.3, 0.3, 0.35, 1]
     fz = -0.024 - FINGER_HALF[2]  # finger centre below the palm
