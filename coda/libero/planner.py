@@ -806,7 +806,9 @@ def stages_for(compiled, atoms: tuple) -> tuple:
             else:
                 slot = slots.get(i, ())
                 closes = any(
-                    b[0] == "joint" and b[1] == ">" and (extra := implicit_open(compiled, a))
+                    b[0] == "joint"
+                    and b[1] == ">"
+                    and (extra := implicit_open(compiled, a))
                     and b[3] == extra[3]
                     for b in ordered
                 )

@@ -57,9 +57,7 @@ def add_gripper(spec: mujoco.MjSpec) -> None:
         j = wrist.add_joint(name=f"gripper/{name}", type=jtype, axis=axis, range=list(rng))
         j.limited = True
         j.armature = 0.01
-    palm = wrist.add_geom(
-        name="gripper/palm", type=mujoco.mjtGeom.mjGEOM_BOX, size=list(PALM_HALF)
-    )
+    palm = wrist.add_geom(name="gripper/palm", type=mujoco.mjtGeom.mjGEOM_BOX, size=list(PALM_HALF))
     palm.pos = [0, 0, -PALM_HALF[2]]
     palm.mass = 0.4
     palm.rgba = [0.3, 0.3, 0.35, 1]
