@@ -12,6 +12,7 @@ from coda.libero import planner as LP
 from coda.libero import planner_articulated as LA
 from coda.libero import scene as S
 from coda.libero import suites
+from coda.sim import robot
 
 OPEN = ("joint", "<", -0.14, (1,), True)
 CLOSE = ("joint", ">", 0.0, (2,), False)
@@ -291,6 +292,34 @@ def test_a_bottle_is_laid_down_in_a_drawer_that_closes_over_it():
     assert LP.topple(c, atom, LP.object_box(c, atom[1])) == ()  # no close: it stays standing
     ok, _ = _solve(c, 40)
     assert bool(ok.all())
+
+
+def test_a_plate_is_taken_across_its_rim_ring_onto_a_raised_target():
+    from coda.sim.rollout import Bucket, NativeBackend
+
+    # LIBERO-PRO libero_goal task swap "put the plate on the stove": a 14 cm plate (wider than
+    # the jaws) whose rim is a ring of inclined 5 mm slabs round a 0.6 cm base
+    src = suites.perturbed("libero_goal", "task")
+    c = S.compile_task(src, suites.tasks(src)[1], 0)
+    (place,) = LP.planner_for(c).stages
+    r_mid, open_half, z = place.flat
+    assert 0.04 < r_mid < 0.065 and open_half < robot.FINGER_OPEN and 0.0 < z < 0.015
+    assert r_mid - open_half > robot.FINGER_HALF[1]  # the inner pad over the plate's middle
+    # a bowl (a rim, but 5 cm high) is not flat
+    g = S.compile_task("libero_goal", suites.tasks("libero_goal")[1], 0)
+    atom = g.success.keywords["atoms"][0]
+    assert LP.flat_grasp(g, atom[1], LP.object_box(g, atom[1])) == ()
+    res = NativeBackend(nthread=1).rollout(
+        Bucket([c]), LP.planner_for(c), None, jax.random.PRNGKey(0), 30
+    )
+    assert bool(np.asarray(res.success_any).all())
+    # in state 0 a bowl touches the plate's far (-x) side: the jaws went to the near (+x) side
+    adr = c.model.jnt_qposadr[c.model.body_jntadr[c.model.body("plate_1").id]]
+    plate_x = float(np.asarray(res.qpos)[0, 0, adr])
+    phase = np.asarray(res.info["phase"])[0, :, -1]  # [C]
+    first_grasp = int(np.argmax(phase == 2))
+    gripper_x = float(np.asarray(res.qpos)[0, first_grasp + 1, 0])
+    np.testing.assert_allclose(gripper_x - plate_x, r_mid, atol=0.01)
 
 
 def test_a_book_is_laid_down_and_pushed_under_a_shelf():

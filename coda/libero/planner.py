@@ -84,6 +84,10 @@ TOPPLE_BEHIND = 0.03  # m: the pushing tcp behind the object's outline before th
 TOPPLE_PUSH = 0.08  # m: the push's end beyond the standing base's centre
 PUSH_CLEAR = 0.01  # m: fixture clearance of the palm across a topple push (else along it)
 MID_OFFSET = 0.005  # m: a box centre this far off the origin is aimed at an In region's centre
+FLAT_HEIGHT = 0.03  # m: an object wider than the jaws and lower than this is taken flat
+FLAT_JAW_SLACK = 0.006  # m: jaw half opening beyond a flat object's ring half width and pad
+FLAT_PAD_CLEAR = 0.001  # m: the pads' bottoms above a flat object's bottom at the grasp
+FLAT_CLEAR = 0.03  # m: clearance of the outer finger from neighbours that suffices
 SQUARE_RATIO = 1.15  # a region whose horizontal sizes differ less counts as square
 Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005  # m: highest tcp waypoint
 
@@ -122,6 +126,9 @@ class LiberoPickPlace(ScriptedPlanner):
     # placed object down (`topple`: a bottle whose origin stays above the region standing,
     # e.g. ketchup into a drawer); ()
     topple: tuple = ()
+    # (ring's mid radius, jaw half opening, tcp height above the bottom) of a flat wide object
+    # taken across its rim ring (`flat_grasp`: a LIBERO plate onto a raised target); ()
+    flat: tuple = ()
 
     @property
     def phases(self) -> tuple[Waypoint, ...]:
@@ -189,6 +196,16 @@ class LiberoPickPlace(ScriptedPlanner):
         # wider than the jaws' full opening (a bowl, not a moka pot that just fits them): a
         # true rim grasp, the fingers straddling a thin wall
         rim = wide & ~upturned & (jnp.min(width, -1) > robot.FINGER_OPEN)
+        if self.flat:  # the jaws across the rim ring, on the side clear of neighbours
+            r_mid, open_half, z_grasp = self.flat
+            fx, fy, fyaw = _flat_side(s, obj, cxy, r_mid, open_half)
+            gx, gy = jnp.where(rim, fx, gx), jnp.where(rim, fy, gy)
+            yaw = jnp.where(rim, fyaw, yaw)
+            grasp_z = jnp.where(rim, bottom + z_grasp, grasp_z)
+            flat = rim
+            rim = jnp.zeros_like(rim)
+        else:
+            flat = jnp.zeros_like(rim)
         max_off = MAX_HOLD_OFFSET
         if self.handle:  # the jaws across the handle, at its grasp point
             g_loc, h_loc = (jnp.asarray(v, po.dtype) for v in self.handle)
@@ -224,7 +241,7 @@ class LiberoPickPlace(ScriptedPlanner):
                 skip = {obj, body, *(self.atom[6] or ())}
                 pt = _clear_of_neighbours(s, obj, pt, pt[..., 2] + ext, size, skip)
             surface = pt[..., 2] + (ext if kind == "on_region" else -ext)
-        place_z = surface + hold + jnp.where(rim, RIM_RELEASE_GAP, RELEASE_GAP)
+        place_z = surface + hold + jnp.where(rim | flat, RIM_RELEASE_GAP, RELEASE_GAP)
         if kind == "on_region":
             # a tilted region (a wine rack's slot) admits the origin only within a thin band
             # above its centre: d = R (p - p_site) of a vertical offset δ is δ R e_z, so
@@ -351,6 +368,8 @@ class LiberoPickPlace(ScriptedPlanner):
             yaws = yaws.at[:, 4:].set(carried[:, None])
         # a rim grasp opens only as far as the rim wall needs
         opened = jnp.where(rim, 1.0 - 2.0 * RIM_OPEN / robot.FINGER_OPEN, OPEN)
+        if self.flat:
+            opened = jnp.where(flat, 1.0 - 2.0 * self.flat[1] / robot.FINGER_OPEN, opened)
         grip = jnp.stack(
             [opened if p.grip == OPEN else jnp.full_like(opened, p.grip) for p in PHASES], 1
         )
@@ -541,6 +560,78 @@ def _clear_of_neighbours(s: SimState, obj: int, pt, surface, size: tuple, skip: 
     shift = jnp.sum(jnp.where(hit[..., None], step, 0.0), -2)  # [B, 2]
     lim = jnp.maximum(jnp.asarray(size[:2], pt.dtype) - CLEAR_MARGIN, 0.0)
     return pt.at[..., :2].add(jnp.clip(shift, -lim, lim))
+
+
+def _flat_side(s: SimState, obj: int, cxy, r_mid: float, open_half: float):
+    """(tcp x [B], tcp y [B], yaw [B]) of a flat grasp: of the four sides (+x, -x, +y, -y) of
+    the object's centre `cxy` [B, 2], the first whose outer finger keeps FLAT_CLEAR from every
+    other tracked body's xy box and whose tcp is in reach, else the clearest (a plate pressed
+    against a bowl: the fingers taken on the bowl's side closed on the bowl's rim)."""
+    dirs = jnp.asarray([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]], cxy.dtype)  # [4, 2]
+    tcp = cxy[:, None, :] + dirs * r_mid  # [B, 4, 2]
+    outer = cxy[:, None, :] + dirs * (r_mid + open_half + robot.FINGER_HALF[1])
+    rot = P._quat_mat(s.body_quat)  # [B, NB, 3, 3]
+    ext = jnp.einsum("...ij,...j->...i", jnp.abs(rot), s.body_half)[..., :2]  # [B, NB, 2]
+    gap = jnp.abs(outer[:, :, None, :] - s.body_pos[:, None, :, :2]) - ext[:, None]  # [B,4,NB,2]
+    dist = jnp.linalg.norm(jnp.maximum(gap, 0.0), axis=-1)  # [B, 4, NB]
+    dist = dist.at[..., obj].set(jnp.inf)
+    clear = jnp.min(dist, -1)  # [B, 4]
+    lo, hi = jnp.asarray(robot.TARGET_LOW[:2]), jnp.asarray(robot.TARGET_HIGH[:2])
+    reach = jnp.all((tcp > lo) & (tcp < hi), -1)  # [B, 4]
+    k = jnp.argmax(jnp.where(reach, jnp.minimum(clear, FLAT_CLEAR), -1.0), -1)  # [B]
+    pick = jnp.take_along_axis(tcp, k[:, None, None], 1)[:, 0]  # [B, 2]
+    yaw = jnp.where(k < 2, jnp.pi / 2, 0.0)  # jaws closing along the side's axis
+    return pick[..., 0], pick[..., 1], yaw
+
+
+def flat_grasp(compiled, body: int, box: tuple) -> tuple:
+    """(ring's mid radius, jaw half opening, tcp height above the bottom) for a flat object
+    wider than the jaws everywhere whose collision boxes form a raised rim ring round a lower
+    middle (LIBERO's plate: a 14 cm, 1.9 cm-high ring of boxes, 3.9 cm wide, round a 0.6 cm
+    base): the jaws straddle the ring, the inner finger over the middle, the pads' bottoms
+    above the base. Read along the object's local +x axis (host side); () when not flat or
+    no such ring leaves room for the fingers."""
+    if not box:
+        return ()
+    lo, hi = np.asarray(box[0]), np.asarray(box[1])
+    height = float(hi[2] - lo[2])
+    if height > FLAT_HEIGHT or float(np.min(np.maximum(-lo[:2], hi[:2]))) <= robot.FINGER_OPEN:
+        return ()
+    m = compiled.model
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    mujoco.mj_kinematics(m, d)
+    bid = m.body(compiled.layout.body_names[body]).id
+    rb, pb = d.xmat[bid].reshape(3, 3), d.xpos[bid]
+    geoms = [
+        (rb.T @ (d.geom_xpos[g] - pb), rb.T @ d.geom_xmat[g].reshape(3, 3), m.geom_size[g])
+        for g in collision_geoms(m, bid)
+        if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX
+    ]
+    radii = np.arange(0.0, float(hi[0]), 0.001)
+    tops = np.zeros(len(radii))  # the top's height above the bottom along local +x
+    for i, r in enumerate(radii):
+        for c, rg, size in geoms:
+            pg = rg.T @ (np.array([r, 0.0, c[2]]) - c)
+            if np.all(np.abs(pg[:2]) <= size[:2]):
+                tops[i] = max(tops[i], float(c[2] + np.abs(rg[2]) @ size - lo[2]))
+    ring = tops >= 0.7 * tops.max()
+    if not ring.any() or ring[0]:
+        return ()  # no lower middle
+    out = int(np.nonzero(ring)[0][-1])
+    inn = out
+    while inn > 0 and ring[inn - 1]:
+        inn -= 1
+    r_in, r_out = float(radii[inn]), float(radii[out])
+    open_half = (r_out - r_in) / 2 + robot.FINGER_HALF[1] + FLAT_JAW_SLACK
+    r_mid = (r_in + r_out) / 2
+    if open_half > robot.FINGER_OPEN or r_mid - open_half - robot.FINGER_HALF[1] < 0.0:
+        return ()
+    # the pads' bottoms just above the object's bottom (with them above its middle instead,
+    # the inner pad pressed on the rim's 19.5 deg slope and the plate slipped out: 0/10)
+    pad_reach = 0.024 + 2 * float(robot.FINGER_HALF[2]) - robot.TCP_OFFSET  # below the tcp
+    z = pad_reach + FLAT_PAD_CLEAR
+    return float(r_mid), float(open_half), float(z)
 
 
 def _tops_around(s: SimState, obj: int) -> jnp.ndarray:
@@ -817,8 +908,11 @@ def stages_for(compiled, atoms: tuple) -> tuple:
                     slot = drawer_slot(compiled, a, box)
                 handle = long_handle(compiled, a[1])
                 fits = _fits(a, box) and not tip  # a toppled object stands: nothing to align
+                flat = flat_grasp(compiled, a[1], box) if not handle else ()
                 out.append(
-                    LiberoPickPlace("libero", (), compiled.sym, 10, a, box, slot, fits, handle, tip)
+                    LiberoPickPlace(
+                        "libero", (), compiled.sym, 10, a, box, slot, fits, handle, tip, flat
+                    )
                 )
         else:
             raise ValueError(f"no planner stage for atom kind {a[0]!r}")
