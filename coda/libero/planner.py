@@ -88,6 +88,8 @@ FLAT_HEIGHT = 0.03  # m: an object wider than the jaws and lower than this is ta
 FLAT_JAW_SLACK = 0.006  # m: jaw half opening beyond a flat object's ring half width and pad
 FLAT_PAD_CLEAR = 0.001  # m: the pads' bottoms above a flat object's bottom at the grasp
 FLAT_CLEAR = 0.03  # m: clearance of the outer finger from neighbours that suffices
+TILT_COS = 0.9  # cos of the tilt beyond which a placement region counts as tilted
+UPHILL_MARGIN = 0.01  # m: a tilted region's target up its slope beyond the object's reach
 SQUARE_RATIO = 1.15  # a region whose horizontal sizes differ less counts as square
 Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005  # m: highest tcp waypoint
 
@@ -240,6 +242,18 @@ class LiberoPickPlace(ScriptedPlanner):
             if kind == "on_region" and not self.handle:
                 skip = {obj, body, *(self.atom[6] or ())}
                 pt = _clear_of_neighbours(s, obj, pt, pt[..., 2] + ext, size, skip)
+            up_shift = jnp.zeros(pt.shape[:-1])  # [B]: along a tilted region's own z
+            if kind == "on_region" and self.box:
+                # a tilted region (the wine rack's: its z runs up the 27.5 deg board, its y is
+                # the board's normal, a 4 mm lip at d_z = 0): aimed up the board by the
+                # object's horizontal half extent, so the object lands on the board above
+                # the lip, not half over it (the cream cheese slid over the lip and fell)
+                zr = rs[..., 2, :]  # the region's z in world [B, 3]
+                tilted = zr[..., 2] < TILT_COS
+                lo_b, hi_b = np.asarray(self.box[0]), np.asarray(self.box[1])
+                reach = float(np.max(np.maximum(-lo_b[:2], hi_b[:2])))
+                up_shift = jnp.where(tilted, reach + UPHILL_MARGIN, 0.0)
+                pt = pt + up_shift[..., None] * zr
             surface = pt[..., 2] + (ext if kind == "on_region" else -ext)
         place_z = surface + hold + jnp.where(rim | flat, RIM_RELEASE_GAP, RELEASE_GAP)
         if kind == "on_region":
@@ -252,7 +266,7 @@ class LiberoPickPlace(ScriptedPlanner):
             lim = jnp.concatenate(
                 [
                     sz[:2] / jnp.maximum(c[..., :2], 1e-6),
-                    ((sz[2] + 0.1) / jnp.maximum(c[..., 2:], 1e-6)),
+                    ((sz[2] + 0.1 - up_shift[..., None]) / jnp.maximum(c[..., 2:], 1e-6)),
                 ],
                 -1,
             )
