@@ -456,15 +456,15 @@ def test_planner_rim_grasp_opens_the_jaws_partly_and_a_narrow_grasp_fully():
 
 
 def test_planner_turns_only_elongated_objects_too_long_for_the_region():
-    from coda.libero import planner as LP
+    from coda.libero import planner_geometry as LG
 
     slot = ("in_region", 0, 3, (0, 0, 0), (1.0, 0, 0, 0), (0.028, 0.062, 0.06))
     book = ((-0.07, -0.02, 0.0), (0.07, 0.02, 0.2))
     bowl = ((-0.054, -0.054, 0.0), (0.054, 0.054, 0.05))
-    assert LP._fits(slot, book)
-    assert not LP._fits(slot, bowl)  # round: turning gains nothing
-    assert not LP._fits(slot[:5] + ((0.1, 0.1, 0.06),), book)  # fits either way
-    assert not LP._fits(("on_region",) + slot[1:] + (None,), book)  # only In placements
+    assert LG.needs_turn(slot, book)
+    assert not LG.needs_turn(slot, bowl)  # round: turning gains nothing
+    assert not LG.needs_turn(slot[:5] + ((0.1, 0.1, 0.06),), book)  # fits either way
+    assert not LG.needs_turn(("on_region",) + slot[1:] + (None,), book)  # only In placements
 
 
 def test_planner_grasps_again_when_the_object_left_the_jaws_in_transport():

@@ -10,6 +10,7 @@ import pytest
 
 from coda.libero import planner as LP
 from coda.libero import planner_articulated as LA
+from coda.libero import planner_geometry as LG
 from coda.libero import scene as S
 from coda.libero import suites
 from coda.sim import robot
@@ -192,7 +193,7 @@ def test_a_bowl_for_an_opened_drawer_is_placed_outward_of_the_drawer_above():
     # a region not in a drawer: no slot
     basket = S.compile_task("libero_10", suites.tasks("libero_10")[1], 0)
     atom = LP.planner_for(basket).stages[0].atom
-    assert LP.drawer_slot(basket, atom, LP.object_box(basket, atom[1])) == ()
+    assert LG.drawer_slot(basket, atom, LG.object_box(basket, atom[1])) == ()
 
 
 def test_planner_puts_the_mug_in_the_microwave_and_closes_it():
@@ -287,9 +288,9 @@ def test_a_bottle_is_laid_down_in_a_drawer_that_closes_over_it():
     # beside the cabinet's front, the palm goes along the push (across it caught a handle)
     np.testing.assert_allclose(abs(yaw), np.pi / 2, atol=1e-6)
     atom = next(a for a in c.success.keywords["atoms"] if a[0] == "in_region")
-    ceiling = LP.drawer_ceiling(c, atom)
+    ceiling = LG.drawer_ceiling(c, atom)
     assert z_push - 0.1 < ceiling < z_push  # standing it reaches above the closed drawer
-    assert LP.topple(c, atom, LP.object_box(c, atom[1])) == ()  # no close: it stays standing
+    assert LG.topple(c, atom, LG.object_box(c, atom[1])) == ()  # no close: it stays standing
     ok, _ = _solve(c, 40)
     assert bool(ok.all())
 
@@ -308,7 +309,7 @@ def test_a_plate_is_taken_across_its_rim_ring_onto_a_raised_target():
     # a bowl (a rim, but 5 cm high) is not flat
     g = S.compile_task("libero_goal", suites.tasks("libero_goal")[1], 0)
     atom = g.success.keywords["atoms"][0]
-    assert LP.flat_grasp(g, atom[1], LP.object_box(g, atom[1])) == ()
+    assert LG.flat_grasp(g, atom[1], LG.object_box(g, atom[1])) == ()
     res = NativeBackend(nthread=1).rollout(
         Bucket([c]), LP.planner_for(c), None, jax.random.PRNGKey(0), 30
     )
@@ -352,5 +353,5 @@ def test_object_box_takes_the_geoms_of_welded_child_bodies():
     # LIBERO's new_salad_dressing keeps its geoms in a child body (no joint between)
     c = S.compile_task("libero_90", suites.tasks("libero_90")[62], 0)
     body = c.layout.body_names.index("new_salad_dressing_1")
-    lo, hi = (np.asarray(v) for v in LP.object_box(c, body))
+    lo, hi = (np.asarray(v) for v in LG.object_box(c, body))
     assert 0.13 < float(np.max(hi - lo)) < 0.16  # the bottle, not a point

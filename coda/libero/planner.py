@@ -19,16 +19,20 @@ centre), down until the object's bottom is a little above the target surface, op
 jaws close across the object's narrowest horizontal axis. Our parallel gripper opens 9 cm:
 objects wider than that everywhere (LIBERO's bowls) cannot be taken round the middle: the
 planner straddles the near rim wall instead (a rim grasp, jaws opened only 2.8 cm, the bowl
-placed as if upright: it sags ~15 deg in the jaws). Plates (wide and 2 cm high) are pushed
-(`planner_push`). The carry height clears every body around the object; once held, the real
-tcp-to-object offsets place it; a fallen / leaning object is grasped on its box / axis; an
-elongated object going into a narrower region is turned to the region's long axis; a tilted
-region (the wine rack) takes the object only within a thin band, into which it is lowered; an
-object lost from the jaws in transport is grasped again; an object going into an opened drawer
-is placed outward of what overhangs the drawer (`drawer_slot`: the drawer above's handle); an
-object with a long handle (a frying pan) is held by it (`planner_insert.long_handle`) and turned
-while carried when the tcp over the handle would be out of reach; a tall bottle whose origin
-stays above a shallow In region standing is pushed over inside it (`topple`).
+placed as if upright: it sags ~15 deg in the jaws). Plates (wide and 2 cm high) are pushed onto
+level targets (`planner_push`). The carry height clears every body around the object; once
+held, the real tcp-to-object offsets place it; a fallen / leaning object is grasped on its box
+/ axis; an elongated object going into a narrower region is turned to the region's long axis; a
+tilted region (the wine rack) takes the object only within a thin band, into which it is
+lowered; an object lost from the jaws in transport is grasped again; an object going into an
+opened drawer is placed outward of what overhangs the drawer (`drawer_slot`: the drawer above's
+handle); an object with a long handle (a frying pan) is held by it
+(`planner_insert.long_handle`) and turned while carried when the tcp over the handle would be
+out of reach; a tall bottle whose origin stays above a shallow In region standing, or would
+stand above a drawer the goal closes, is pushed over inside it (`topple`); a plate going onto a
+raised target is held across its rim ring (`flat_grasp`); an object for a tilted region (the
+wine rack's board) is aimed up the board. The host-side geometry these read from the model
+lives in `planner_geometry`.
 """
 
 from __future__ import annotations
@@ -36,13 +40,22 @@ from __future__ import annotations
 import dataclasses
 
 import jax.numpy as jnp
-import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
-from coda.libero.scene import collision_geoms, geom_half_extents
+from coda.libero.planner_geometry import (
+    CLEAR_MARGIN,
+    TOPPLE_BEHIND,
+    TOPPLE_PUSH,
+    UPRIGHT_COS,
+    drawer_slot,
+    flat_grasp,
+    implicit_open,
+    needs_turn,
+    object_box,
+    topple,
+)
 from coda.sim import geometry as G
-from coda.sim import predicates as SP
 from coda.sim import robot
 from coda.sim.planner import (
     CLOSE,
@@ -68,25 +81,12 @@ SAFE_Z = 0.28  # m: tcp height for moving between the stages of a compound goal
 MAX_HOLD_OFFSET = 0.08  # m: largest tcp-to-object offset the placement compensates
 RIM_OPEN = 0.028  # m: finger half-opening for a rim grasp (a bowl in a drawer: the outer
 # finger fully open would land on the drawer's wall)
-CLEAR_MARGIN = 0.01  # m: gap kept to a neighbour when a placement is moved inside its region
 RIM_RELEASE_GAP = 0.01  # m: a bowl hung by its rim pivots when let go from higher
 LIFT_CLEAR = 0.03  # m: the object's bottom above every body around it while carried
-UPRIGHT_COS = 0.95  # cos of the tilt below which an object counts as upright
 BAND_MARGIN = 0.008  # m: inside the top of a region's admissible band
-ALIGN_FRACTION = 0.8  # an elongated object longer than this share of a region's short half
-# size is turned to the region's axis for an In placement
 HANDLE_OFFSET_SLACK = 0.03  # m: a handle-held object's tcp offset beyond the planned one
 REACH_MARGIN = 0.02  # m: a handle-held object's tcp target inside the workspace's xy limits
-TOPPLE_MARGIN = 0.005  # m: an In region's top above the origin for the placement to count
-TOPPLE_WALL = 0.012  # m: a toppled object's standing base off the region's end
-TOPPLE_BELOW_TOP = 0.03  # m: the pushing tcp below the standing object's top
-TOPPLE_BEHIND = 0.03  # m: the pushing tcp behind the object's outline before the push
-TOPPLE_PUSH = 0.08  # m: the push's end beyond the standing base's centre
-PUSH_CLEAR = 0.01  # m: fixture clearance of the palm across a topple push (else along it)
 MID_OFFSET = 0.005  # m: a box centre this far off the origin is aimed at an In region's centre
-FLAT_HEIGHT = 0.03  # m: an object wider than the jaws and lower than this is taken flat
-FLAT_JAW_SLACK = 0.006  # m: jaw half opening beyond a flat object's ring half width and pad
-FLAT_PAD_CLEAR = 0.001  # m: the pads' bottoms above a flat object's bottom at the grasp
 FLAT_CLEAR = 0.03  # m: clearance of the outer finger from neighbours that suffices
 TILT_COS = 0.9  # cos of the tilt beyond which a placement region counts as tilted
 UPHILL_MARGIN = 0.01  # m: a tilted region's target up its slope beyond the object's reach
@@ -415,147 +415,6 @@ TOPPLE_PHASES = (
 )
 
 
-def topple(compiled, atom: tuple, box: tuple, closes: bool = False) -> tuple:
-    """((x, y) push direction (world), tcp z, the standing base's offset along it from the
-    region's centre, the hand's yaw for the push) for an In placement whose object,
-    standing, keeps its origin above the region (a 14.5 cm ketchup bottle, origin at mid
-    height, in a 6 cm-deep drawer) but lying down would not: it is placed standing near one
-    end of the region's longer horizontal axis, then its top is pushed along that axis so it
-    falls inside. Also when the goal closes the region's drawer (`closes`) and the object
-    standing would reach above what the closed drawer slides under (`drawer_ceiling`: a
-    15.8 cm wine bottle, origin at its base, in the bottom drawer). () when not needed or when
-    the lying object would not fit (host side)."""
-    if atom[0] != "in_region" or atom[2] < 0 or not box:
-        return ()
-    m = compiled.model
-    d = mujoco.MjData(m)
-    d.qpos[:] = compiled.init_qpos
-    mujoco.mj_kinematics(m, d)
-    obj = m.body(compiled.layout.body_names[atom[1]]).id
-    owner = m.body(compiled.layout.body_names[atom[2]]).id
-    lo, hi = np.asarray(box[0]), np.asarray(box[1])
-    up = d.xmat[obj].reshape(3, 3)[2]  # world z in the object's frame (its row 2)
-    k = int(np.argmax(np.abs(up)))
-    if abs(up[k]) < UPRIGHT_COS:
-        return ()  # not standing on one face
-    height = float(hi[k] - lo[k])
-    if height < 2.0 * float(np.delete(hi - lo, k).max()):
-        return ()  # not a tall object standing on its end
-    over_bottom = float(-lo[k] if up[k] > 0 else hi[k])  # origin above the standing bottom
-    rb = d.xmat[owner].reshape(3, 3)
-    rs = rb @ quat_matrix(atom[4])
-    c = d.xpos[owner] + rb @ np.asarray(atom[3])
-    size = np.abs(rs) @ np.asarray(atom[5])  # world half extents
-    floors = []
-    for g in collision_geoms(m, owner):
-        gc = d.geom_xpos[g]
-        ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
-        if np.all(np.abs(gc[:2] - c[:2]) < ext[:2]) and gc[2] + ext[2] <= c[2]:
-            floors.append(float(gc[2] + ext[2]))
-    floor = max(floors) if floors else float(c[2] - size[2])
-    top = float(c[2] + size[2])
-    others = [j for j in range(3) if j != k]
-    lying = max(max(-lo[j], hi[j]) for j in others)  # the origin's height lying, at most
-    ceiling = drawer_ceiling(compiled, atom) if closes else np.inf
-    if floor + over_bottom <= top - TOPPLE_MARGIN and floor + height <= ceiling - TOPPLE_MARGIN:
-        return ()  # fits standing (and under what closes over it)
-    if floor + lying > top - TOPPLE_MARGIN or floor + 2 * lying > ceiling - TOPPLE_MARGIN:
-        return ()
-    e = 0 if size[0] >= size[1] else 1
-    u = np.zeros(3)
-    u[e] = 1.0
-    foot = max(max(-lo[j], hi[j]) for j in others)
-    t = -(size[e] - foot - TOPPLE_WALL)  # the standing base near the region's -u end
-    if t - foot + height > size[e] - 0.003:
-        return ()  # lying along u it would not fit
-    z_push = floor + height - TOPPLE_BELOW_TOP
-    yaw = _push_yaw(compiled, atom, u, float(z_push), t - foot - TOPPLE_BEHIND, t + TOPPLE_PUSH)
-    return (float(u[0]), float(u[1])), float(z_push), float(t), yaw
-
-
-def _push_yaw(compiled, atom: tuple, u: np.ndarray, z: float, t0: float, t1: float) -> float:
-    """Hand yaw for a topple push along world axis u at tcp height z, from t0 to t1 along u
-    off the region's centre (host side, the region's drawer opened): the palm (12 cm long)
-    across the push, or along it when across it would come within PUSH_CLEAR of a fixture
-    (pushing a bottle over in the bottom drawer, the palm across the push caught the handle
-    of the drawer above and the bottle spun out of the region)."""
-    from coda.libero.planner_articulated import goal_q
-
-    m = compiled.model
-    d = mujoco.MjData(m)
-    d.qpos[:] = compiled.init_qpos
-    op = implicit_open(compiled, atom)
-    if op is not None:
-        jid = m.joint(compiled.layout.joint_names[op[3][0]]).id
-        adr = m.jnt_qposadr[jid]
-        lo, hi = (float(v) for v in m.jnt_range[jid])
-        if not d.qpos[adr] < op[2]:
-            d.qpos[adr] = goal_q(op[1], op[2], lo, hi, False)
-    mujoco.mj_kinematics(m, d)
-    owner = m.body(compiled.layout.body_names[atom[2]]).id
-    c = d.xpos[owner] + d.xmat[owner].reshape(3, 3) @ np.asarray(atom[3])
-    mid = c + u * (t0 + t1) / 2
-    mid[2] = z + robot.TCP_OFFSET / 2  # the hand from the tcp to the palm's top
-    free_joint = mujoco.mjtJoint.mjJNT_FREE
-    fixed = [
-        b for b in range(1, m.nbody)
-        if not m.body(b).name.startswith("gripper")
-        and all(m.jnt_type[j] != free_joint for j in range(m.njnt) if m.jnt_bodyid[j] == b)
-    ]  # fmt: skip
-    across = np.abs(u[:2][::-1])  # the horizontal axis across the push (u is a world axis)
-
-    def clearance(long_axis: np.ndarray) -> float:
-        half = np.zeros(3)
-        half[:2] = long_axis * robot.PALM_HALF[1] + (1 - long_axis) * robot.PALM_HALF[0]
-        half[:2] += np.abs(u[:2]) * abs(t1 - t0) / 2  # swept along the push
-        half[2] = robot.TCP_OFFSET / 2
-        gap = np.inf
-        for b in fixed:
-            for g in collision_geoms(m, b):
-                ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
-                gap = min(gap, float(np.max(np.abs(d.geom_xpos[g] - mid) - ext - half)))
-        return gap
-
-    yaw_across = float(np.arctan2(u[1], u[0]))  # hand y (the palm's length) across u
-    if clearance(across) >= PUSH_CLEAR:
-        return yaw_across
-    return float(wrap(yaw_across + np.pi / 2, np.pi))
-
-
-def drawer_ceiling(compiled, atom: tuple) -> float:
-    """World z of the lowest fixture face above an In region of a drawer once the drawer is
-    closed (the bottom of the drawer above, the cabinet's top), over the region's footprint;
-    inf when the region's owner is no drawer or nothing is above it (host side)."""
-    op = implicit_open(compiled, atom)
-    if op is None:
-        return np.inf
-    m = compiled.model
-    d = mujoco.MjData(m)
-    d.qpos[:] = compiled.init_qpos
-    jid = m.joint(compiled.layout.joint_names[op[3][0]]).id
-    d.qpos[m.jnt_qposadr[jid]] = min(0.0, float(m.jnt_range[jid][1]))  # closed
-    mujoco.mj_kinematics(m, d)
-    owner = m.body(compiled.layout.body_names[atom[2]]).id
-    rb = d.xmat[owner].reshape(3, 3)
-    c = d.xpos[owner] + rb @ np.asarray(atom[3])
-    size = np.abs(rb @ quat_matrix(atom[4])) @ np.asarray(atom[5])  # world half extents
-    floor = c[2] - size[2]
-    free_joint = mujoco.mjtJoint.mjJNT_FREE
-    free = {int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == free_joint}
-    out = np.inf
-    for b in range(1, m.nbody):
-        if b in free or b == owner or m.body(b).name.startswith("gripper"):
-            continue
-        for g in collision_geoms(m, b):
-            gc = d.geom_xpos[g]
-            ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
-            if np.any(np.abs(gc[:2] - c[:2]) >= ext[:2] + size[:2]):
-                continue  # not over the region's footprint
-            if gc[2] - ext[2] > floor + 0.01:
-                out = min(out, float(gc[2] - ext[2]))
-    return out
-
-
 def _clear_of_neighbours(s: SimState, obj: int, pt, surface, size: tuple, skip: set):
     """The target `pt` [B, 3] moved inside its region (at most its half size less CLEAR_MARGIN
     per world axis) away from the tracked bodies standing above `surface` [B] whose xy box
@@ -598,56 +457,6 @@ def _flat_side(s: SimState, obj: int, cxy, r_mid: float, open_half: float):
     return pick[..., 0], pick[..., 1], yaw
 
 
-def flat_grasp(compiled, body: int, box: tuple) -> tuple:
-    """(ring's mid radius, jaw half opening, tcp height above the bottom) for a flat object
-    wider than the jaws everywhere whose collision boxes form a raised rim ring round a lower
-    middle (LIBERO's plate: a 14 cm, 1.9 cm-high ring of boxes, 3.9 cm wide, round a 0.6 cm
-    base): the jaws straddle the ring, the inner finger over the middle, the pads' bottoms
-    above the base. Read along the object's local +x axis (host side); () when not flat or
-    no such ring leaves room for the fingers."""
-    if not box:
-        return ()
-    lo, hi = np.asarray(box[0]), np.asarray(box[1])
-    height = float(hi[2] - lo[2])
-    if height > FLAT_HEIGHT or float(np.min(np.maximum(-lo[:2], hi[:2]))) <= robot.FINGER_OPEN:
-        return ()
-    m = compiled.model
-    d = mujoco.MjData(m)
-    d.qpos[:] = compiled.init_qpos
-    mujoco.mj_kinematics(m, d)
-    bid = m.body(compiled.layout.body_names[body]).id
-    rb, pb = d.xmat[bid].reshape(3, 3), d.xpos[bid]
-    geoms = [
-        (rb.T @ (d.geom_xpos[g] - pb), rb.T @ d.geom_xmat[g].reshape(3, 3), m.geom_size[g])
-        for g in collision_geoms(m, bid)
-        if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX
-    ]
-    radii = np.arange(0.0, float(hi[0]), 0.001)
-    tops = np.zeros(len(radii))  # the top's height above the bottom along local +x
-    for i, r in enumerate(radii):
-        for c, rg, size in geoms:
-            pg = rg.T @ (np.array([r, 0.0, c[2]]) - c)
-            if np.all(np.abs(pg[:2]) <= size[:2]):
-                tops[i] = max(tops[i], float(c[2] + np.abs(rg[2]) @ size - lo[2]))
-    ring = tops >= 0.7 * tops.max()
-    if not ring.any() or ring[0]:
-        return ()  # no lower middle
-    out = int(np.nonzero(ring)[0][-1])
-    inn = out
-    while inn > 0 and ring[inn - 1]:
-        inn -= 1
-    r_in, r_out = float(radii[inn]), float(radii[out])
-    open_half = (r_out - r_in) / 2 + robot.FINGER_HALF[1] + FLAT_JAW_SLACK
-    r_mid = (r_in + r_out) / 2
-    if open_half > robot.FINGER_OPEN or r_mid - open_half - robot.FINGER_HALF[1] < 0.0:
-        return ()
-    # the pads' bottoms just above the object's bottom (with them above its middle instead,
-    # the inner pad pressed on the rim's 19.5 deg slope and the plate slipped out: 0/10)
-    pad_reach = 0.024 + 2 * float(robot.FINGER_HALF[2]) - robot.TCP_OFFSET  # below the tcp
-    z = pad_reach + FLAT_PAD_CLEAR
-    return float(r_mid), float(open_half), float(z)
-
-
 def _tops_around(s: SimState, obj: int) -> jnp.ndarray:
     """Highest top [B] of the tracked bodies whose xy box overlaps body `obj`'s (boxes from
     `body_half`, symmetric about each origin: an over-estimate, which only lifts higher)."""
@@ -676,20 +485,6 @@ def _tops_along(s: SimState, obj: int, a, b, skip: tuple) -> jnp.ndarray:
         near = near.at[..., k].set(False)
     top = pos[..., 2] + ext[..., 2] + LIFT_CLEAR
     return jnp.max(jnp.where(near, top, 0.0), -1)
-
-
-def _fits(atom: tuple, box: tuple) -> bool:
-    """Whether an In placement must turn the object: it is elongated and its long horizontal
-    extent exceeds the region's short horizontal size (LIBERO's `size` is half extents)."""
-    if atom[0] != "in_region" or not box:
-        return False
-    halves = (np.asarray(box[1])[:2] - np.asarray(box[0])[:2]) / 2
-    # elongated (a round bowl gains nothing from turning) and too long to go in crosswise or
-    # at a slant (a book, 11 cm, held at 25 deg in a caddy compartment 12.4 cm square caught
-    # the wall's top)
-    return bool(
-        halves.max() > 1.3 * halves.min() and halves.max() > ALIGN_FRACTION * min(atom[5][:2])
-    )
 
 
 # ----------------------------------------------------------------------------- compound goals
@@ -737,125 +532,6 @@ def order_atoms(atoms: tuple) -> tuple:
 def _support(atom: tuple) -> int:
     """Tracked body a placement atom puts its object on / in (-1: the table's workspace)."""
     return atom[3] if atom[0] == "on_obj" else atom[2]
-
-
-def implicit_open(compiled, atom: tuple) -> tuple | None:
-    """LIBERO's "open the drawer and put X inside" states only In(X, drawer region): the
-    ("joint", "<", open bound, ...) atom of the drawer a placement region moves with, or None."""
-    if atom[0] != "in_region" or atom[2] < 0:
-        return None
-    m = compiled.model
-    body = m.body(compiled.layout.body_names[atom[2]]).id
-    for j, name in enumerate(compiled.layout.joint_names):
-        jid = m.joint(name).id
-        if m.jnt_bodyid[jid] == body and m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE:
-            lo, hi = m.jnt_range[jid]
-            kind = SP.LIBERO_JOINT_THRESHOLDS["cabinet_drawer"]["open"]
-            if lo < kind[1] < hi:
-                return ("joint", kind[0], float(kind[1]), (j,), True)
-    return None
-
-
-def drawer_slot(compiled, atom: tuple, box: tuple) -> tuple:
-    """Region-frame (x, y) offset of an In placement into a drawer, away from what overhangs
-    the opened drawer (the handles and fronts of the drawers above, the cabinet's top), or ()
-    when the region's centre is clear. Our rim-held bowl came down on the middle drawer's
-    handle and stayed tilted against the bottom drawer's wall, which then would not close.
-
-    Host side, at the drawer's placement position (its initial q if already open, else the
-    pull stage's goal): obstacles are the collision boxes of the other fixture bodies (no
-    free joint) over the region's lateral band between its floor and 0.3 m above it; the
-    object's centre goes outward of the outermost obstacle face by its horizontal radius, or,
-    when the drawer's front wall leaves less room than that, midway between the two limits."""
-    from coda.libero.planner_articulated import goal_q
-    from coda.libero.scene import collision_geoms, geom_half_extents
-
-    op = implicit_open(compiled, atom)
-    if op is None or not box:
-        return ()
-    m = compiled.model
-    d = mujoco.MjData(m)
-    d.qpos[:] = compiled.init_qpos
-    jid = m.joint(compiled.layout.joint_names[op[3][0]]).id
-    adr = m.jnt_qposadr[jid]
-    lo, hi = (float(v) for v in m.jnt_range[jid])
-    if not d.qpos[adr] < op[2]:
-        d.qpos[adr] = goal_q(op[1], op[2], lo, hi, False)
-    mujoco.mj_kinematics(m, d)
-    owner = m.body(compiled.layout.body_names[atom[2]]).id
-    obj = m.body(compiled.layout.body_names[atom[1]]).id
-    o = -d.xaxis[jid].copy()  # a drawer opens towards q < 0
-    o[2] = 0.0
-    o /= max(float(np.linalg.norm(o)), 1e-9)
-    lat = np.array([-o[1], o[0], 0.0])
-    rb = d.xmat[owner].reshape(3, 3)
-    rs = rb @ quat_matrix(atom[4])
-    c = d.xpos[owner] + rb @ np.asarray(atom[3])
-    size = np.abs(rs) @ np.asarray(atom[5])
-    half_o, half_l, floor = float(size @ np.abs(o)), float(size @ np.abs(lat)), c[2] - size[2]
-    radius = float(np.abs(np.concatenate([box[0][:2], box[1][:2]])).max())
-    free_joint = mujoco.mjtJoint.mjJNT_FREE
-    free = {int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == free_joint}
-    face, wall = -np.inf, np.inf  # along o, relative to the region's centre
-    for g in range(m.ngeom):
-        b = int(m.geom_bodyid[g])
-        if b in (obj, 0) or b in free or m.body(b).name.startswith("gripper"):
-            continue
-        if g not in set(collision_geoms(m, b).tolist()):
-            continue
-        gc = d.geom_xpos[g] - c
-        ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
-        if abs(gc @ lat) >= half_l + float(ext @ np.abs(lat)):
-            continue
-        go, eo = float(gc @ o), float(ext @ np.abs(o))
-        if b == owner:  # the drawer's own front wall, beyond the centre
-            if go - eo > 0 and gc[2] + ext[2] > floor - c[2] + 0.01:
-                wall = min(wall, go - eo)
-        elif floor - c[2] < gc[2] + ext[2] and gc[2] - ext[2] < floor - c[2] + 0.3:
-            if abs(go) < half_o + eo:
-                face = max(face, go + eo)
-    need = face + radius + CLEAR_MARGIN / 2
-    if need <= 0.0:
-        return ()
-    room = wall - radius - CLEAR_MARGIN / 2
-    t = need if need <= room else (need + room) / 2
-    t = float(np.clip(t, -half_o + 0.01, half_o - 0.01))
-    off = rs.T @ (o * t)  # LIBERO's region frame: d = R (p - p_site)
-    return (float(off[0]), float(off[1]))
-
-
-def quat_matrix(q) -> np.ndarray:
-    """Rotation [3, 3] of a (w, x, y, z) quaternion (host side)."""
-    out = np.zeros(9)
-    mujoco.mju_quat2Mat(out, np.asarray(q, float))
-    return out.reshape(3, 3)
-
-
-def object_box(compiled, body: int) -> tuple:
-    """(lo xyz, hi xyz) of a tracked body's collision geoms in its own frame (host side), with
-    those of the bodies welded to it (no joint between: LIBERO's new_salad_dressing keeps all
-    its geoms in a child body, and without them it was planned as a point)."""
-    m = compiled.model
-    bid = m.body(compiled.layout.body_names[body]).id
-    d = mujoco.MjData(m)
-    d.qpos[:] = compiled.init_qpos
-    mujoco.mj_kinematics(m, d)
-    welded, grow = {bid}, True
-    while grow:
-        kids = {k for k in range(m.nbody) if m.body_parentid[k] in welded and k not in welded}
-        kids = {k for k in kids if m.body_jntnum[k] == 0}
-        grow = bool(kids)
-        welded |= kids
-    rb, pb = d.xmat[bid].reshape(3, 3), d.xpos[bid]
-    lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
-    for b in sorted(welded):
-        for g in collision_geoms(m, b):
-            c = rb.T @ (d.geom_xpos[g] - pb)
-            ext = geom_half_extents(m, g, rb.T @ d.geom_xmat[g].reshape(3, 3))
-            lo, hi = np.minimum(lo, c - ext), np.maximum(hi, c + ext)
-    if not np.isfinite(lo).all():
-        return ()
-    return tuple(tuple(float(v) for v in side) for side in (lo, hi))
 
 
 def stages_for(compiled, atoms: tuple) -> tuple:
@@ -921,7 +597,7 @@ def stages_for(compiled, atoms: tuple) -> tuple:
                 if not slot and a[0] == "in_region":
                     slot = drawer_slot(compiled, a, box)
                 handle = long_handle(compiled, a[1])
-                fits = _fits(a, box) and not tip  # a toppled object stands: nothing to align
+                fits = needs_turn(a, box) and not tip  # a toppled object stands: nothing to align
                 flat = flat_grasp(compiled, a[1], box) if not handle else ()
                 out.append(
                     LiberoPickPlace(

@@ -30,7 +30,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
-from coda.libero.planner import quat_matrix
+from coda.libero.planner_geometry import quat_matrix
 from coda.libero.scene import collision_geoms, geom_half_extents
 from coda.sim import geometry as G
 from coda.sim import robot

@@ -25,7 +25,8 @@ import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
-from coda.libero.planner import CARRY_Z, Z_REACH, quat_matrix
+from coda.libero.planner import CARRY_Z, Z_REACH
+from coda.libero.planner_geometry import quat_matrix
 from coda.libero.planner_insert import _handle_parts, _object_geoms, _ray_walls, long_handle
 from coda.libero.scene import collision_geoms, geom_half_extents
 from coda.sim import geometry as G
