@@ -489,10 +489,11 @@ def settle(
     settle had to do beyond LIBERO's protocol: {"separated": bool, "extra_s": float}).
 
     Two departures from a plain `seconds` of physics, each only where it is needed (a state
-    that needs neither settles exactly as before): a stored state whose objects overlap by
-    more than DEEP_OVERLAP (libero_90 KITCHEN_SCENE10 state 5: a bowl 1.1 cm into a pudding
-    box) is first pushed apart with the velocities zeroed every step, since the overlap's
-    spring otherwise flung the bowl 1.4 m off the table; and the settle goes on in
+    that needs neither settles exactly as before): a stored state in which a body overlaps
+    another by more than DEEP_OVERLAP (libero_90 KITCHEN_SCENE10 state 5: a bowl 1.1 cm into
+    a pudding box; in libero_goal a bottle hanging in the stored state reaches into our
+    gripper's home pose) is first pushed apart with the velocities zeroed every step, since
+    the overlap's spring otherwise flung the bowl 1.4 m off the table; and the settle goes on in
     SETTLE_STEP_S steps, up to SETTLE_MAX_S, while an object still moves faster than
     REST_SPEED (a wine bottle still rocking after 1 s fell over during verification)."""
     d = mujoco.MjData(model)
