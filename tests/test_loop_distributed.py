@@ -473,3 +473,65 @@ def test_validation_rollouts_split_over_hosts_match_one_host(native_backend):
         assert st == steps
     with pytest.raises(RuntimeError, match="hosts rolled out 3 of 5"):
         collect.success_of(native_backend, variants, planner, key, 14, 2, (0, 2, lambda v: [v, []]))
+
+
+def test_training_rollouts_split_over_hosts_match_one_host(native_backend):
+    """`collect.rollouts_of(..., split=(i, 2, gather))` (the round's training rollouts): two
+    hosts each roll out every other bucket N times, the pickled results are all-gathered, and
+    both hosts hold the one-host results (as numpy) for every bucket and repeat, in order."""
+    import pickle
+
+    import jax
+    import numpy as np
+
+    from coda.loop import collect
+    from coda.sim.compile import compile_scene
+    from coda.sim.planner import Perturbed, planner_for
+    from coda.sim.sdk import exec_program
+
+    prog = (
+        'add_object("cube", role="target", instance="cube_red")\n'
+        'add_object("plate", role="goal", instance="plate_blue")\n'
+        'set_task("pick_place", target="target", goal="goal")\nsample_layout()\n'
+    )
+    variants = [compile_scene(exec_program(prog, seed=s, isolation="inprocess")) for s in range(5)]
+    buckets = collect.buckets_of(variants, 2)  # 3 buckets (2, 2, 1 variants)
+
+    def noisy(bucket):  # keys matter: a noisy planner differs per repeat
+        return Perturbed(planner_for(bucket), sigma=0.3), None
+
+    key = jax.random.key(7)
+    one = collect.rollouts_of(native_backend, buckets, noisy, key, 6, 2)
+    assert [len(r) for r in one] == [2, 2, 2]
+    a0, a1 = (np.asarray(one[0][n][0].actions) for n in (0, 1))
+    assert not np.allclose(a0, a1, atol=1e-6)  # the two repeats have their own keys
+
+    class Captured(Exception):
+        pass
+
+    shares: list = [None, None]
+
+    def capture(h):
+        def gather(value):
+            shares[h] = pickle.loads(pickle.dumps(value))  # what travels between hosts
+            raise Captured
+
+        return gather
+
+    for h in (0, 1):
+        with pytest.raises(Captured):
+            collect.rollouts_of(native_backend, buckets, noisy, key, 6, 2, (h, 2, capture(h)))
+    assert [[i for i, _ in s] for s in shares] == [[0, 2], [1]]
+    for h in (0, 1):
+        got = collect.rollouts_of(
+            native_backend, buckets, noisy, key, 6, 2, (h, 2, lambda v: list(shares))
+        )
+        for b in range(3):
+            for n in range(2):
+                res, ref = got[b][n][0], one[b][n][0]
+                assert isinstance(res.actions, np.ndarray)
+                np.testing.assert_allclose(res.actions, np.asarray(ref.actions), atol=1e-6)
+                np.testing.assert_array_equal(res.success, np.asarray(ref.success))
+                assert res.env_steps == ref.env_steps
+    with pytest.raises(RuntimeError, match="hosts rolled out buckets"):
+        collect.rollouts_of(native_backend, buckets, noisy, key, 6, 2, (0, 2, lambda v: [v, []]))

@@ -86,6 +86,38 @@ def rollout(
     return res, time.perf_counter() - t0
 
 
+def rollouts_of(
+    backend: Any,
+    buckets: Sequence[Bucket],
+    policy_for: Callable[[Bucket], tuple[Any, Any]],
+    key: jax.Array,
+    num_chunks: int,
+    repeats: int,
+    split: Split | None = None,
+) -> list[list[tuple[RolloutResult, float]]]:
+    """`repeats` rollouts of every bucket (bucket i, repeat n keyed fold_in(key, 1000 i + n)):
+    [bucket][repeat] -> (result, wall seconds), in order.
+
+    `split`: the buckets spread over the hosts of a run (`coda.loop.distributed.host_split`
+    with `objects=True`: the results travel pickled, as numpy), so every host gets every
+    bucket's results, the ones one host rolling out all would get (the round's training
+    rollouts: every host then feeds the same transitions to its replica of the replay)."""
+
+    def one(i: int) -> list[tuple[RolloutResult, float]]:
+        out = []
+        for n in range(repeats):
+            pol, params = policy_for(buckets[i])
+            k = jax.random.fold_in(key, i * 1000 + n)
+            res, sec = rollout(backend, buckets[i], pol, params, k, num_chunks)
+            out.append((jax.tree.map(np.asarray, res) if split else res, sec))
+        return out
+
+    got = split_map(len(buckets), one, split)
+    if sorted(got) != list(range(len(buckets))):
+        raise RuntimeError(f"hosts rolled out buckets {sorted(got)} of {len(buckets)}")
+    return [got[i] for i in range(len(buckets))]
+
+
 def success_of(
     backend: Any,
     variants: Sequence[CompiledScene],

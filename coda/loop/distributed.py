@@ -26,11 +26,14 @@ host 0 and broadcast:
 Why replicate instead of broadcasting every decision: the host-side steps exchange scenes,
 diagnoses, programs and memory records; replaying them deterministically on every host keeps
 this layer a few broadcasts wide, and the round-end digests make a divergence loud.
-Split across hosts: the learner's work, the evaluation suites' rollouts and the control
+Split across hosts: the learner's work, the evaluation suites' rollouts, the control
 experiment's rollouts (each host rolls out every count-th bucket, the successes are
-all-gathered: `host_split`, `coda.eval.split_map`). Limits: the round's training rollouts,
-the critic's probes and the host-side steps are replicated, not split; the run folder must be
-shared. Single-process runs never touch any collective: every helper here is the identity there.
+all-gathered: `host_split`, `coda.eval.split_map`) and the round's training rollouts (each
+host rolls out its buckets, the results are all-gathered pickled, `gather_object`, and every
+host feeds all of them to its replica of the replay and memory in bucket order). Limits: the
+critic's probes, the BC-demo and Φ-refinement rollouts and the host-side steps are
+replicated, not split; the run folder must be shared. Single-process runs never touch any
+collective: every helper here is the identity there.
 """
 
 from __future__ import annotations
@@ -145,26 +148,39 @@ def broadcast_object(obj: Any) -> Any:
     return pickle.loads(broadcast_bytes(data))
 
 
-def host_split() -> tuple[int, int, Any] | None:
+def host_split(objects: bool = False) -> tuple[int, int, Any] | None:
     """(this host, hosts, `gather_json`): the `split` of `coda.eval.split_map` (evaluation and
-    control-experiment rollouts); None in a single-process run."""
+    control-experiment rollouts), with `objects` `gather_object` (the training rollouts'
+    results); None in a single-process run."""
     if process_count() == 1:
         return None
-    return process_index(), process_count(), gather_json
+    return process_index(), process_count(), gather_object if objects else gather_json
+
+
+def gather_object(obj: Any) -> list[Any]:
+    """Every host's picklable `obj`, in process order, on every host (hosts of one run trust
+    each other; `gather_json` for what JSON can carry)."""
+    if process_count() == 1:
+        return [obj]
+    return [pickle.loads(b) for b in _gather_bytes(pickle.dumps(obj))]
+
+
+def _gather_bytes(data: bytes) -> list[bytes]:
+    from jax.experimental import multihost_utils
+
+    buf = np.frombuffer(data, np.uint8)
+    n = np.asarray(multihost_utils.process_allgather(np.array([buf.size], np.int32)))
+    pad = np.zeros(_padded(int(n.max())), np.uint8)
+    pad[: buf.size] = buf
+    rows = np.asarray(multihost_utils.process_allgather(pad))
+    return [rows[i, : int(n[i, 0])].tobytes() for i in range(rows.shape[0])]
 
 
 def gather_json(obj: Any) -> list[Any]:
     """Every host's JSON-able `obj`, in process order, on every host."""
     if process_count() == 1:
         return [obj]
-    from jax.experimental import multihost_utils
-
-    data = np.frombuffer(json.dumps(obj, sort_keys=True).encode(), np.uint8)
-    n = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int32)))
-    buf = np.zeros(_padded(int(n.max())), np.uint8)
-    buf[: data.size] = data
-    rows = np.asarray(multihost_utils.process_allgather(buf))
-    return [json.loads(rows[i, : int(n[i, 0])].tobytes().decode()) for i in range(rows.shape[0])]
+    return [json.loads(b.decode()) for b in _gather_bytes(json.dumps(obj, sort_keys=True).encode())]
 
 
 # ----------------------------------------------------------------------------- devices

@@ -236,69 +236,75 @@ def collect_round(ctx: Any, state: RunState, r: int, gens: list[Gen], key: jax.A
     per_program = defaultdict(lambda: [0, 0])
     hits = n_targeted = n_ok = n_all = 0
     transitions = 0
-    bi = 0
+    jobs = []  # (mode, its generated scenes, bucket) in bucket order
     for mode_id, group in sorted(by_mode.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-        meta = {id(g.compiled): g for g in group}
         for bucket in collect.buckets_of([g.compiled for g in group], int(lc.bucket_size)):
-            phi = None
-            src = state.mode_potentials.get(mode_id) if mode_id is not None else None
-            if src is not None and s.potential != "none":
-                try:
-                    phi = compile_program(src, bucket.sym).phi
-                except Exception as e:  # noqa: BLE001 - a program that does not fit this bucket
-                    log.info("Φ of mode %s does not compile for this bucket: %s", mode_id, e)
-            succ = np.zeros(len(bucket.variants), int)
-            for n in range(N):
-                k = jax.random.fold_in(key, bi * 1000 + n)
-                pol, params = ctx.collect_agents(bucket, j)  # collection sampler
-                res, sec = collect.rollout(
-                    ctx.backend, bucket, pol, params, k, ctx.config.sim.num_chunks
-                )
-                ctx.spend(res.env_steps, sec)
-                ok = np.asarray(res.success)[: len(bucket.variants)]
-                succ += ok
-                if s.update in ("awr", "frozen"):
-                    info = ctx.learner.add_rollout(res, bucket, phi_fn=phi)
-                    transitions += info["transitions"]
-                if n == 0:
-                    ctx.last_results.append((bucket, res))
-                    mids = [meta[id(c)].mode_id for c in bucket.variants]
-                    eps = episodes_from_rollout(bucket, res, failed_only=True, mode_ids=mids)
-                    episodes += eps
-                    for ep in eps:
-                        gg = meta[id(ep.compiled)]
-                        if gg.kind == "targeted" and ep.stopped_phase == gg.phase:
-                            hits += 1
+            jobs.append((mode_id, group, bucket))
+    # N rollouts per bucket with the collection sampler, the buckets spread over the hosts
+    results = collect.rollouts_of(
+        ctx.backend,
+        [b for _, _, b in jobs],
+        lambda b: ctx.collect_agents(b, j),
+        key,
+        ctx.config.sim.num_chunks,
+        N,
+        distributed.host_split(objects=True),
+    )
+    for bi, (mode_id, group, bucket) in enumerate(jobs):
+        meta = {id(g.compiled): g for g in group}
+        phi = None
+        src = state.mode_potentials.get(mode_id) if mode_id is not None else None
+        if src is not None and s.potential != "none":
+            try:
+                phi = compile_program(src, bucket.sym).phi
+            except Exception as e:  # noqa: BLE001 - a program that does not fit this bucket
+                log.info("Φ of mode %s does not compile for this bucket: %s", mode_id, e)
+        succ = np.zeros(len(bucket.variants), int)
+        for n, (res, sec) in enumerate(results[bi]):
+            ctx.spend(res.env_steps, sec)
+            ok = np.asarray(res.success)[: len(bucket.variants)]
+            succ += ok
+            if s.update in ("awr", "frozen"):
+                info = ctx.learner.add_rollout(res, bucket, phi_fn=phi)
+                transitions += info["transitions"]
+            if n == 0:
+                ctx.last_results.append((bucket, res))
+                mids = [meta[id(c)].mode_id for c in bucket.variants]
+                eps = episodes_from_rollout(bucket, res, failed_only=True, mode_ids=mids)
+                episodes += eps
+                for ep in eps:
+                    gg = meta[id(ep.compiled)]
+                    if gg.kind == "targeted" and ep.stopped_phase == gg.phase:
+                        hits += 1
+        for c, k_ok in zip(bucket.variants, succ, strict=True):
+            g = meta[id(c)]
+            n_all += N
+            n_ok += int(k_ok)
+            if g.kind == "targeted":
+                n_targeted += 1
+            if g.mode_id is not None:
+                per_mode[g.mode_id][0] += int(k_ok)
+                per_mode[g.mode_id][1] += N
+            per_program[c.scene.program or ""][0] += int(k_ok)
+            per_program[c.scene.program or ""][1] += N
+        with ctx.memory.batch():
             for c, k_ok in zip(bucket.variants, succ, strict=True):
                 g = meta[id(c)]
-                n_all += N
-                n_ok += int(k_ok)
-                if g.kind == "targeted":
-                    n_targeted += 1
-                if g.mode_id is not None:
-                    per_mode[g.mode_id][0] += int(k_ok)
-                    per_mode[g.mode_id][1] += N
-                per_program[c.scene.program or ""][0] += int(k_ok)
-                per_program[c.scene.program or ""][1] += N
-            with ctx.memory.batch():
-                for c, k_ok in zip(bucket.variants, succ, strict=True):
-                    g = meta[id(c)]
-                    fac = memory_factor(g.factor) if g.factor else None
-                    sp = ctx.memory.add_scene_program(
-                        c.scene.program or c.scene.to_json(),
-                        round=r,
-                        mode_id=g.mode_id,
-                        factor=fac,
-                        meta={"kind": g.kind, "family": g.family},
-                    )
-                    ctx.memory.add_deployment(
-                        round=r,
-                        scene_program_id=sp,
-                        n_rollouts=N,
-                        n_success=int(k_ok),
-                        policy=s.name,
-                    )
-            bi += 1
+                fac = memory_factor(g.factor) if g.factor else None
+                sp = ctx.memory.add_scene_program(
+                    c.scene.program or c.scene.to_json(),
+                    round=r,
+                    mode_id=g.mode_id,
+                    factor=fac,
+                    meta={"kind": g.kind, "family": g.family},
+                )
+                ctx.memory.add_deployment(
+                    round=r,
+                    scene_program_id=sp,
+                    n_rollouts=N,
+                    n_success=int(k_ok),
+                    policy=s.name,
+                )
     for prog, (k, n) in per_program.items():
         if prog in ctx.pool_programs and n:
             state.program_success[prog] = k / n
