@@ -35,6 +35,58 @@ LIBERO_CONTROL_DT = 0.05  # s: LIBERO's 20 Hz control
 REFERENCE_STEPS_PER_S = 45.0  # LIBERO's reference implementation, one env, this CPU (issue 13)
 
 
+def mjx_warp_single_world(c, steps: int = 200) -> dict | str:
+    """MJX-Warp (`mujoco-warp`, when installed) on one LIBERO state: put_model + put_data +
+    `steps` jitted mjx.step calls, steps/s and the deviation from native MuJoCo after them.
+    One world only: batching worlds through jax.vmap over stacked Data is what our MJX
+    episode does, and MJX-Warp refuses it (its static index fields must stay unbatched)."""
+    import copy
+    from importlib import metadata, util
+
+    if util.find_spec("mujoco_warp") is None:
+        return "not measured: mujoco-warp not installed (pip install mujoco-warp warp-lang)"
+    import jax
+    from mujoco import mjx
+
+    m = copy.copy(c.model)  # MJX-Warp refuses mjDSBL_AUTORESET (mj_step's reset on bad states)
+    m.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
+    d = mujoco.MjData(m)
+    d.qpos[:] = c.init_qpos
+    d.ctrl[:] = robot.home_ctrl()
+    mujoco.mj_forward(m, d)
+    try:
+        t = time.time()
+        mw = mjx.put_model(m, impl="warp")
+        dw = mjx.put_data(m, d, impl="warp", naconmax=512, njmax=2048)
+        step = jax.jit(mjx.step)
+        dw = step(mw, dw)
+        jax.block_until_ready(dw.qpos)
+        first = time.time() - t
+        t = time.time()
+        for _ in range(steps - 1):
+            dw = step(mw, dw)
+        jax.block_until_ready(dw.qpos)
+        rate = (steps - 1) / (time.time() - t)
+    except Exception as e:  # recorded, not hidden
+        return f"{type(e).__name__}: {str(e)[:300]}"
+    t = time.time()
+    for _ in range(steps):
+        mujoco.mj_step(m, d)
+    native = steps / (time.time() - t)
+    return {
+        "device": str(jax.devices()[0]),
+        "put_and_first_step_s": round(first, 1),
+        "steps_per_s_1_world": round(rate, 1),
+        "native_steps_per_s_1_model": round(native, 1),
+        "max_abs_qpos_diff_vs_native": float(np.abs(np.asarray(dw.qpos) - d.qpos).max()),
+        "max_abs_sensordata_diff_vs_native": float(
+            np.abs(np.asarray(dw.sensordata) - d.sensordata).max()
+        ),
+        "steps": steps,
+        "versions": {k: metadata.version(k) for k in ("mujoco-warp", "warp-lang", "mujoco-mjx")},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--suite", default="libero_spatial")
@@ -105,6 +157,7 @@ def main() -> None:
         mjx_status = "put_model ok"
     except Exception as e:  # recorded, not hidden: the reason MJX cannot run these yet
         mjx_status = f"{type(e).__name__}: {str(e)[:300]}"
+    warp_status = mjx_warp_single_world(S.compile_task(args.suite, names[0], 0))
     sim_rate = total_steps * robot.CONTROL_DT / total_wall  # simulated s per wall s
     ref_rate = REFERENCE_STEPS_PER_S * LIBERO_CONTROL_DT
     out = {
@@ -125,6 +178,7 @@ def main() -> None:
         "reference_control_steps_per_s": REFERENCE_STEPS_PER_S,
         "speedup_vs_reference": round(total_steps / total_wall / REFERENCE_STEPS_PER_S, 2),
         "mjx": mjx_status,
+        "mjx_warp": warp_status,
         "versions": data.versions(),
         "simulated_s_per_wall_s": round(sim_rate, 1),
         "reference_simulated_s_per_wall_s": ref_rate,
