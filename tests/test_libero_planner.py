@@ -5,6 +5,7 @@ and one knob task solved natively on one initial state. Needs the `[libero]` ext
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -355,3 +356,25 @@ def test_object_box_takes_the_geoms_of_welded_child_bodies():
     body = c.layout.body_names.index("new_salad_dressing_1")
     lo, hi = (np.asarray(v) for v in LG.object_box(c, body))
     assert 0.13 < float(np.max(hi - lo)) < 0.16  # the bottle, not a point
+
+
+def test_a_grasp_beyond_the_reach_moves_along_the_object_into_it():
+    # LIBERO-PRO libero_goal swap: the 8 cm cream cheese's centre sits 1.2 cm beyond our
+    # gripper's x reach; its near half is within it
+    rot = jnp.eye(3)[None]  # [1, 3, 3]: the object's long axis along world x
+    box = ((-0.04, -0.02, 0.0), (0.04, 0.02, 0.018))
+    out = np.asarray(LP._into_reach(jnp.asarray([[0.088, 0.2]]), rot, box))
+    lo = robot.TARGET_LOW[0] + LP.GRASP_REACH_MARGIN
+    np.testing.assert_allclose(out[0], [lo, 0.2], atol=1e-6)
+    inside = np.asarray(LP._into_reach(jnp.asarray([[0.3, 0.2]]), rot, box))
+    np.testing.assert_allclose(inside[0], [0.3, 0.2], atol=1e-7)  # in reach: unchanged
+    short = ((-0.01, -0.01, 0.0), (0.01, 0.01, 0.02))  # no room to move along it
+    np.testing.assert_allclose(
+        np.asarray(LP._into_reach(jnp.asarray([[0.088, 0.2]]), rot, short))[0],
+        [0.088, 0.2],
+        atol=1e-7,
+    )
+    src = suites.perturbed("libero_goal", "swap")
+    c = S.compile_task(src, suites.tasks(src)[6], 2)  # state 2: the cream cheese out of reach
+    ok, _ = _solve(c, 20)
+    assert bool(ok.all())

@@ -86,6 +86,8 @@ LIFT_CLEAR = 0.03  # m: the object's bottom above every body around it while car
 BAND_MARGIN = 0.008  # m: inside the top of a region's admissible band
 HANDLE_OFFSET_SLACK = 0.03  # m: a handle-held object's tcp offset beyond the planned one
 REACH_MARGIN = 0.02  # m: a handle-held object's tcp target inside the workspace's xy limits
+REACH_END_MARGIN = 0.015  # m: a grasp moved into reach stays this far inside the object's end
+GRASP_REACH_MARGIN = 0.005  # m: a grasp point this far inside the xy reach counts as reachable
 MID_OFFSET = 0.005  # m: a box centre this far off the origin is aimed at an In region's centre
 FLAT_CLEAR = 0.03  # m: clearance of the outer finger from neighbours that suffices
 TILT_COS = 0.9  # cos of the tilt beyond which a placement region counts as tilted
@@ -179,6 +181,7 @@ class LiberoPickPlace(ScriptedPlanner):
             steep = (jnp.abs(ax[..., 2]) > 0.3) & (rot[..., 2, 2] <= UPRIGHT_COS)
             t = jnp.where(steep, (grasp_z - mid) / jnp.where(steep, ax[..., 2], 1.0), 0.0)
             gxy = cxy + ax[..., :2] * t[..., None]
+            gxy = _into_reach(gxy, rot, self.box)
         rim_x = cxy[..., 0] - (jnp.min(width, -1) - RIM_INSET)
         gx = jnp.where(wide, rim_x, gxy[..., 0])
         gy = jnp.where(wide, cxy[..., 1], gxy[..., 1])
@@ -433,6 +436,23 @@ def _clear_of_neighbours(s: SimState, obj: int, pt, surface, size: tuple, skip: 
     shift = jnp.sum(jnp.where(hit[..., None], step, 0.0), -2)  # [B, 2]
     lim = jnp.maximum(jnp.asarray(size[:2], pt.dtype) - CLEAR_MARGIN, 0.0)
     return pt.at[..., :2].add(jnp.clip(shift, -lim, lim))
+
+
+def _into_reach(gxy, rot, box: tuple):
+    """A grasp point [B, 2] outside the gripper's xy reach moved along the object's long
+    horizontal axis into it, at most to REACH_END_MARGIN inside the object's end (LIBERO-PRO's
+    position swap put an 8 cm cream cheese's centre 1.2 cm beyond our reach; its near half is
+    within it). Points already in reach, or objects too short for it, keep their grasp."""
+    lo_b, hi_b = np.asarray(box[0]), np.asarray(box[1])
+    kl = int(np.argmax((hi_b - lo_b)[:2]))  # the long horizontal local axis
+    half = float((hi_b - lo_b)[kl] / 2)
+    a = rot[..., :2, kl]  # [B, 2]: its horizontal direction
+    a = a / jnp.maximum(jnp.linalg.norm(a, axis=-1, keepdims=True), 1e-6)
+    lo = jnp.asarray(robot.TARGET_LOW[:2]) + GRASP_REACH_MARGIN
+    hi = jnp.asarray(robot.TARGET_HIGH[:2]) - GRASP_REACH_MARGIN
+    t = jnp.sum((jnp.clip(gxy, lo, hi) - gxy) * a, -1)  # [B]: the clip projected on the axis
+    lim = max(half - REACH_END_MARGIN, 0.0)
+    return gxy + a * jnp.clip(t, -lim, lim)[..., None]
 
 
 def _flat_side(s: SimState, obj: int, cxy, r_mid: float, open_half: float):

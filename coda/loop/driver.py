@@ -561,9 +561,11 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         if primary:
             adopt_start(config, workdir, strategy)
         last = 0
-    if primary:
-        with open(os.path.join(workdir, "config.json"), "w") as f:
+    if primary:  # replaced atomically: on a resume the other hosts may be reading it (above)
+        path = os.path.join(workdir, "config.json")
+        with open(path + ".tmp", "w") as f:
             f.write(config.to_json_best_effort(indent=2))
+        os.replace(path + ".tmp", path)
     distributed.barrier("run_folder_ready")
     t_start = time.perf_counter()
     ctx = Context(config, workdir, strategy)
