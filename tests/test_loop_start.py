@@ -45,6 +45,7 @@ def test_adopts_round_0_of_a_run_that_differs_only_in_strategy(tmp_path):
     cfg.loop.start_from = src
     cfg.critic.name = "vlm"  # round 0 calls no critic: free to differ
     cfg.loop.collect_noise_scale = 0.5  # nor collects training rollouts
+    cfg.loop.epsilon = 0.5  # nor allocates a round's budget
     cfg.loop.retest_after = 2  # nor validates
     dst = tmp_path / "dst"
     dst.mkdir()
