@@ -606,12 +606,9 @@ def stages_for(compiled, atoms: tuple) -> tuple:
                 out.append(push)
             else:
                 slot = slots.get(i, ())
-                closes = any(
-                    b[0] == "joint"
-                    and b[1] == ">"
-                    and (extra := implicit_open(compiled, a))
-                    and b[3] == extra[3]
-                    for b in ordered
+                op = implicit_open(compiled, a)  # the drawer a placement region moves with
+                closes = op is not None and any(
+                    b[0] == "joint" and b[1] == ">" and b[3] == op[3] for b in ordered
                 )
                 tip = topple(compiled, a, box, closes) if not slot else ()
                 if not slot and a[0] == "in_region":

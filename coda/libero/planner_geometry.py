@@ -82,6 +82,33 @@ def implicit_open(compiled, atom: tuple) -> tuple | None:
     return None
 
 
+def _placement_data(compiled, atom: tuple) -> tuple[mujoco.MjModel, mujoco.MjData, int | None]:
+    """(model, data at the task's initial state with the drawer the placement region moves with
+    at its placement position — its initial q if already open, else the pull stage's goal —,
+    that drawer's joint id or None when the region is in no drawer), kinematics done."""
+    from coda.libero.planner_articulated import goal_q
+
+    m = compiled.model
+    d = mujoco.MjData(m)
+    d.qpos[:] = compiled.init_qpos
+    op = implicit_open(compiled, atom)
+    jid = None
+    if op is not None:
+        jid = m.joint(compiled.layout.joint_names[op[3][0]]).id
+        adr = m.jnt_qposadr[jid]
+        lo, hi = (float(v) for v in m.jnt_range[jid])
+        if not d.qpos[adr] < op[2]:
+            d.qpos[adr] = goal_q(op[1], op[2], lo, hi, False)
+    mujoco.mj_kinematics(m, d)
+    return m, d, jid
+
+
+def _free_bodies(m: mujoco.MjModel) -> set[int]:
+    """Bodies with a free joint (the movable objects)."""
+    free_joint = mujoco.mjtJoint.mjJNT_FREE
+    return {int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == free_joint}
+
+
 def drawer_slot(compiled, atom: tuple, box: tuple) -> tuple:
     """Region-frame (x, y) offset of an In placement into a drawer, away from what overhangs
     the opened drawer (the handles and fronts of the drawers above, the cabinet's top), or ()
@@ -93,21 +120,9 @@ def drawer_slot(compiled, atom: tuple, box: tuple) -> tuple:
     free joint) over the region's lateral band between its floor and 0.3 m above it; the
     object's centre goes outward of the outermost obstacle face by its horizontal radius, or,
     when the drawer's front wall leaves less room than that, midway between the two limits."""
-    from coda.libero.planner_articulated import goal_q
-    from coda.libero.scene import collision_geoms, geom_half_extents
-
-    op = implicit_open(compiled, atom)
-    if op is None or not box:
+    if implicit_open(compiled, atom) is None or not box:
         return ()
-    m = compiled.model
-    d = mujoco.MjData(m)
-    d.qpos[:] = compiled.init_qpos
-    jid = m.joint(compiled.layout.joint_names[op[3][0]]).id
-    adr = m.jnt_qposadr[jid]
-    lo, hi = (float(v) for v in m.jnt_range[jid])
-    if not d.qpos[adr] < op[2]:
-        d.qpos[adr] = goal_q(op[1], op[2], lo, hi, False)
-    mujoco.mj_kinematics(m, d)
+    m, d, jid = _placement_data(compiled, atom)
     owner = m.body(compiled.layout.body_names[atom[2]]).id
     obj = m.body(compiled.layout.body_names[atom[1]]).id
     o = -d.xaxis[jid].copy()  # a drawer opens towards q < 0
@@ -120,8 +135,7 @@ def drawer_slot(compiled, atom: tuple, box: tuple) -> tuple:
     size = np.abs(rs) @ np.asarray(atom[5])
     half_o, half_l, floor = float(size @ np.abs(o)), float(size @ np.abs(lat)), c[2] - size[2]
     radius = float(np.abs(np.concatenate([box[0][:2], box[1][:2]])).max())
-    free_joint = mujoco.mjtJoint.mjJNT_FREE
-    free = {int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == free_joint}
+    free = _free_bodies(m)
     face, wall = -np.inf, np.inf  # along o, relative to the region's centre
     for g in range(m.ngeom):
         b = int(m.geom_bodyid[g])
@@ -168,8 +182,7 @@ def drawer_ceiling(compiled, atom: tuple) -> float:
     c = d.xpos[owner] + rb @ np.asarray(atom[3])
     size = np.abs(rb @ quat_matrix(atom[4])) @ np.asarray(atom[5])  # world half extents
     floor = c[2] - size[2]
-    free_joint = mujoco.mjtJoint.mjJNT_FREE
-    free = {int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == free_joint}
+    free = _free_bodies(m)
     out = np.inf
     for b in range(1, m.nbody):
         if b in free or b == owner or m.body(b).name.startswith("gripper"):
@@ -248,29 +261,15 @@ def _push_yaw(compiled, atom: tuple, u: np.ndarray, z: float, t0: float, t1: flo
     across the push, or along it when across it would come within PUSH_CLEAR of a fixture
     (pushing a bottle over in the bottom drawer, the palm across the push caught the handle
     of the drawer above and the bottle spun out of the region)."""
-    from coda.libero.planner_articulated import goal_q
-
-    m = compiled.model
-    d = mujoco.MjData(m)
-    d.qpos[:] = compiled.init_qpos
-    op = implicit_open(compiled, atom)
-    if op is not None:
-        jid = m.joint(compiled.layout.joint_names[op[3][0]]).id
-        adr = m.jnt_qposadr[jid]
-        lo, hi = (float(v) for v in m.jnt_range[jid])
-        if not d.qpos[adr] < op[2]:
-            d.qpos[adr] = goal_q(op[1], op[2], lo, hi, False)
-    mujoco.mj_kinematics(m, d)
+    m, d, _ = _placement_data(compiled, atom)
     owner = m.body(compiled.layout.body_names[atom[2]]).id
     c = d.xpos[owner] + d.xmat[owner].reshape(3, 3) @ np.asarray(atom[3])
     mid = c + u * (t0 + t1) / 2
     mid[2] = z + robot.TCP_OFFSET / 2  # the hand from the tcp to the palm's top
-    free_joint = mujoco.mjtJoint.mjJNT_FREE
+    free = _free_bodies(m)
     fixed = [
-        b for b in range(1, m.nbody)
-        if not m.body(b).name.startswith("gripper")
-        and all(m.jnt_type[j] != free_joint for j in range(m.njnt) if m.jnt_bodyid[j] == b)
-    ]  # fmt: skip
+        b for b in range(1, m.nbody) if b not in free and not m.body(b).name.startswith("gripper")
+    ]
     across = np.abs(u[:2][::-1])  # the horizontal axis across the push (u is a world axis)
 
     def clearance(long_axis: np.ndarray) -> float:
