@@ -256,15 +256,72 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     if _is_int(w) and _is_int(h) and h > 0 and w % h:
         out.append(f"policy.width={w} must be divisible by policy.heads={h}")
     _obs_problems(config, out)
-    from coda.loop.evaluation_names import SUITE_NAMES
-
+    names = _source_problems(config, out)
     suites = _get(config, "eval.suites")
     if suites is _MISSING or isinstance(suites, str) or not suites:
-        out.append(f"eval.suites={suites!r} must be a non-empty list (valid: {SUITE_NAMES})")
+        out.append(f"eval.suites={suites!r} must be a non-empty list (valid: {names})")
     else:
-        bad = [x for x in suites if x not in SUITE_NAMES]
+        bad = [x for x in suites if x not in names]
         if bad:
-            out.append(f"eval.suites: unknown {bad} (valid: {', '.join(SUITE_NAMES)})")
+            out.append(f"eval.suites: unknown {bad} (valid: {', '.join(names)})")
+
+
+LIBERO_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
+LIBERO_PRO_SUITES = ("ood_swap", "ood_objects", "ood_language", "ood_tasks")  # not libero_90
+
+
+def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
+    """`sim.source` and, for a LIBERO source, the `libero` section, the backend and the
+    strategy (the critic and engine act on our families' programs; LIBERO runs the rounds of
+    strategies that do not critique). Returns the suite names the source evaluates on."""
+    from coda.loop.evaluation_names import LIBERO_SUITE_NAMES, SUITE_NAMES
+
+    src = _get(config, "sim.source")
+    if src is _MISSING or src == "families":
+        return SUITE_NAMES
+    suite = src[len("libero:") :] if isinstance(src, str) and src.startswith("libero:") else None
+    if suite not in LIBERO_SUITES:
+        valid = ", ".join(["families"] + [f"libero:{x}" for x in LIBERO_SUITES])
+        out.append(f"sim.source={src!r} is unknown (valid: {valid})")
+        return SUITE_NAMES
+    if _get(config, "sim.backend") == "mjx":
+        out.append(
+            f"sim.source={src!r} needs sim.backend native or auto (LIBERO's contact "
+            "sensors are native MuJoCo only)"
+        )
+    from coda.loop.strategies import STRATEGIES
+
+    strategy = STRATEGIES.get(_get(config, "strategy"))
+    if strategy is not None and strategy.critique:
+        ok = sorted(n for n, x in STRATEGIES.items() if not x.critique)
+        out.append(
+            f"strategy={strategy.name!r} critiques failures, which a LIBERO source does not "
+            f"support yet (the critic and engine edit our families' programs); with "
+            f"sim.source={src!r} use one of {ok}"
+        )
+    tr, ho = _get(config, "libero.train_states"), _get(config, "libero.heldout_from")
+    if not (_is_int(tr) and _is_int(ho) and 0 < tr <= ho < 50):
+        out.append(
+            f"libero.train_states={tr!r}, libero.heldout_from={ho!r}: need integers with "
+            "0 < train_states <= heldout_from < 50 (LIBERO's 50 initial states)"
+        )
+    levels = _get(config, "libero.shift_levels")
+    if (
+        levels is _MISSING
+        or isinstance(levels, str)
+        or not levels
+        or not all(_is_int(x) and 1 <= x <= 5 for x in levels)
+    ):
+        out.append(f"libero.shift_levels={levels!r} must be a non-empty list of levels 1..5")
+    lvl = _get(config, "libero.ood_shift_level")
+    if not (_is_int(lvl) and 1 <= lvl <= 5):
+        out.append(f"libero.ood_shift_level={lvl!r} must be a level 1..5")
+    tasks = _get(config, "libero.tasks")
+    if not isinstance(tasks, str) or not all(x.strip().isdigit() for x in tasks.split(",") if x):
+        out.append(f"libero.tasks={tasks!r} must be task ids like '0,3' ('' = all)")
+    if suite == "libero_90":
+        return tuple(n for n in LIBERO_SUITE_NAMES if n not in LIBERO_PRO_SUITES)
+    return LIBERO_SUITE_NAMES
 
 
 DATA_PARALLEL = ("auto", "on", "off")  # loop.data_parallel (coda.loop.distributed.learner_mesh)
@@ -364,6 +421,13 @@ def cache_dir(config: Any = None) -> str:
 # Fields added to configs/coda.py after runs were made: a run folder's config.json without one
 # ran with this value, so it compares equal to a config that sets it (resume, start_from, study)
 ADDED_DEFAULTS = {
+    "sim.source": "families",
+    "libero.tasks": "",
+    "libero.train_states": 8,
+    "libero.heldout_from": 40,
+    "libero.shift_levels": [1, 2],
+    "libero.ood_shift_level": 3,
+    "policy.max_state_dim": 0,
     "potentials.compiler": "offline",
     "loop.retest_after": 0,
     "loop.max_retests": 1,

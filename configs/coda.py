@@ -27,6 +27,10 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
 
     c.sim = ConfigDict()
     c.sim.backend = "auto"  # auto | native | mjx ("auto": mjx with an accelerator)
+    # Where scenes come from (coda.loop.sources): "families" (our task families below) or
+    # "libero:<suite>" (a LIBERO suite's tasks and fixed initial states, the `libero` section;
+    # native backend; suites: coda.loop.evaluation_names.LIBERO_SUITE_NAMES; configs/libero_loop.py)
+    c.sim.source = "families"
     c.sim.families = ("pick_place", "stack_or_insert")
     c.sim.split = "train"  # train | heldout | all (object instances / categories)
     # Training pool = programs x seeds per family: each program is one structure (one bucket),
@@ -36,6 +40,13 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.sim.horizon = 10  # H: control steps per action chunk
     c.sim.num_chunks = 14  # episode length in chunks (14 x 10 x 0.04 s = 5.6 s)
     c.sim.nthread = 0  # native backend threads; 0 = all cores
+
+    c.libero = ConfigDict()  # sim.source=libero:<suite> only
+    c.libero.tasks = ""  # task ids of the suite, e.g. "0,3"; "" = all
+    c.libero.train_states = 8  # training pool: initial states 0 .. train_states-1 of each task
+    c.libero.heldout_from = 40  # initial states >= this are never trained on (the OOD suites')
+    c.libero.shift_levels = (1, 2)  # LIBERO-Plus layout-shift levels of a round's fresh scenes
+    c.libero.ood_shift_level = 3  # the ood_shift suite's level (held-out states, shifted)
 
     c.policy = ConfigDict()  # state-only pi0.5 (coda.policy `small` structure, sized here)
     c.policy.name = "small"  # small (pi0.5) | oft (OpenVLA-OFT-style: expert_width,
@@ -48,6 +59,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.policy.num_state_tokens = 2
     c.policy.sample_steps = 10
     c.policy.max_token_len = 16
+    c.policy.max_state_dim = 0  # flat state width the policy reads; 0 = the policy's own (64)
     # Flow-noise scale at sampling (1 = the trained prior). Lower samples nearer the mode: the
     # BC start's held-out success rises with it (benchmarks/results/finetune.md), so it is a
     # knob to report, kept at 1 so results compare with the literature's sampler.

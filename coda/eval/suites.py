@@ -174,17 +174,27 @@ def build_buckets(
 ) -> list:
     """Compile (program, seed) episodes and group them into same-structure buckets (padded to
     `batch_size` so that every bucket of a structure shares one compiled policy step)."""
-    from coda.sim.compile import compile_scene
     from coda.sim.rollout import make_buckets
-    from coda.sim.sdk import exec_program
 
     if len(programs) != len(seeds):
         raise ValueError(f"{len(programs)} programs but {len(seeds)} layout seeds")
-    compiled = [
-        compile_scene(exec_program(p, seed=int(s), split=split, isolation="inprocess"))
-        for p, s in zip(programs, seeds, strict=True)
-    ]
+    compiled = [compile_episode(p, int(s), split) for p, s in zip(programs, seeds, strict=True)]
     return make_buckets(compiled, batch_size)
+
+
+def compile_episode(program: str, seed: int, split: str = "all"):
+    """One episode of a suite: an SDK scene program at a layout seed, or a LIBERO episode
+    program (`coda.libero.episodes`: task, initial state, layout shift; `seed` the shift's)."""
+    from coda.libero.episodes import is_libero
+
+    if is_libero(program):
+        from coda.libero.episodes import compile_episode as libero_episode
+
+        return libero_episode(program, seed)
+    from coda.sim.compile import compile_scene
+    from coda.sim.sdk import exec_program
+
+    return compile_scene(exec_program(program, seed=seed, split=split, isolation="inprocess"))
 
 
 def build_bucket(programs: Sequence[str], seeds: Sequence[int], split: str = "train"):

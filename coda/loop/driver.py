@@ -24,7 +24,7 @@ from ml_collections import ConfigDict
 from coda import runconfig
 from coda.loop import checkpoint as ckpt
 from coda.loop import collect, distributed, records, rounds
-from coda.loop.evaluation import build_suites, evaluate_suites, load_suites, pooled_ood, save_suites
+from coda.loop.evaluation import evaluate_suites, load_suites, pooled_ood, save_suites
 from coda.loop.state import Budgets, RunState
 from coda.loop.strategies import Strategy, get_strategy
 from coda.policy.configs import obs_overrides
@@ -59,6 +59,7 @@ def policy_overrides(pc: ConfigDict, horizon: int) -> dict[str, Any]:
         sample_noise_scale=float(pc.sample_noise_scale),
         action_horizon=int(horizon),
         **obs_overrides(pc),
+        **({"max_state_dim": int(pc.max_state_dim)} if int(pc.get("max_state_dim", 0)) else {}),
     )
 
 
@@ -105,7 +106,13 @@ class Context:
         from coda.train import Learner
 
         self.config, self.workdir, self.strategy = config, workdir, strategy
-        self.backend = make_backend(config.sim.backend, nthread=config.sim.nthread or None)
+        from coda.loop.sources import make_source
+
+        self.source = make_source(config)  # sim.source: our families or a LIBERO suite
+        backend = str(config.sim.backend)
+        if self.source.name == "libero" and backend == "auto":
+            backend = "native"  # LIBERO's body-matched contact sensors: native MuJoCo only
+        self.backend = make_backend(backend, nthread=config.sim.nthread or None)
         lc = config.loop
         # data parallel over every device (every host's in a multi-host run): coda.loop.distributed
         self.mesh = distributed.learner_mesh(str(lc.get("data_parallel", "auto")))
@@ -192,38 +199,9 @@ class Context:
 
 
 def _seed_pool(ctx: Context) -> tuple[list, list[str]]:
-    """Training pool (verified seeded scenes) and held-out task programs, deterministic in seed."""
-    from coda.engine.seeding import verify_scenes
-    from coda.sim import tasks
-    from coda.sim.sdk import exec_program
-
-    c = ctx.config
-    rng = np.random.default_rng(c.seed)
-    scenes, rows = [], []
-    for fam in c.sim.families:
-        f = tasks.get_family(fam)
-        for _ in range(int(c.sim.programs_per_family)):
-            src = f.propose(rng, split=c.sim.split)
-            if src is None:
-                continue
-            for _ in range(int(c.sim.seeds_per_program)):
-                scenes.append(
-                    exec_program(src, int(rng.integers(2**31)), c.sim.split, isolation="inprocess")
-                )
-    held: list[str] = []
-    seen = {s.program for s in scenes}
-    for fam in c.sim.families:
-        f = tasks.get_family(fam)
-        for _ in range(int(c.eval.heldout_tasks_per_family)):
-            src = f.propose(rng, split=c.sim.split)
-            if src is not None and src not in seen:
-                held.append(src)
-                seen.add(src)
-    pool = []
-    for s, (comp, v) in zip(scenes, verify_scenes(scenes), strict=True):
-        rows.append({"family": s.task["family"], "scene": s.to_dict(), "verification": v.to_dict()})
-        if v.ok:
-            pool.append(comp)
+    """Training pool (verified seeded scenes of `ctx.source`) and held-out task programs,
+    deterministic in the seed; host 0 writes scenes.jsonl, pool.jsonl, heldout_tasks.json."""
+    pool, held, rows, generated = ctx.source.seed_pool()
     if distributed.is_primary():  # every host seeds the same pool; host 0 writes it
         with open(os.path.join(ctx.workdir, "scenes.jsonl"), "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
@@ -231,49 +209,21 @@ def _seed_pool(ctx: Context) -> tuple[list, list[str]]:
             f.writelines(json.dumps(p.scene.to_dict()) + "\n" for p in pool)
         with open(os.path.join(ctx.workdir, "heldout_tasks.json"), "w") as f:
             json.dump(held, f)
-    n_ok = len(pool)
-    ctx.budgets.scenes_generated += len(scenes)
-    ctx.budgets.scenes_accepted += n_ok
+    ctx.budgets.scenes_generated += generated
+    ctx.budgets.scenes_accepted += len(pool)
     return pool, held
 
 
 def _load_pool(ctx: Context) -> list:
-    from coda.sim.compile import compile_scene
-    from coda.sim.scene import Scene
-
     with open(os.path.join(ctx.workdir, "pool.jsonl")) as f:
-        return [compile_scene(Scene.from_json(line)) for line in f if line.strip()]
-
-
-def _demo_scenes(ctx: Context) -> list:
-    """`loop.demo_seeds` more verified layouts of every pool program, used for planner demos
-    only (the pool, and so the ID suite and the engine's parents, stay as seeded): BC from a
-    handful of layouts memorises them and fails on new ones (benchmarks/results/finetune.md)."""
-    from coda.engine.seeding import verify_scenes
-    from coda.sim.sdk import exec_program
-
-    c = ctx.config
-    n = int(c.loop.demo_seeds)
-    if n == 0:
-        return []
-    rng = np.random.default_rng([int(c.seed), 7])
-    taken = {int(p.scene.seed) for p in ctx.pool}
-    scenes = []
-    for prog in sorted({p.scene.program for p in ctx.pool}):
-        for _ in range(n):
-            s = int(rng.integers(2**31))
-            while s in taken:
-                s = int(rng.integers(2**31))
-            taken.add(s)
-            scenes.append(exec_program(prog, s, c.sim.split, isolation="inprocess"))
-    return [comp for comp, v in verify_scenes(scenes) if v.ok]
+        return [ctx.source.compile(json.loads(line)) for line in f if line.strip()]
 
 
 def _sft_demos(ctx: Context, key: jax.Array, fit: bool) -> Any:
     """Planner demos on the pool and the demo layouts (norm fitted on them when `fit`), plus one
     DART pass per `loop.demo_dart` noise sigma (perturbed execution, clean planner labels: the
     planner shows how to recover from the errors a cloned policy makes) -> BC rows."""
-    from coda.sim.planner import Perturbed, planner_for
+    from coda.sim.planner import Perturbed
 
     lc = ctx.config.loop
     results = []
@@ -281,7 +231,10 @@ def _sft_demos(ctx: Context, key: jax.Array, fit: bool) -> Any:
     passes = [None, *(float(s) for s in lc.demo_dart)]
     for p, sigma in enumerate(passes):
         for i, b in enumerate(buckets):
-            agent = planner_for(b) if sigma is None else Perturbed(planner_for(b), sigma)
+            agent = ctx.source.planner(b)
+            if agent is None:  # a task the source's planner cannot script: no demos
+                continue
+            agent = agent if sigma is None else Perturbed(agent, sigma)
             k = jax.random.fold_in(jax.random.fold_in(key, p), i)
             res, sec = collect.rollout(
                 ctx.backend, b, agent, None, k, int(ctx.config.sim.num_chunks)
@@ -332,14 +285,11 @@ def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
     ctx.pool = pool
     ctx.pool_programs = {p.scene.program for p in pool}
     bar.set_description("round 0: planner demos")
-    ctx.demo_scenes = _demo_scenes(ctx)
+    ctx.demo_scenes = ctx.source.demo_scenes(pool)
     demos, planner = _sft_demos(ctx, k_demo, fit=True)
     ctx.sft_demos = demos
     bar.set_description("round 0: suites")
-    train = [(p.scene.program, int(p.scene.seed)) for p in pool]
-    ctx.suites = build_suites(
-        train, held, int(c.eval.episodes), int(c.seed), int(lc.bucket_size), tuple(c.eval.suites)
-    )
+    ctx.suites = ctx.source.build_suites(pool, held)
     if distributed.is_primary():
         save_suites(ctx.suites, os.path.join(ctx.workdir, "suites.json"))
     row: dict[str, Any] = {"round": 0, "planner_success_pool": planner, "pool": len(pool)}

@@ -36,13 +36,12 @@ from coda.engine import validate as V
 from coda.engine.allocate import allocate, band_actions, largest_remainder, mode_stats
 from coda.engine.generate import GenerationError, generate_targeted, make_validation_batches
 from coda.engine.programs import memory_factor, store_program
-from coda.engine.seeding import propose_scenes, verify_scenes
 from coda.loop import collect, distributed
 from coda.loop.evaluation import coverage_entropy, targeting_precision
 from coda.loop.state import RunState, round_rng
 from coda.sim.compile import CompiledScene, compile_scene
 from coda.sim.planner import planner_for
-from coda.sim.scene import Scene, resample
+from coda.sim.scene import Scene
 
 log = logging.getLogger(__name__)
 
@@ -182,31 +181,15 @@ def generate(ctx: Any, state: RunState, r: int, reqs) -> tuple[list[Gen], dict]:
         elif kind == "novel":
             novel_needed += n
         else:  # resample one pool scene's factor (no diagnosis)
-            base = ctx.pool[ref].scene
-            factors = ("layout", "attributes")
-            if ctx.strategy.allocation == "success_rate":
-                factors = ("layout", "attributes", "task")
-            scenes = []
-            for _ in range(n):
-                f = factors[int(rng.integers(len(factors)))]
-                try:
-                    scenes.append((resample(base, f, int(rng.integers(2**31))), f))
-                except Exception as e:  # noqa: BLE001 - a family that cannot resample: skip
-                    log.info("resample %s failed: %s", f, e)
-            tried += len(scenes)
-            for (_, f), (c, v) in zip(scenes, verify_scenes([s for s, _ in scenes]), strict=True):
-                if v.ok:
-                    accepted += 1
-                    out.append(Gen(c, None, "resample", f, "-"))
-    fams = list(ctx.config.sim.families)
-    for k in range(novel_needed):
-        fam = fams[k % len(fams)]
-        scenes = propose_scenes(fam, 1, 1, split, rng)
-        tried += len(scenes)
-        for c, v in verify_scenes(scenes):
-            if v.ok:
-                accepted += 1
-                out.append(Gen(c, None, "novel", None, "-"))
+            factors = ctx.source.resample_factors(ctx.strategy.allocation)
+            n_tried, made = ctx.source.resample(ctx.pool[ref], factors, n, rng)
+            tried += n_tried
+            accepted += len(made)
+            out += [Gen(c, None, "resample", f, "-") for c, f in made]
+    n_tried, made = ctx.source.novel(novel_needed, rng)
+    tried += n_tried
+    accepted += len(made)
+    out += [Gen(c, None, "novel", None, "-") for c in made]
     cells = [(g.family, g.factor or "novel", g.phase) for g in out]
     return out, {
         "generated": tried,
@@ -269,6 +252,7 @@ def collect_round(ctx: Any, state: RunState, r: int, gens: list[Gen], key: jax.A
                 transitions += info["transitions"]
             if n == 0:
                 ctx.last_results.append((bucket, res))
+            if n == 0 and s.critique:  # the failures the critic reads (step 4)
                 mids = [meta[id(c)].mode_id for c in bucket.variants]
                 eps = episodes_from_rollout(bucket, res, failed_only=True, mode_ids=mids)
                 episodes += eps
@@ -504,10 +488,13 @@ def bc_demos_for(ctx: Any, gens: list[Gen], key: jax.Array):
     for i, b in enumerate(
         collect.buckets_of([g.compiled for g in gens], int(ctx.config.loop.bucket_size))
     ):
+        agent = ctx.source.planner(b)
+        if agent is None:  # a task the source's planner cannot script: no demos
+            continue
         res, sec = collect.rollout(
             ctx.backend,
             b,
-            planner_for(b),
+            agent,
             None,
             jax.random.fold_in(key, i),
             ctx.config.sim.num_chunks,

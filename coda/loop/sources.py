@@ -1,0 +1,372 @@
+"""Where a run's scenes come from: `sim.source` (registry `SOURCES`).
+
+``families`` (default): our task families' scene programs (`sim.families`), seeded by the
+families' `propose`, executed by the SDK, verified by `coda.sim.verify`; the engine edits them.
+
+``libero:<suite>``: a LIBERO suite (`coda.libero`): the training pool is the suite's tasks
+(`libero.tasks`) at their first `libero.train_states` fixed initial states; planner demos come
+from the LIBERO planner; the evaluation suites are LIBERO's own held-out initial states, their
+LIBERO-Plus layout shifts and LIBERO-PRO's perturbed suites (`LIBERO_SUITE_NAMES`); a round's
+fresh scenes are layout-shifted initial states of the suite's tasks (the only factor LIBERO's
+tasks expose to resampling without leaving the suite). Episodes are named by
+`coda.libero.episodes` programs, so pool.jsonl / suites.json / resume work as for families.
+
+A source answers: the pool and held-out tasks (round 0), extra demo layouts, the planner of a
+bucket, the fixed suites, a pool scene resampled, fresh scenes, and the pool rebuilt on resume.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from coda.loop.evaluation_names import LIBERO_SUITE_NAMES, SUITE_NAMES
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("families", "libero")
+LIBERO_STATES = 50  # fixed initial states per LIBERO task
+
+
+def source_kind(spec: str) -> tuple[str, str]:
+    """("families", "") or ("libero", suite) from `sim.source`; ValueError naming the forms."""
+    if spec == "families":
+        return "families", ""
+    if isinstance(spec, str) and spec.startswith("libero:") and spec[len("libero:") :]:
+        return "libero", spec[len("libero:") :]
+    raise ValueError(f"sim.source={spec!r} is unknown (valid: 'families' or 'libero:<suite>')")
+
+
+def suite_names(spec: str) -> tuple[str, ...]:
+    return LIBERO_SUITE_NAMES if source_kind(spec)[0] == "libero" else SUITE_NAMES
+
+
+def make_source(config: Any) -> Any:
+    kind, suite = source_kind(str(config.sim.get("source", "families")))
+    return LiberoSource(config, suite) if kind == "libero" else FamilySource(config)
+
+
+# ----------------------------------------------------------------------------- families
+
+
+class FamilySource:
+    """Our task families through the SDK (the loop's original source)."""
+
+    name = "families"
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    def seed_pool(self) -> tuple[list, list[str], list[dict], int]:
+        """(pool of verified compiled scenes, held-out task programs, scenes.jsonl rows,
+        scenes generated), deterministic in the seed."""
+        from coda.engine.seeding import verify_scenes
+        from coda.sim import tasks
+        from coda.sim.sdk import exec_program
+
+        c = self.config
+        rng = np.random.default_rng(c.seed)
+        scenes, rows = [], []
+        for fam in c.sim.families:
+            f = tasks.get_family(fam)
+            for _ in range(int(c.sim.programs_per_family)):
+                src = f.propose(rng, split=c.sim.split)
+                if src is None:
+                    continue
+                for _ in range(int(c.sim.seeds_per_program)):
+                    scenes.append(
+                        exec_program(
+                            src, int(rng.integers(2**31)), c.sim.split, isolation="inprocess"
+                        )
+                    )
+        held: list[str] = []
+        seen = {s.program for s in scenes}
+        for fam in c.sim.families:
+            f = tasks.get_family(fam)
+            for _ in range(int(c.eval.heldout_tasks_per_family)):
+                src = f.propose(rng, split=c.sim.split)
+                if src is not None and src not in seen:
+                    held.append(src)
+                    seen.add(src)
+        pool = []
+        for s, (comp, v) in zip(scenes, verify_scenes(scenes), strict=True):
+            rows.append(
+                {"family": s.task["family"], "scene": s.to_dict(), "verification": v.to_dict()}
+            )
+            if v.ok:
+                pool.append(comp)
+        return pool, held, rows, len(scenes)
+
+    def demo_scenes(self, pool: Sequence[Any]) -> list:
+        """`loop.demo_seeds` more verified layouts of every pool program, for planner demos
+        only (the pool, and so the ID suite and the engine's parents, stay as seeded): BC from
+        a handful of layouts memorises them and fails on new ones (results/finetune.md)."""
+        from coda.engine.seeding import verify_scenes
+        from coda.sim.sdk import exec_program
+
+        c = self.config
+        n = int(c.loop.demo_seeds)
+        if n == 0:
+            return []
+        rng = np.random.default_rng([int(c.seed), 7])
+        taken = {int(p.scene.seed) for p in pool}
+        scenes = []
+        for prog in sorted({p.scene.program for p in pool}):
+            for _ in range(n):
+                s = int(rng.integers(2**31))
+                while s in taken:
+                    s = int(rng.integers(2**31))
+                taken.add(s)
+                scenes.append(exec_program(prog, s, c.sim.split, isolation="inprocess"))
+        return [comp for comp, v in verify_scenes(scenes) if v.ok]
+
+    def planner(self, bucket: Any) -> Any:
+        from coda.sim.planner import planner_for
+
+        return planner_for(bucket)
+
+    def build_suites(self, pool: Sequence[Any], held: Sequence[str]) -> dict:
+        from coda.loop.evaluation import build_suites
+
+        c = self.config
+        train = [(p.scene.program, int(p.scene.seed)) for p in pool]
+        return build_suites(
+            train,
+            held,
+            int(c.eval.episodes),
+            int(c.seed),
+            int(c.loop.bucket_size),
+            tuple(c.eval.suites),
+        )
+
+    def resample_factors(self, allocation: str) -> tuple[str, ...]:
+        if allocation == "success_rate":
+            return ("layout", "attributes", "task")
+        return ("layout", "attributes")
+
+    def resample(self, base: Any, factors: Sequence[str], n: int, rng) -> tuple[int, list]:
+        """(tried, [(compiled, factor)] verified): `n` resamples of one factor of a pool scene."""
+        from coda.engine.seeding import verify_scenes
+        from coda.sim.scene import resample
+
+        scenes = []
+        for _ in range(n):
+            f = factors[int(rng.integers(len(factors)))]
+            try:
+                scenes.append((resample(base.scene, f, int(rng.integers(2**31))), f))
+            except Exception as e:  # noqa: BLE001 - a family that cannot resample: skip
+                log.info("resample %s failed: %s", f, e)
+        out = []
+        for (_, f), (c, v) in zip(scenes, verify_scenes([s for s, _ in scenes]), strict=True):
+            if v.ok:
+                out.append((c, f))
+        return len(scenes), out
+
+    def novel(self, n: int, rng) -> tuple[int, list]:
+        """(tried, verified compiled scenes): `n` fresh seeded tasks, families in turn."""
+        from coda.engine.seeding import propose_scenes, verify_scenes
+
+        fams = list(self.config.sim.families)
+        tried, out = 0, []
+        for k in range(n):
+            scenes = propose_scenes(fams[k % len(fams)], 1, 1, self.config.sim.split, rng)
+            tried += len(scenes)
+            out += [c for c, v in verify_scenes(scenes) if v.ok]
+        return tried, out
+
+    def compile(self, scene: dict) -> Any:
+        """A pool scene again from its pool.jsonl record (resume)."""
+        from coda.sim.compile import compile_scene
+        from coda.sim.scene import Scene
+
+        return compile_scene(Scene.from_dict(scene))
+
+
+# ----------------------------------------------------------------------------- LIBERO
+
+
+class LiberoSource:
+    """A LIBERO suite as the run's scenes (module docstring)."""
+
+    name = "libero"
+
+    def __init__(self, config: Any, suite: str) -> None:
+        from coda.libero import suites as LS
+
+        if suite not in LS.SUITES:
+            raise ValueError(f"sim.source=libero:{suite}: unknown suite (valid: {LS.SUITES})")
+        self.config, self.suite = config, suite
+        lc = config.libero
+        names = LS.tasks(suite)
+        ids = _task_ids(str(lc.tasks), len(names), suite)
+        self.task_ids = ids
+        self.tasks = [names[i] for i in ids]
+        self.train_states = int(lc.train_states)
+        self.heldout_from = int(lc.heldout_from)
+        if not 0 < self.train_states <= self.heldout_from < LIBERO_STATES:
+            raise ValueError(
+                f"libero.train_states={self.train_states} and libero.heldout_from="
+                f"{self.heldout_from} need 0 < train_states <= heldout_from < {LIBERO_STATES}"
+            )
+        self.shift_levels = tuple(int(x) for x in lc.shift_levels)
+        self.ood_shift_level = int(lc.ood_shift_level)
+        self._planners: dict[str, Any] = {}
+
+    def _compiled(self, ep: Any, seed: int = 0) -> Any:
+        from coda.libero.episodes import compile_episode
+
+        return compile_episode(ep.program, seed)
+
+    def seed_pool(self) -> tuple[list, list[str], list[dict], int]:
+        """Every task at its training initial states, verified (LIBERO's checks)."""
+        from coda.libero.episodes import Episode, verify
+
+        pool, rows = [], []
+        for t in self.tasks:
+            for i in range(self.train_states):
+                c = self._compiled(Episode(self.suite, t, i))
+                ok = verify(c)
+                rows.append({"family": "libero", "scene": c.scene.to_dict(), "verified": ok})
+                if ok:
+                    pool.append(c)
+        return pool, [], rows, len(rows)
+
+    def demo_scenes(self, pool: Sequence[Any]) -> list:
+        """`loop.demo_seeds` more initial states per task, after the training ones and before
+        the held-out ones (demos only)."""
+        from coda.libero.episodes import Episode, verify
+
+        n = min(int(self.config.loop.demo_seeds), self.heldout_from - self.train_states)
+        out = []
+        for t in self.tasks:
+            for i in range(self.train_states, self.train_states + n):
+                c = self._compiled(Episode(self.suite, t, i))
+                if verify(c):
+                    out.append(c)
+        return out
+
+    def planner(self, bucket: Any) -> Any:
+        """The LIBERO planner of a bucket's task (one per task; None for a goal it cannot
+        script: such tasks get no demos)."""
+        from coda.libero.planner import planner_for
+
+        c = bucket.variants[0]
+        key = c.scene.task["params"]["suite"] + "/" + c.scene.task["params"]["task"]
+        if key not in self._planners:
+            try:
+                self._planners[key] = planner_for(c, int(self.config.sim.horizon))
+            except ValueError as e:
+                log.warning("no planner demos for %s: %s", key, e)
+                self._planners[key] = None
+        return self._planners[key]
+
+    def _ood_episodes(self, data_suite: str, level: int, n: int) -> list:
+        from coda.libero import suites as LS
+        from coda.libero.episodes import Episode
+
+        names = LS.tasks(data_suite)
+        base = LS.tasks(self.suite)
+        # the chosen tasks' counterparts when the perturbed suite keeps the task list
+        tasks = [names[i] for i in self.task_ids] if len(names) == len(base) else names
+        states = list(range(self.heldout_from, LIBERO_STATES))
+        return [
+            Episode(
+                data_suite, tasks[i % len(tasks)], states[(i // len(tasks)) % len(states)], level
+            )
+            for i in range(n)
+        ]
+
+    def build_suites(self, pool: Sequence[Any], held: Sequence[str]) -> dict:
+        """ID: the pool's episodes; OOD: held-out initial states (`ood_layouts`), their layout
+        shifted (`ood_shift`, LIBERO-Plus), LIBERO-PRO's swap / object / lan / task suites."""
+        from coda.eval import Suite
+        from coda.libero import suites as LS
+
+        c = self.config
+        n, bs = int(c.eval.episodes), int(c.loop.bucket_size)
+        kinds = {"ood_swap": "swap", "ood_objects": "object", "ood_language": "lan"}
+        kinds["ood_tasks"] = "task"
+        out = {}
+        for name in c.eval.suites:
+            if name not in LIBERO_SUITE_NAMES:
+                raise ValueError(
+                    f"eval.suites: {name!r} is not a LIBERO suite ({LIBERO_SUITE_NAMES})"
+                )
+            if name == "id":
+                progs = [pool[i % len(pool)].scene.program for i in range(n)]
+                seeds = [int(pool[i % len(pool)].scene.seed) for i in range(n)]
+                out[name] = Suite(name, progs, seeds, "train", bs)
+                continue
+            if name == "ood_layouts":
+                eps = self._ood_episodes(self.suite, 0, n)
+            elif name == "ood_shift":
+                eps = self._ood_episodes(self.suite, self.ood_shift_level, n)
+            else:
+                if self.suite not in LS.PERTURBABLE:
+                    raise ValueError(
+                        f"eval.suites: {name!r} needs a LIBERO-PRO suite, which "
+                        f"{self.suite} has none of (LIBERO-PRO perturbs {LS.PERTURBABLE})"
+                    )
+                eps = self._ood_episodes(LS.perturbed(self.suite, kinds[name]), 0, n)
+            seeds = [
+                1_700_000_000 + 7919 * i + int(c.seed) if e.level else 0 for i, e in enumerate(eps)
+            ]
+            out[name] = Suite(name, [e.program for e in eps], seeds, "train", bs)
+        return out
+
+    def resample_factors(self, allocation: str) -> tuple[str, ...]:
+        return ("layout",)
+
+    def _shifted(self, task: str, index: int, rng) -> tuple[Any, bool]:
+        from coda.libero.episodes import Episode, verify
+
+        level = self.shift_levels[int(rng.integers(len(self.shift_levels)))]
+        c = self._compiled(Episode(self.suite, task, index, level), int(rng.integers(2**31)))
+        return c, verify(c)
+
+    def resample(self, base: Any, factors: Sequence[str], n: int, rng) -> tuple[int, list]:
+        """`n` layout shifts (levels `libero.shift_levels`) of a pool episode's initial state."""
+        from coda.libero.episodes import parse
+
+        ep = parse(base.scene.program)
+        out = []
+        for _ in range(n):
+            c, ok = self._shifted(ep.task, ep.index, rng)
+            if ok:
+                out.append((c, "layout"))
+        return n, out
+
+    def novel(self, n: int, rng) -> tuple[int, list]:
+        """`n` fresh scenes: a task of the suite at a non-held-out initial state, shifted."""
+        out = []
+        for _ in range(n):
+            t = self.tasks[int(rng.integers(len(self.tasks)))]
+            c, ok = self._shifted(t, int(rng.integers(self.heldout_from)), rng)
+            if ok:
+                out.append(c)
+        return n, out
+
+    def compile(self, scene: dict) -> Any:
+        """A pool episode again from its pool.jsonl record (its program and seed)."""
+        from coda.libero.episodes import compile_episode
+
+        return compile_episode(scene["program"], int(scene["seed"]))
+
+
+def _task_ids(spec: str, n: int, suite: str) -> list[int]:
+    if not spec.strip():
+        return list(range(n))
+    try:
+        ids = [int(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"libero.tasks={spec!r} must be task ids like '0,3' ('' = all)") from None
+    bad = [i for i in ids if not 0 <= i < n]
+    if bad or not ids:
+        raise ValueError(f"libero.tasks: ids {bad or ids} outside [0, {n}) of {suite}")
+    return ids
+
+
+__all__ = ["SOURCES", "FamilySource", "LiberoSource", "make_source", "source_kind", "suite_names"]

@@ -1,0 +1,55 @@
+"""The loop seeded from a LIBERO suite: `--config=configs/libero_loop.py` (libero_spatial),
+another suite with `--config.sim.source=libero:libero_goal`, variants as configs/coda.py
+('', 'smoke', 'gpu', 'selfimit').
+
+Round 0: the suite's tasks (`libero.tasks`) at their first `libero.train_states` fixed initial
+states are the training pool; the LIBERO planner's demos there (and on `loop.demo_seeds` more
+initial states per task) train the BC start. Suites: `id` (the pool's episodes), `ood_layouts`
+(initial states >= `libero.heldout_from`, never trained on), `ood_shift` (those, LIBERO-Plus
+layout-shifted), `ood_swap` / `ood_objects` / `ood_language` / `ood_tasks` (LIBERO-PRO; not for
+libero_90). Rounds buy layout-shifted initial states (`libero.shift_levels`); the strategy is
+`sft` (planner demos on them), or any strategy that does not critique (`domain_randomization`,
+`success_rate_guided`, `zero_shot`): the critic and engine edit our families' programs only.
+Episodes last LIBERO's step cap of the suite in simulated time; backend native.
+"""
+
+import importlib.util
+import math
+import os
+
+STEP_CAPS = {  # LIBERO's control steps at 20 Hz (coda.libero.suites.STEP_CAPS)
+    "libero_spatial": 220,
+    "libero_object": 280,
+    "libero_goal": 300,
+    "libero_10": 520,
+    "libero_90": 400,
+}
+
+
+def get_config(arg: str | None = None, suite: str = "libero_spatial"):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "coda.py")
+    spec = importlib.util.spec_from_file_location("_coda_base_config", path)
+    base = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(base)
+    c = base.get_config(arg, strategy="sft")
+    c.sim.source = f"libero:{suite}"
+    c.sim.backend = "native"
+    # LIBERO's step cap in simulated time: cap x 0.05 s / (H x 0.04 s) chunks
+    c.sim.num_chunks = math.ceil(STEP_CAPS[suite] * 0.05 / (0.04 * c.sim.horizon))
+    c.policy.max_state_dim = 128  # up to 15 tracked bodies x 7 + gripper (libero_spatial: 122)
+    c.policy.max_token_len = 32  # LIBERO's instructions run to ~25 tokens
+    c.eval.suites = ("id", "ood_layouts", "ood_shift", "ood_swap", "ood_objects", "ood_tasks")
+    c.eval.before_bc = False
+    c.loop.demo_seeds = 8  # initial states 8..15 of each task: demos only
+    c.loop.budget = 20  # two fresh shifted states per task and round
+    if arg == "smoke":  # two tasks, two states each, short episodes: the plumbing, not learning
+        c.libero.tasks = "0,1"
+        c.libero.train_states = 2
+        c.sim.num_chunks = 12  # the planner solves both tasks in 12 chunks (4.8 s)
+        c.loop.demo_seeds = 0
+        c.loop.rounds = 1
+        c.loop.budget = 2
+        c.loop.bucket_size = 4
+        c.eval.episodes = 4
+        c.eval.suites = ("id", "ood_layouts", "ood_shift", "ood_tasks")
+    return c

@@ -1,0 +1,187 @@
+"""The loop seeded from a LIBERO suite (`sim.source=libero:<suite>`, configs/libero_loop.py):
+episode programs, the source's pool and suites, the config checks, and the smoke loop run then
+resumed (one module fixture, ~40 s)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from coda import runconfig
+from coda.libero import episodes as E
+from coda.libero import suites as LS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPATIAL = LS.tasks("libero_spatial")
+
+
+def _config(arg="smoke", **kw):
+    path = os.path.join(ROOT, "configs", "libero_loop.py")
+    spec = importlib.util.spec_from_file_location("libero_loop_cfg", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.get_config(arg, **kw)
+
+
+# ----------------------------------------------------------------------------- episodes
+
+
+def test_episode_programs_name_task_state_and_shift():
+    ep = E.Episode("libero_spatial", SPATIAL[3], 7, 2)
+    assert E.parse(ep.program) == ep
+    assert E.parse(E.Episode("libero_10_task", "t", 0).program).level == 0
+    assert E.is_libero(ep.program) and not E.is_libero("scene = ...") and not E.is_libero(None)
+    for bad in ("libero:libero_spatial/task", "libero:x/t@1#layout", "pick_place"):
+        with pytest.raises(ValueError, match="expected 'libero:<suite>/<task>@<init index>"):
+            E.parse(bad)
+
+
+def test_compiled_episodes_carry_their_program_and_are_deterministic():
+    plain = E.Episode("libero_spatial", SPATIAL[0], 4)
+    c = E.compile_episode(plain.program)
+    assert (c.scene.program, c.scene.seed) == (plain.program, 0)
+    assert c.scene.task["initial"]["init_index"] == 4
+    shifted = E.Episode("libero_spatial", SPATIAL[0], 4, 3).program
+    a, b = E.compile_episode(shifted, 11), E.compile_episode(shifted, 11)
+    other = E.compile_episode(shifted, 12)
+    np.testing.assert_allclose(a.init_qpos, b.init_qpos, atol=0)
+    assert np.abs(a.init_qpos - other.init_qpos).max() > 1e-3  # another seed, another shift
+    assert np.abs(a.init_qpos - c.init_qpos).max() > 1e-3
+    assert a.scene.task["initial"]["perturbation"]["level"] == 3
+    assert a.structure_key == c.structure_key  # one bucket for a task's states and shifts
+
+
+# ----------------------------------------------------------------------------- source + config
+
+
+def test_the_libero_source_builds_pool_and_held_out_suites():
+    from coda.loop.sources import make_source
+
+    cfg = _config()
+    cfg.eval.suites = ("id", "ood_layouts", "ood_shift", "ood_swap", "ood_objects", "ood_tasks")
+    src = make_source(cfg)
+    assert src.name == "libero" and src.tasks == SPATIAL[:2]
+    pool, held, rows, generated = src.seed_pool()
+    assert held == [] and generated == len(rows) == 4 and len(pool) == 4
+    assert sorted(E.parse(p.scene.program).index for p in pool) == [0, 0, 1, 1]
+    suites = src.build_suites(pool, held)
+    assert list(suites) == list(cfg.eval.suites)
+    n = int(cfg.eval.episodes)
+    assert all(s.n == n for s in suites.values())
+    assert suites["id"].programs == [p.scene.program for p in pool][:n]
+    for name, data_suite, level in (
+        ("ood_layouts", "libero_spatial", 0),
+        ("ood_shift", "libero_spatial", int(cfg.libero.ood_shift_level)),
+        ("ood_swap", "libero_spatial_swap", 0),
+        ("ood_objects", "libero_spatial_object", 0),
+        ("ood_tasks", "libero_spatial_task", 0),
+    ):
+        eps = [E.parse(p) for p in suites[name].programs]
+        assert {e.suite for e in eps} == {data_suite}, name
+        assert {e.level for e in eps} == {level}, name
+        assert min(e.index for e in eps) >= int(cfg.libero.heldout_from), name
+    # shifted held-out episodes have their own seeds; unshifted ones seed 0
+    assert len(set(suites["ood_shift"].seeds)) == n and set(suites["ood_layouts"].seeds) == {0}
+    # a round's fresh scenes: shifted, never at a held-out state, verified
+    rng = np.random.default_rng(0)
+    tried, fresh = src.novel(3, rng)
+    assert tried == 3 and fresh
+    for c in fresh:
+        e = E.parse(c.scene.program)
+        assert e.level in tuple(cfg.libero.shift_levels) and e.index < int(cfg.libero.heldout_from)
+    tried, made = src.resample(pool[0], src.resample_factors("domain_randomization"), 2, rng)
+    assert tried == 2 and {f for _, f in made} <= {"layout"}
+    assert all(E.parse(c.scene.program).task == SPATIAL[0] for c, _ in made)
+
+
+def test_libero_configs_are_checked_before_anything_runs():
+    from coda.sim import tasks
+
+    runconfig.validate(_config(), families=tasks.FAMILIES)
+    runconfig.validate(_config(None), families=tasks.FAMILIES)
+    cases = {
+        ("sim.source", "libero:libero_100"): "sim.source='libero:libero_100' is unknown",
+        ("sim.source", "libero"): "sim.source='libero' is unknown",
+        ("sim.backend", "mjx"): "needs sim.backend native or auto",
+        ("strategy", "coda"): "does not support yet",
+        ("libero.train_states", 45): "0 < train_states <= heldout_from < 50",
+        ("libero.shift_levels", (0,)): "levels 1..5",
+        ("eval.suites", ("id", "ood_instances")): "eval.suites: unknown ['ood_instances']",
+    }
+    for (field, value), msg in cases.items():
+        cfg = _config()
+        node = cfg
+        *parents, leaf = field.split(".")
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+        with pytest.raises(
+            runconfig.ConfigError, match=msg.replace("(", r"\(").replace("[", r"\[")
+        ):
+            runconfig.validate(cfg, families=tasks.FAMILIES)
+    cfg = _config(suite="libero_90")
+    cfg.eval.suites = ("id", "ood_swap")
+    with pytest.raises(runconfig.ConfigError, match=r"unknown \['ood_swap'\]"):
+        runconfig.validate(cfg, families=tasks.FAMILIES)
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+@pytest.fixture(scope="module")
+def libero_run(tmp_path_factory):
+    from coda import loop
+
+    cfg = _config()
+    workdir = str(tmp_path_factory.mktemp("libero_loop"))
+    summary = loop.run(cfg, workdir)
+    return cfg, workdir, summary
+
+
+def _history(workdir, r):
+    with open(os.path.join(workdir, "checkpoints", f"round_{r:04d}", "state.json")) as f:
+        return json.load(f)["history"]
+
+
+def test_the_loop_seeds_from_libero_and_runs_its_rounds(libero_run):
+    cfg, workdir, _ = libero_run
+    r0, r1 = _history(workdir, 1)
+    # round 0: the pool is LIBERO's training states, the planner solves it, BC trains on it
+    assert r0["pool"] == 4 and r0["planner_success_pool"] == pytest.approx(1.0, abs=1e-6)
+    assert r0["demo_rows"] > 0 and math.isfinite(r0["bc_loss"])
+    with open(os.path.join(workdir, "pool.jsonl")) as f:
+        pool = [json.loads(line) for line in f]
+    assert all(E.is_libero(p["program"]) and p["task"]["family"] == "libero" for p in pool)
+    with open(os.path.join(workdir, "suites.json")) as f:
+        assert set(json.load(f)) == set(cfg.eval.suites)
+    for row in (r0, r1):
+        assert set(row["suites"]) == set(cfg.eval.suites)
+        assert all(s["n"] == int(cfg.eval.episodes) for s in row["suites"].values())
+    # round 1: fresh layout-shifted states, verified, rolled out, planner demos for BC (sft)
+    assert r1["kinds"] == {"novel": int(cfg.loop.budget)} and r1["accepted"] >= 1
+    assert r1["rollouts"] == r1["accepted"] * int(cfg.loop.rollouts_per_variant)
+    assert math.isfinite(r1["update"]["policy_loss"])
+
+
+def test_a_libero_run_resumes_from_its_checkpoint(libero_run, tmp_path):
+    """Round 1 lost (its checkpoint removed): the resumed run rebuilds the pool and suites from
+    their episode programs, reloads round 0 and replays round 1 to the same numbers."""
+    import shutil
+
+    from coda import loop
+
+    cfg, workdir, _ = libero_run
+    again = str(tmp_path / "again")
+    shutil.copytree(workdir, again)
+    shutil.rmtree(os.path.join(again, "checkpoints", "round_0001"))
+    loop.run(_config(), again)
+    volatile = ("seconds", "budgets")
+    want = [{k: v for k, v in r.items() if k not in volatile} for r in _history(workdir, 1)]
+    got = [{k: v for k, v in r.items() if k not in volatile} for r in _history(again, 1)]
+    assert [r["round"] for r in got] == [0, 1]
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
