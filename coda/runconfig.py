@@ -272,8 +272,8 @@ LIBERO_PRO_SUITES = ("ood_swap", "ood_objects", "ood_language", "ood_tasks")  # 
 
 def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     """`sim.source` and, for a LIBERO source, the `libero` section, the backend and the
-    strategy (the critic and engine act on our families' programs; LIBERO runs the rounds of
-    strategies that do not critique). Returns the suite names the source evaluates on."""
+    strategy (LIBERO runs the rounds of strategies that do not critique: README, LIBERO).
+    Returns the suite names the source evaluates on."""
     from coda.loop.evaluation_names import LIBERO_SUITE_NAMES, SUITE_NAMES
 
     src = _get(config, "sim.source")
@@ -295,9 +295,9 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     if strategy is not None and strategy.critique:
         ok = sorted(n for n, x in STRATEGIES.items() if not x.critique)
         out.append(
-            f"strategy={strategy.name!r} critiques failures, which a LIBERO source does not "
-            f"support yet (the critic and engine edit our families' programs); with "
-            f"sim.source={src!r} use one of {ok}"
+            f"strategy={strategy.name!r} critiques failures and tests modes against a control "
+            "factor; a LIBERO source resamples one factor in training (layout: its object and "
+            f"task swaps are the OOD suites), so with sim.source={src!r} use one of {ok}"
         )
     tr, ho = _get(config, "libero.train_states"), _get(config, "libero.heldout_from")
     if not (_is_int(tr) and _is_int(ho) and 0 < tr <= ho < 50):

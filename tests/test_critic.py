@@ -470,3 +470,49 @@ def test_offline_critic_blames_execution_for_a_random_policy(sized_bucket, nativ
     assert c.diagnosis.phase in eps[0].phase_names and c.diagnosis.cause in CAUSES
     assert c.diagnosis.evidence.numbers["n_probes_layout"] == pytest.approx(2.0, abs=1e-12)
     assert isinstance(c.diagnosis, Diagnosis) and isinstance(c.diagnosis.evidence, Evidence)
+
+
+def test_probe_rollouts_split_over_hosts_match_one_host(sized_bucket, native_backend):
+    """`run_probes(..., split=(i, 2, gather))`: two hosts each roll out every other probe bucket
+    and both get the one-host outcomes (simulated in one process: each host's share captured,
+    then both run again with the gathered shares)."""
+    from coda.critic import run_probes
+
+    b = sized_bucket
+    r = native_backend.rollout(b, narrow_grip(b), None, jax.random.PRNGKey(0), NUM_CHUNKS)
+    eps = episodes_from_rollout(b, r)[:1]
+    # a second structure (a distractor added): its probes are another bucket
+    other = SIZED.replace(
+        "sample_layout()", 'add_object("ball", role="distractor_0")\nsample_layout()'
+    )
+    (b2,) = make_buckets(
+        [compile_scene(exec_program(other.format(half=0.0235), seed=0, isolation="inprocess"))]
+    )
+    r2 = native_backend.rollout(b2, narrow_grip(b2), None, jax.random.PRNGKey(0), NUM_CHUNKS)
+    eps += episodes_from_rollout(b2, r2, failed_only=False)
+    kw = dict(policy=narrow_grip, params=None, backend=native_backend, num_chunks=NUM_CHUNKS)
+    kw.update(key=jax.random.PRNGKey(3), n_probes=2, n_repeats=1, pad_to=4)
+    one = run_probes(eps, **kw)
+    assert sum(s.repeat_success + sum(s.n.values()) for s in one) > 0
+
+    class Captured(Exception):
+        pass
+
+    shares: list = [None, None]
+
+    def capture(h):
+        def gather(value):
+            shares[h] = value
+            raise Captured
+
+        return gather
+
+    for h in (0, 1):
+        with pytest.raises(Captured):
+            run_probes(eps, split=(h, 2, capture(h)), **kw)
+    assert shares[0] and shares[1]  # both hosts rolled out probe buckets
+    for h in (0, 1):
+        got = run_probes(eps, split=(h, 2, lambda v: list(shares)), **kw)
+        assert [dataclasses.asdict(s) for s in got] == [dataclasses.asdict(s) for s in one]
+    with pytest.raises(RuntimeError, match="hosts returned probe buckets"):
+        run_probes(eps, split=(0, 2, lambda v: [v, []]), **kw)

@@ -108,7 +108,7 @@ def test_libero_configs_are_checked_before_anything_runs():
         ("sim.source", "libero:libero_100"): "sim.source='libero:libero_100' is unknown",
         ("sim.source", "libero"): "sim.source='libero' is unknown",
         ("sim.backend", "mjx"): "needs sim.backend native or auto",
-        ("strategy", "coda"): "does not support yet",
+        ("strategy", "coda"): "resamples one factor in training",
         ("libero.train_states", 45): "0 < train_states <= heldout_from < 50",
         ("libero.shift_levels", (0,)): "levels 1..5",
         ("eval.suites", ("id", "ood_instances")): "eval.suites: unknown ['ood_instances']",
@@ -185,3 +185,20 @@ def test_a_libero_run_resumes_from_its_checkpoint(libero_run, tmp_path):
     got = [{k: v for k, v in r.items() if k not in volatile} for r in _history(again, 1)]
     assert [r["round"] for r in got] == [0, 1]
     assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+@pytest.mark.slow  # ~25 s each; the default suite runs sft above
+@pytest.mark.parametrize("strategy", ["domain_randomization", "success_rate_guided", "zero_shot"])
+def test_every_strategy_without_critique_runs_on_libero(strategy, tmp_path):
+    from coda import loop
+
+    cfg = _config()
+    cfg.strategy = strategy
+    loop.run(cfg, str(tmp_path))
+    r0, r1 = _history(str(tmp_path), 1)
+    assert set(r1["suites"]) == set(cfg.eval.suites)
+    if strategy == "zero_shot":  # no BC start, no rounds' scenes
+        assert "bc_loss" not in r0 and not r1.get("kinds")
+    else:  # resampled pool episodes: layout shifts, AWR on their transitions
+        assert r1["kinds"] == {"resample": int(cfg.loop.budget)}
+        assert r1["transitions"] > 0 and math.isfinite(r1["update"]["policy_loss"])

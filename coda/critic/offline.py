@@ -42,6 +42,7 @@ class OfflineCritic:
       num_chunks: chunks per probe episode (use the episodes' own length).
       n_probes: verified probes per factor per episode; n_repeats: unchanged-scene reruns.
       memory: a `coda.memory.MemoryStore` to record diagnoses in (None: not recorded).
+      split: the probe rollouts spread over the hosts of a run (`coda.eval.split_map`).
     """
 
     name = "offline"
@@ -58,6 +59,7 @@ class OfflineCritic:
         max_tries: int = 3,
         pad_to: int = 8,
         memory: Any = None,
+        split: Any = None,
     ) -> None:
         if n_probes < 1 or n_repeats < 0 or num_chunks < 1:
             raise ValueError(
@@ -73,6 +75,7 @@ class OfflineCritic:
         self.max_tries = int(max_tries)
         self.pad_to = int(pad_to)
         self.memory = memory
+        self.split = split  # probe buckets spread over a run's hosts (`run_probes`)
 
     def diagnose(
         self, episodes: Sequence[Episode], key: jax.Array, *, round: int = 0
@@ -89,6 +92,7 @@ class OfflineCritic:
             n_repeats=self.n_repeats,
             max_tries=self.max_tries,
             pad_to=self.pad_to,
+            split=self.split,
         )
         out = []
         for ep, st in zip(episodes, stats, strict=True):

@@ -110,10 +110,13 @@ def run_probes(
     max_tries: int = 3,
     pad_to: int = 8,
     factors: Sequence[str] = FACTORS,
+    split: Any = None,
 ) -> list[ProbeStats]:
     """Probe outcomes per episode (see the module docstring). `max_tries` rounds of resampling
     replace probes that fail verification; buckets are padded to a multiple of `pad_to` (and of
-    the backend's device count) so repeated calls reuse compiled policies."""
+    the backend's device count) so repeated calls reuse compiled policies. `split`: the probe
+    buckets spread over the hosts of a run (`coda.eval.split_map`; each bucket keeps its key,
+    so every host gets the outcomes one host rolling out all would)."""
     k_seed, k_roll = jax.random.split(key)
     base = int(jax.random.randint(k_seed, (), 0, 2**31 - 1))
     stats = [ProbeStats() for _ in episodes]
@@ -161,16 +164,23 @@ def run_probes(
     if not probes:
         return stats
     multiple = int(np.lcm(max(pad_to, 1), int(getattr(backend, "n_devices", 1))))
-    # an episode's repeats are the same object n times: map rows by position, not by id
-    for b, bucket in enumerate(make_buckets(probes, multiple_of=multiple)):
+    from coda.eval import split_map
+
+    buckets = make_buckets(probes, multiple_of=multiple)
+
+    def one(b: int) -> list[bool]:
+        bucket = buckets[b]
         result = backend.rollout(
-            bucket,
-            policy_for(policy, bucket),
-            params,
-            jax.random.fold_in(k_roll, b),
-            num_chunks,
+            bucket, policy_for(policy, bucket), params, jax.random.fold_in(k_roll, b), num_chunks
         )
-        ok = np.asarray(result.success)
+        return np.asarray(result.success).tolist()
+
+    outcomes = split_map(len(buckets), one, split)
+    if sorted(outcomes) != list(range(len(buckets))):
+        raise RuntimeError(f"hosts returned probe buckets {sorted(outcomes)} of {len(buckets)}")
+    # an episode's repeats are the same object n times: map rows by position, not by id
+    for b, bucket in enumerate(buckets):
+        ok = outcomes[b]
         for c, s in zip(bucket.variants, ok, strict=False):
             i, f = owner[id(c)]
             if f == "repeat":

@@ -94,6 +94,7 @@ def rollouts_of(
     num_chunks: int,
     repeats: int,
     split: Split | None = None,
+    key_of: Callable[[int, int], jax.Array] | None = None,
 ) -> list[list[tuple[RolloutResult, float]]]:
     """`repeats` rollouts of every bucket (bucket i, repeat n keyed fold_in(key, 1000 i + n)):
     [bucket][repeat] -> (result, wall seconds), in order.
@@ -101,13 +102,14 @@ def rollouts_of(
     `split`: the buckets spread over the hosts of a run (`coda.loop.distributed.host_split`
     with `objects=True`: the results travel pickled, as numpy), so every host gets every
     bucket's results, the ones one host rolling out all would get (the round's training
-    rollouts: every host then feeds the same transitions to its replica of the replay)."""
+    rollouts: every host then feeds the same transitions to its replica of the replay).
+    `key_of(i, n)`: another keying of bucket i's repeat n (the planner demos keep theirs)."""
 
     def one(i: int) -> list[tuple[RolloutResult, float]]:
         out = []
         for n in range(repeats):
             pol, params = policy_for(buckets[i])
-            k = jax.random.fold_in(key, i * 1000 + n)
+            k = jax.random.fold_in(key, i * 1000 + n) if key_of is None else key_of(i, n)
             res, sec = rollout(backend, buckets[i], pol, params, k, num_chunks)
             out.append((jax.tree.map(np.asarray, res) if split else res, sec))
         return out

@@ -228,19 +228,29 @@ def _sft_demos(ctx: Context, key: jax.Array, fit: bool) -> Any:
     lc = ctx.config.loop
     results = []
     buckets = collect.buckets_of(list(ctx.pool) + list(ctx.demo_scenes), int(lc.bucket_size))
+    # a task the source's planner cannot script gets no demos
+    keep = [i for i, b in enumerate(buckets) if ctx.source.planner(b) is not None]
     passes = [None, *(float(s) for s in lc.demo_dart)]
     for p, sigma in enumerate(passes):
-        for i, b in enumerate(buckets):
+
+        def agent_for(b, sigma=sigma):
             agent = ctx.source.planner(b)
-            if agent is None:  # a task the source's planner cannot script: no demos
-                continue
-            agent = agent if sigma is None else Perturbed(agent, sigma)
-            k = jax.random.fold_in(jax.random.fold_in(key, p), i)
-            res, sec = collect.rollout(
-                ctx.backend, b, agent, None, k, int(ctx.config.sim.num_chunks)
-            )
+            return (agent if sigma is None else Perturbed(agent, sigma)), None
+
+        kp = jax.random.fold_in(key, p)
+        got = collect.rollouts_of(  # the buckets spread over the hosts of a run
+            ctx.backend,
+            [buckets[i] for i in keep],
+            agent_for,
+            kp,
+            int(ctx.config.sim.num_chunks),
+            1,
+            distributed.host_split(objects=True),
+            key_of=lambda j, n, kp=kp: jax.random.fold_in(kp, keep[j]),
+        )
+        for j, ((res, sec),) in zip(keep, got, strict=True):
             ctx.spend(res.env_steps, sec)
-            results.append((b, res, sigma))
+            results.append((buckets[j], res, sigma))
     if fit:
         collect.fit_norm(ctx.learner, [r for _, r, s in results if s is None])
     rows = [collect.demo_rows(ctx.learner, ctx.agents, r, b) for b, r, _ in results]

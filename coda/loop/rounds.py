@@ -337,6 +337,7 @@ def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.
                 n_probes=int(cc.n_probes),
                 n_repeats=int(cc.n_repeats),
                 memory=ctx.memory,
+                split=distributed.host_split(),  # each host rolls out its share of the probes
             )
         t0 = time.perf_counter()
         crits = critic.diagnose(chosen, k_crit, round=r)
@@ -484,23 +485,22 @@ def potentials_and_routing(ctx: Any, state: RunState, r: int, per_mode, key: jax
 
 def bc_demos_for(ctx: Any, gens: list[Gen], key: jax.Array):
     """Planner demos on the given scenes as BC rows (routing's "bc", and the SFT baseline)."""
+    buckets = collect.buckets_of([g.compiled for g in gens], int(ctx.config.loop.bucket_size))
+    keep = [i for i, b in enumerate(buckets) if ctx.source.planner(b) is not None]
+    got = collect.rollouts_of(  # the buckets spread over the hosts of a run
+        ctx.backend,
+        [buckets[i] for i in keep],
+        lambda b: (ctx.source.planner(b), None),
+        key,
+        ctx.config.sim.num_chunks,
+        1,
+        distributed.host_split(objects=True),
+        key_of=lambda j, n: jax.random.fold_in(key, keep[j]),
+    )
     rows = []
-    for i, b in enumerate(
-        collect.buckets_of([g.compiled for g in gens], int(ctx.config.loop.bucket_size))
-    ):
-        agent = ctx.source.planner(b)
-        if agent is None:  # a task the source's planner cannot script: no demos
-            continue
-        res, sec = collect.rollout(
-            ctx.backend,
-            b,
-            agent,
-            None,
-            jax.random.fold_in(key, i),
-            ctx.config.sim.num_chunks,
-        )
+    for i, ((res, sec),) in zip(keep, got, strict=True):
         ctx.spend(res.env_steps, sec)
-        rows.append(collect.demo_rows(ctx.learner, ctx.agents, res, b))
+        rows.append(collect.demo_rows(ctx.learner, ctx.agents, res, buckets[i]))
     return collect.concat_batches(rows)
 
 

@@ -8,7 +8,9 @@ families' `propose`, executed by the SDK, verified by `coda.sim.verify`; the eng
 from the LIBERO planner; the evaluation suites are LIBERO's own held-out initial states, their
 LIBERO-Plus layout shifts and LIBERO-PRO's perturbed suites (`LIBERO_SUITE_NAMES`); a round's
 fresh scenes are layout-shifted initial states of the suite's tasks (the only factor LIBERO's
-tasks expose to resampling without leaving the suite). Episodes are named by
+tasks expose to resampling without leaving the suite: the object and task swaps are
+LIBERO-PRO's OOD suites, so strategies that test modes against a control factor are refused,
+`coda.runconfig`). Episodes are named by
 `coda.libero.episodes` programs, so pool.jsonl / suites.json / resume work as for families.
 
 A source answers: the pool and held-out tasks (round 0), extra demo layouts, the planner of a
