@@ -109,6 +109,7 @@ def test_libero_configs_are_checked_before_anything_runs():
         ("sim.source", "libero"): "sim.source='libero' is unknown",
         ("sim.backend", "mjx"): "needs sim.backend native or auto",
         ("strategy", "coda"): "resamples one factor in training",
+        ("policy.obs_mode", "images"): "obs_mode='images' with sim.source='libero:libero_spatial'",
         ("libero.train_states", 45): "0 < train_states <= heldout_from < 50",
         ("libero.shift_levels", (0,)): "levels 1..5",
         ("eval.suites", ("id", "ood_instances")): "eval.suites: unknown ['ood_instances']",
