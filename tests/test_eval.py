@@ -209,3 +209,45 @@ def test_split_over_hosts_gives_every_host_the_one_host_result(native_backend):
         evaluate(planner_agent, suite, native_backend, rng, CHUNKS, split=(2, 2, None))
     with pytest.raises(RuntimeError, match="hosts returned buckets"):  # a host's share missing
         evaluate(planner_agent, suite, native_backend, rng, CHUNKS, split=(0, 2, lambda v: [v, []]))
+
+
+def test_a_suite_counts_success_at_the_end_or_at_any_endpoint():
+    """`Suite.success`: "final" (ours: ν at the last endpoint) or "any" (LIBERO's protocol: the
+    goal held at some endpoint; a frozen, failed variant never counts); saved with the suite."""
+    import types
+
+    import jax
+    import numpy as np
+
+    from coda.eval import Suite, evaluate
+
+    bucket = types.SimpleNamespace(valid=np.array([True, True, True, False]))
+    res = types.SimpleNamespace(
+        success=np.array([True, False, False, True]),
+        success_any=np.array([True, True, True, True]),
+        failed=np.array([False, False, True, False]),
+    )
+    backend = types.SimpleNamespace(rollout=lambda *a: res)
+    for rule, want in (("final", 1), ("any", 2)):
+        s = Suite("s", ["p"] * 3, [0, 1, 2], success=rule)
+        s._buckets = [bucket]
+        r = evaluate(lambda b: (None, None), s, backend, jax.random.key(0), 3)
+        assert (r.n, r.successes) == (3, want), rule
+    with pytest.raises(ValueError, match="valid: \\('final', 'any'\\)"):
+        Suite("s", [], [], success="first")
+
+
+def test_suites_json_keeps_the_success_rule(tmp_path):
+    from coda.eval import Suite
+    from coda.loop.evaluation import load_suites, save_suites
+
+    path = str(tmp_path / "suites.json")
+    save_suites({"id": Suite("id", ["p"], [3], "train", 4, "any")}, path)
+    (s,) = load_suites(path).values()
+    assert (s.programs, s.seeds, s.batch_size, s.success) == (["p"], [3], 4, "any")
+    import json
+
+    data = json.load(open(path))
+    del data["id"]["success"]  # a run folder from before the rule was saved
+    json.dump(data, open(path, "w"))
+    assert load_suites(path)["id"].success == "final"

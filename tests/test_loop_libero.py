@@ -71,6 +71,7 @@ def test_the_libero_source_builds_pool_and_held_out_suites():
     assert sorted(E.parse(p.scene.program).index for p in pool) == [0, 0, 1, 1]
     suites = src.build_suites(pool, held)
     assert list(suites) == list(cfg.eval.suites)
+    assert {s.success for s in suites.values()} == {"any"}  # LIBERO's protocol
     n = int(cfg.eval.episodes)
     assert all(s.n == n for s in suites.values())
     assert suites["id"].programs == [p.scene.program for p in pool][:n]

@@ -143,6 +143,9 @@ def heldout_category_programs(source: str) -> list[str]:
 # ----------------------------------------------------------------------------- suites
 
 
+SUCCESS_RULES = ("final", "any")
+
+
 @dataclasses.dataclass
 class Suite:
     """A fixed list of episodes (program, layout seed); buckets are compiled once, on first use."""
@@ -152,7 +155,14 @@ class Suite:
     seeds: list[int]  # layout seed per episode
     split: str = "all"  # asset split the programs are executed under
     batch_size: int | None = None  # variants per rollout (None: one bucket per structure)
+    # when an episode counts as a success: "final" (ν at the last chunk endpoint, ours) or
+    # "any" (ν at any chunk endpoint: LIBERO's protocol, whose episode ends at success)
+    success: str = "final"
     _buckets: list | None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.success not in SUCCESS_RULES:
+            raise ValueError(f"Suite.success={self.success!r}; valid: {SUCCESS_RULES}")
 
     @property
     def n(self) -> int:
@@ -294,7 +304,8 @@ def evaluate(
     max_episodes: int | None = None,
     split: Split | None = None,
 ) -> SuiteResult:
-    """ν success at the last chunk endpoint over the episodes of a suite (failed = 0).
+    """ν success at the last chunk endpoint (`suite.success="any"`: at any endpoint) over the
+    episodes of a suite (failed = 0).
 
     `max_episodes` evaluates only the first buckets holding at least that many episodes (cheap
     intermediate evaluations; the result's n and s.e. say what was measured).
@@ -313,7 +324,10 @@ def evaluate(
     def one(i: int) -> list:
         agent, params = agent_for(chosen[i])
         res = backend.rollout(chosen[i], agent, params, jax.random.fold_in(rng, i), num_chunks)
-        return np.asarray(res.success)[chosen[i].valid].tolist()
+        ok = np.asarray(res.success)
+        if suite.success == "any":  # LIBERO: success at any endpoint, a frozen (failed) one not
+            ok = np.asarray(res.success_any) & ~np.asarray(res.failed)
+        return ok[chosen[i].valid].tolist()
 
     mine = {i: np.asarray(v) for i, v in split_map(len(chosen), one, split).items()}
     if sorted(mine) != list(range(len(chosen))):

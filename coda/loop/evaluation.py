@@ -71,7 +71,13 @@ def build_suites(
 
 def save_suites(suites: dict[str, Suite], path: str) -> None:
     data = {
-        n: {"programs": s.programs, "seeds": s.seeds, "split": s.split, "batch_size": s.batch_size}
+        n: {
+            "programs": s.programs,
+            "seeds": s.seeds,
+            "split": s.split,
+            "batch_size": s.batch_size,
+            "success": s.success,
+        }
         for n, s in suites.items()
     }
     tmp = path + ".tmp"
@@ -84,7 +90,14 @@ def load_suites(path: str) -> dict[str, Suite]:
     with open(path) as f:
         data = json.load(f)
     return {
-        n: Suite(n, d["programs"], [int(x) for x in d["seeds"]], d["split"], d["batch_size"])
+        n: Suite(
+            n,
+            d["programs"],
+            [int(x) for x in d["seeds"]],
+            d["split"],
+            d["batch_size"],
+            d.get("success", "final"),  # suites.json before the rule was saved: ours
+        )
         for n, d in data.items()
     }
 

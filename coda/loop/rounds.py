@@ -444,16 +444,22 @@ def potentials_and_routing(ctx: Any, state: RunState, r: int, per_mode, key: jax
     if s.potential != "none":
         name = str(ctx.config.get("potentials", {}).get("compiler", "offline"))
         compiler = make_compiler(name, ctx.llm)  # R_hone: offline templates | the llm client
-        for m in validated:
-            if m.id in state.mode_potentials:
-                continue
-            scene = Scene.from_dict(state.mode_parents[m.id][0])
-            # one scene, padded to a multiple of the devices MJX shards a bucket over
-            mult = int(getattr(ctx.backend, "n_devices", 1))
-            bucket = collect.buckets_of([compile_scene(scene)], 1, multiple_of=mult)[0]
-            res, sec = collect.rollout(
-                ctx.backend, bucket, planner_for(bucket), None, key, ctx.config.sim.num_chunks
-            )
+        todo = [m for m in validated if m.id not in state.mode_potentials]
+        scenes = [Scene.from_dict(state.mode_parents[m.id][0]) for m in todo]
+        # one scene per mode, padded to a multiple of the devices MJX shards a bucket over
+        mult = int(getattr(ctx.backend, "n_devices", 1))
+        buckets = [collect.buckets_of([compile_scene(x)], 1, multiple_of=mult)[0] for x in scenes]
+        demos = collect.rollouts_of(  # the modes' planner demos spread over the hosts of a run
+            ctx.backend,
+            buckets,
+            lambda b: (planner_for(b), None),
+            key,
+            ctx.config.sim.num_chunks,
+            1,
+            distributed.host_split(objects=True),
+            key_of=lambda i, n: key,
+        )
+        for m, scene, bucket, ((res, sec),) in zip(todo, scenes, buckets, demos, strict=True):
             ctx.spend(res.env_steps, sec)
             req = CompileRequest(
                 task=scene.task,

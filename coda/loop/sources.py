@@ -283,7 +283,8 @@ class LiberoSource:
 
     def build_suites(self, pool: Sequence[Any], held: Sequence[str]) -> dict:
         """ID: the pool's episodes; OOD: held-out initial states (`ood_layouts`), their layout
-        shifted (`ood_shift`, LIBERO-Plus), LIBERO-PRO's swap / object / lan / task suites."""
+        shifted (`ood_shift`, LIBERO-Plus), LIBERO-PRO's swap / object / lan / task suites.
+        Success as LIBERO counts it: the goal held at any chunk endpoint (`Suite.success`)."""
         from coda.eval import Suite
         from coda.libero import suites as LS
 
@@ -300,7 +301,7 @@ class LiberoSource:
             if name == "id":
                 progs = [pool[i % len(pool)].scene.program for i in range(n)]
                 seeds = [int(pool[i % len(pool)].scene.seed) for i in range(n)]
-                out[name] = Suite(name, progs, seeds, "train", bs)
+                out[name] = Suite(name, progs, seeds, "train", bs, "any")
                 continue
             if name == "ood_layouts":
                 eps = self._ood_episodes(self.suite, 0, n)
@@ -316,7 +317,7 @@ class LiberoSource:
             seeds = [
                 1_700_000_000 + 7919 * i + int(c.seed) if e.level else 0 for i, e in enumerate(eps)
             ]
-            out[name] = Suite(name, [e.program for e in eps], seeds, "train", bs)
+            out[name] = Suite(name, [e.program for e in eps], seeds, "train", bs, "any")
         return out
 
     def resample_factors(self, allocation: str) -> tuple[str, ...]:
