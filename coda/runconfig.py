@@ -289,12 +289,6 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
             f"sim.source={src!r} needs sim.backend native or auto (LIBERO's contact "
             "sensors are native MuJoCo only)"
         )
-    if _get(config, "policy.obs_mode") == "images":
-        out.append(
-            f"policy.obs_mode='images' with sim.source={src!r}: not built (the loop renders our "
-            "scenes' front / wrist cameras; a LIBERO episode's frames come from its visual "
-            "model, coda.libero.render); use obs_mode='state'"
-        )
     from coda.loop.strategies import STRATEGIES
 
     strategy = STRATEGIES.get(_get(config, "strategy"))

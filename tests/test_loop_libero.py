@@ -56,6 +56,31 @@ def test_compiled_episodes_carry_their_program_and_are_deterministic():
     assert a.structure_key == c.structure_key  # one bucket for a task's states and shifts
 
 
+def test_image_observations_of_libero_episodes_show_libero_cameras_and_meshes():
+    """An image policy on LIBERO sees LIBERO's agent view and wrist camera rendered from the
+    task's visual model (meshes, textures; one shared model), not our box scene's cameras."""
+    from coda.libero import scene as S
+    from coda.sim import render as R
+    from coda.sim.observe import ImageSpec, cameras_in, render_qpos
+    from coda.sim.rollout import make_buckets
+
+    cs = [E.compile_episode(E.Episode("libero_spatial", SPATIAL[0], i).program) for i in (0, 1)]
+    (b,) = make_buckets(cs, 2)
+    vis = S.visual_model("libero_spatial", SPATIAL[0])
+    assert all(m is vis for m in b.render_models) and vis.nmesh > 0
+    assert all(m.nmesh == 0 for m in b.models)  # physics: collision boxes only
+    spec = ImageSpec(("base_0_rgb", "left_wrist_0_rgb"), ("front", "wrist"), 32)
+    assert cameras_in(vis, spec.cameras) == (S.AGENTVIEW_CAMERA, S.WRIST_CAMERA)
+    frames = render_qpos(b.render_models, b.init_qpos, spec)  # [2, 2, 32, 32, 3]
+    want = R.render_variants(
+        [vis, vis], b.init_qpos, cameras=(S.AGENTVIEW_CAMERA, S.WRIST_CAMERA), width=32, height=32
+    )
+    np.testing.assert_array_equal(frames, want)
+    assert frames.std() > 10  # a scene, not a blank frame
+    boxes = render_qpos(b.models, b.init_qpos, spec)  # what the physics model would show
+    assert np.abs(frames.astype(int) - boxes.astype(int)).mean() > 5
+
+
 # ----------------------------------------------------------------------------- source + config
 
 
@@ -110,7 +135,6 @@ def test_libero_configs_are_checked_before_anything_runs():
         ("sim.source", "libero"): "sim.source='libero' is unknown",
         ("sim.backend", "mjx"): "needs sim.backend native or auto",
         ("strategy", "coda"): "resamples one factor in training",
-        ("policy.obs_mode", "images"): "obs_mode='images' with sim.source='libero:libero_spatial'",
         ("libero.train_states", 45): "0 < train_states <= heldout_from < 50",
         ("libero.shift_levels", (0,)): "levels 1..5",
         ("eval.suites", ("id", "ood_instances")): "eval.suites: unknown ['ood_instances']",
@@ -204,3 +228,16 @@ def test_every_strategy_without_critique_runs_on_libero(strategy, tmp_path):
     else:  # resampled pool episodes: layout shifts, AWR on their transitions
         assert r1["kinds"] == {"resample": int(cfg.loop.budget)}
         assert r1["transitions"] > 0 and math.isfinite(r1["update"]["policy_loss"])
+
+
+@pytest.mark.slow  # ~70 s: a vision tower on the CPU
+def test_an_image_policy_runs_the_libero_loop(tmp_path):
+    from coda import loop
+
+    cfg = _config()
+    cfg.policy.obs_mode = "images"
+    cfg.policy.image_size = 32
+    loop.run(cfg, str(tmp_path))
+    r0, r1 = _history(str(tmp_path), 1)
+    assert r0["demo_rows"] > 0 and math.isfinite(r0["bc_loss"])
+    assert math.isfinite(r1["update"]["policy_loss"]) and set(r1["suites"]) == set(cfg.eval.suites)

@@ -408,6 +408,7 @@ def add_cameras(spec: mujoco.MjSpec, task: LiberoTask) -> None:
     wrist.fovy = WRIST_FOVY
 
 
+@functools.lru_cache(maxsize=64)
 def visual_model(suite: str, name: str) -> mujoco.MjModel:
     """The task's model with LIBERO's visual meshes and textures, sites hidden (for rendering;
     shared, do not step it): same bodies, joints and qpos layout as `compile_task`'s model."""
@@ -589,4 +590,6 @@ def compile_task(
         h.hexdigest()[:16],
         success,
         {n: body_index[n] for n, _ in task.problem.objects + tuple(task.fixtures)},
+        # image observations show LIBERO's meshes and textures (loaded on first use)
+        None if visual else functools.partial(visual_model, suite, name),
     )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import mujoco
 import numpy as np
@@ -92,6 +92,9 @@ class CompiledScene:
     structure_key: str
     success: Predicate
     object_bodies: dict[str, int]  # object name -> tracked body index
+    # () -> the model image observations render (same qpos layout; meshes / textures allowed,
+    # one model shared by the variants that render with it); None: `model` itself (ours)
+    render_model: Callable[[], mujoco.MjModel] | None = None
 
 
 def _yaw_quat(yaw: float) -> list[float]:

@@ -44,6 +44,25 @@ POLICY_CAMERAS: dict[str, str] = {
     "base_0_rgb": AGENT_CAMERA,
     "left_wrist_0_rgb": WRIST_CAMERA,
 }
+# a render model that carries these cameras shows them instead (LIBERO's agent view and wrist
+# camera, `coda.libero.scene.add_cameras`: what LIBERO's policies see)
+CAMERA_ALIASES: dict[str, tuple[str, ...]] = {
+    AGENT_CAMERA: ("agentview",),
+    WRIST_CAMERA: ("robot0_eye_in_hand",),
+}
+
+
+def cameras_in(model: Any, cameras: Sequence[str]) -> tuple[str, ...]:
+    """`cameras` as `model` names them (`CAMERA_ALIASES` first)."""
+    import mujoco
+
+    def one(name: str) -> str:
+        for alias in CAMERA_ALIASES.get(name, ()):
+            if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, alias) >= 0:
+                return alias
+        return name
+
+    return tuple(one(c) for c in cameras)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +122,7 @@ def render_qpos(
         return out
     ms = [models[i] for i in rows]
     out[rows] = R.render_variants(
-        ms, qpos[rows], cameras=spec.cameras, width=spec.size, height=spec.size
+        ms, qpos[rows], cameras=cameras_in(ms[0], spec.cameras), width=spec.size, height=spec.size
     )
     return out
 
@@ -120,7 +139,7 @@ def render_result(
     keep = np.asarray(bucket.valid if keep is None else keep, bool)
     out = np.zeros((qpos.shape[0], c, len(spec.cameras), spec.size, spec.size, 3), np.uint8)
     for t in range(c):
-        out[:, t] = render_qpos(bucket.models, qpos[:, t], spec, keep)
+        out[:, t] = render_qpos(bucket.render_models, qpos[:, t], spec, keep)
     return out
 
 

@@ -479,9 +479,10 @@ def render_variants(
     variant model would be created (and its MjrContext uploaded) for every new variant the loop
     compiles; one context serves them all because `mjv_updateScene` reads each variant's own
     geom sizes, colours and poses, and the context holds only what variants share (our scenes
-    have no meshes or textures; a bucket cannot differ in them). Kinematics run once per state
-    for all cameras, in one MjData (same structure, same sizes). Plain settings: no shadows,
-    reflections or MSAA (the policy's observations, rendered at chunk endpoints).
+    have no meshes or textures; a bucket cannot differ in them). Models with meshes or textures
+    render here only as one shared model object (a LIBERO task's visual model). Kinematics run
+    once per state for all cameras, in one MjData (same structure, same sizes). Plain settings:
+    no shadows, reflections or MSAA (the policy's observations, rendered at chunk endpoints).
     """
     import mujoco
 
@@ -496,6 +497,8 @@ def render_variants(
     m0 = models[0]
     shape0 = (m0.nq, m0.ngeom, m0.nbody, m0.ncam, m0.nlight, 0, 0)
     for i, m in enumerate(models):
+        if m is m0:  # one model (meshes and textures too: the context holds them) serves all
+            continue
         if (m.nq, m.ngeom, m.nbody, m.ncam, m.nlight, m.nmesh, m.ntex) != shape0:
             raise ValueError(
                 f"model {i} differs from model 0 in structure (joints/geoms/bodies/cameras/"

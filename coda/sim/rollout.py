@@ -132,6 +132,12 @@ class Bucket:
     def models(self) -> list[mujoco.MjModel]:
         return [v.model for v in self.padded]
 
+    @property
+    def render_models(self) -> list[mujoco.MjModel]:
+        """What image observations render: a variant's `render_model` (e.g. LIBERO's meshes and
+        textures, one model per task) or its physics model."""
+        return [v.model if v.render_model is None else v.render_model() for v in self.padded]
+
     def initial_data(self) -> list[mujoco.MjData]:
         out = []
         for v, q, u in zip(self.padded, self.init_qpos, self.init_ctrl, strict=True):
@@ -358,7 +364,7 @@ class NativeBackend:
         for c in range(num_chunks):
             images = None
             if spec is not None:  # the policy acts on what the cameras show at this endpoint
-                frames.append(render_qpos(models, qs[-1], spec, bucket.valid))
+                frames.append(render_qpos(bucket.render_models, qs[-1], spec, bucket.valid))
                 images = jnp.asarray(frames[-1])
             actions, ctrl, target, carry, info = _policy_chunk(
                 policy,
