@@ -219,6 +219,7 @@ def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDic
         f"- Learned policy: **{trained}** (`{config.policy.name}` structure, width "
         f"{config.policy.width}); every success number below is the learned policy's, "
         "measured by ν on fixed suites.",
+        f"- Scenes: {_source_line(config)}.",
         f"- Scripted planner: {ran['scripted_planner']}.",
         f"- Critic: {ran['critic']}; engine: {ran['engine']}; memory: {ran['memory']}; "
         f"potential: {ran['potential']}.",
@@ -441,3 +442,17 @@ def write_report(workdir: str, config: ConfigDict, state: Any, ctx: Any, wall: f
     with open(os.path.join(workdir, "costs.json"), "w") as f:
         json.dump(summary["costs"], f, indent=1)
     return summary
+
+
+def _source_line(config: Any) -> str:
+    """Where the run's scenes came from (`sim.source`), in words."""
+    src = str(config.sim.get("source", "families"))
+    if src == "families":
+        return f"our task families {', '.join(config.sim.families)} (`sim.source=families`)"
+    lib = config.libero
+    tasks = f"tasks {lib.tasks}" if str(lib.tasks) else "all tasks"
+    return (
+        f"LIBERO `{src[len('libero:'):]}`, {tasks} at initial states 0-{int(lib.train_states) - 1} "
+        f"(held out from {int(lib.heldout_from)}); rounds buy layout-shifted states "
+        f"(levels {', '.join(str(x) for x in lib.shift_levels)}); success as LIBERO counts it"
+    )

@@ -192,6 +192,8 @@ def test_the_loop_seeds_from_libero_and_runs_its_rounds(libero_run):
     assert r1["kinds"] == {"novel": int(cfg.loop.budget)} and r1["accepted"] >= 1
     assert r1["rollouts"] == r1["accepted"] * int(cfg.loop.rollouts_per_variant)
     assert math.isfinite(r1["update"]["policy_loss"])
+    with open(os.path.join(workdir, "report.md")) as f:
+        assert "Scenes: LIBERO `libero_spatial`, tasks 0,1 at initial states 0-1" in f.read()
 
 
 def test_a_libero_run_resumes_from_its_checkpoint(libero_run, tmp_path):
