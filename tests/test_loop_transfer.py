@@ -18,6 +18,7 @@ from coda.engine.programs import Program, load_programs, store_program
 from coda.engine.seeding import seed_scenes
 from coda.loop import checkpoint as ckpt
 from coda.loop import rounds, transfer
+from coda.loop.sources import FamilySource
 from coda.loop.state import RunState
 from coda.loop.strategies import get_strategy
 from coda.memory import MemoryStore
@@ -132,7 +133,12 @@ def target(tmp_path, src: str, strategy: str = "coda", budget: int = 6):
     work.mkdir(exist_ok=True)
     memory = MemoryStore(str(work / "memory.sqlite"))
     ctx = SimpleNamespace(
-        config=cfg, strategy=get_strategy(strategy), memory=memory, engine=NoEngine(), pool=[]
+        config=cfg,
+        strategy=get_strategy(strategy),
+        memory=memory,
+        engine=NoEngine(),
+        pool=[],
+        source=FamilySource(cfg),
     )
     state = RunState(round=0, history=[{"round": 0}])
     return ctx, state, str(work)

@@ -186,10 +186,11 @@ def generate(ctx: Any, state: RunState, r: int, reqs) -> tuple[list[Gen], dict]:
             tried += n_tried
             accepted += len(made)
             out += [Gen(c, None, "resample", f, "-") for c, f in made]
-    n_tried, made = ctx.source.novel(novel_needed, rng)
-    tried += n_tried
-    accepted += len(made)
-    out += [Gen(c, None, "novel", None, "-") for c in made]
+    if novel_needed:
+        n_tried, made = ctx.source.novel(novel_needed, rng)
+        tried += n_tried
+        accepted += len(made)
+        out += [Gen(c, None, "novel", None, "-") for c in made]
     cells = [(g.family, g.factor or "novel", g.phase) for g in out]
     return out, {
         "generated": tried,
