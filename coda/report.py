@@ -451,8 +451,9 @@ def _source_line(config: Any) -> str:
         return f"our task families {', '.join(config.sim.families)} (`sim.source=families`)"
     lib = config.libero
     tasks = f"tasks {lib.tasks}" if str(lib.tasks) else "all tasks"
+    suite = src.removeprefix("libero:")
     return (
-        f"LIBERO `{src[len('libero:') :]}`, {tasks} at initial states 0-{int(lib.train_states) - 1} "
+        f"LIBERO `{suite}`, {tasks} at initial states 0-{int(lib.train_states) - 1} "
         f"(held out from {int(lib.heldout_from)}); rounds buy layout-shifted states "
         f"(levels {', '.join(str(x) for x in lib.shift_levels)}); success as LIBERO counts it"
     )

@@ -38,7 +38,8 @@ def get_config(arg: str | None = None, suite: str = "libero_spatial"):
     c.sim.num_chunks = math.ceil(STEP_CAPS[suite] * 0.05 / (0.04 * c.sim.horizon))
     c.policy.max_state_dim = 128  # up to 15 tracked bodies x 7 + gripper (libero_spatial: 122)
     c.policy.max_token_len = 32  # LIBERO's instructions run to ~25 tokens
-    c.eval.suites = ("id", "ood_layouts", "ood_shift", "ood_swap", "ood_objects", "ood_tasks")
+    c.eval.suites = ("id", "ood_layouts", "ood_shift", "ood_swap", "ood_objects", "ood_language")
+    c.eval.suites += ("ood_tasks",)
     c.eval.before_bc = False
     c.loop.demo_seeds = 8  # initial states 8..15 of each task: demos only
     c.loop.budget = 20  # two fresh shifted states per task and round

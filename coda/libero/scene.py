@@ -453,7 +453,7 @@ def _body_half(m: mujoco.MjModel, d: mujoco.MjData, body: int) -> np.ndarray:
     return np.maximum(np.maximum(-box[0], box[1]), 1e-3)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=128)  # a LIBERO-seeded run's suites span up to 50 tasks x 2 kinds
 def _compiled_model(suite: str, name: str, visual: bool):
     task = load_task(suite, name)
     built = build_spec(task, visual)
