@@ -231,6 +231,9 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
 
         strategy = _get(config, "strategy")
         out += source_problems(mem, None if strategy is _MISSING else strategy)
+    nd = _get(config, "loop.novel_demos")
+    if nd is not _MISSING and not isinstance(nd, bool):
+        out.append(f"loop.novel_demos={nd!r} must be True or False")
     dp = _get(config, "loop.data_parallel")
     if dp is not _MISSING and dp not in DATA_PARALLEL:
         out.append(f"loop.data_parallel={dp!r} is unknown (valid: {', '.join(DATA_PARALLEL)})")
@@ -335,6 +338,9 @@ def device_problems(
     buckets (`backend`: the resolved physics backend) over the `n_local` devices of a host, and
     a multi-host run trains one learner."""
     out: list[str] = []
+    nd = _get(config, "loop.novel_demos")
+    if nd is not _MISSING and not isinstance(nd, bool):
+        out.append(f"loop.novel_demos={nd!r} must be True or False")
     dp = _get(config, "loop.data_parallel")
     dp = "auto" if dp is _MISSING else dp
     if n_processes > 1 and dp == "off":
@@ -421,6 +427,7 @@ def cache_dir(config: Any = None) -> str:
 # Fields added to configs/coda.py after runs were made: a run folder's config.json without one
 # ran with this value, so it compares equal to a config that sets it (resume, start_from, study)
 ADDED_DEFAULTS = {
+    "loop.novel_demos": False,
     "sim.source": "families",
     "libero.tasks": "",
     "libero.train_states": 8,

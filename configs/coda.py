@@ -86,6 +86,9 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # as the method's allocator does) | "pool" (resampled layouts / attributes of the training
     # programs: scenes inside the success band, which self-imitation can learn from)
     c.loop.no_mode_budget = "novel"
+    # planner demos of the round's fresh (novel) scenes join the demo rows AWR batches mix in
+    # (loop.demo_fraction); sft learns fresh tasks from such demos (results/loop_selfimit.md)
+    c.loop.novel_demos = False
     c.loop.c_explore = 1.0
     c.loop.min_modes_in_band = 8  # trigger: another update block only with >= this many...
     c.loop.plateau_updates = 200  # ...and policy success not flat for this many updates

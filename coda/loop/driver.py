@@ -412,7 +412,7 @@ _START_FREE += ("critic", "engine", "llm", "potentials")
 _START_FREE += ("loop.min_stop_round", "loop.min_modes_in_band", "loop.plateau_updates")
 # nor the rounds' collection sampler (only step 3's rollouts sample with it), nor the rounds'
 # share of fresh programs (step 1's allocation)
-_START_FREE += ("loop.collect_noise_scale", "loop.epsilon")
+_START_FREE += ("loop.collect_noise_scale", "loop.epsilon", "loop.novel_demos")
 _START_FREE += _RESUMABLE
 
 

@@ -529,11 +529,17 @@ def update(ctx: Any, state: RunState, r: int, gens: list[Gen], routing: dict, n_
             out["policy_loss"] = m.get("loss")
     elif s.update in ("awr", "frozen") and lrn.replay_size > 0:
         bc_modes = {int(k) for k, v in routing.items() if v == "bc"}
-        if bc_modes:
-            new = bc_demos_for(ctx, [g for g in gens if g.mode_id in bc_modes], k_demo)
+        demo_gens = [g for g in gens if g.mode_id in bc_modes]
+        if bool(lc.get("novel_demos", False)):  # the fresh scenes' planner demos join the demo
+            demo_gens += [g for g in gens if g.kind == "novel"]  # rows AWR batches mix in
+        if demo_gens:
+            new = bc_demos_for(ctx, demo_gens, k_demo)
             demos = collect.concat_batches([ctx.sft_demos, new], int(lc.demo_cap))
             if demos is not None:
                 lrn.set_demos(demos)
+                if bool(lc.get("novel_demos", False)):
+                    ctx.sft_demos = demos  # kept across rounds (as the sft baseline's are)
+            out["demo_rows_added"] = 0 if new is None else int(new.actions.shape[0])
         blocks = 0
         while True:
             kq, kp = jax.random.fold_in(k_q, blocks), jax.random.fold_in(k_p, blocks)
