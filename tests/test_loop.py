@@ -122,3 +122,16 @@ def test_a_changed_config_does_not_resume_into_the_run(smoke_run):
     other = smoke_config(budget=cfg.loop.budget + 1)
     with pytest.raises(runconfig.ConfigError, match="loop.budget"):
         loop.run(other, workdir)
+
+
+def test_novel_demos_add_planner_demos_of_the_fresh_scenes(smoke_run, tmp_path):
+    """`loop.novel_demos`: the round's fresh scenes get planner demos that join the AWR demo rows
+    (the smoke run itself, without it, adds none); round 0 adopted from the smoke run."""
+    from coda import loop
+
+    cfg, workdir, summary = smoke_run
+    assert "demo_rows_added" not in summary["history"][1]["update"]
+    nd = smoke_config(rounds=1, start_from=workdir, novel_demos=True)
+    got = loop.run(nd, str(tmp_path / "nd"))["history"][1]
+    fresh = got["kinds"].get("novel", 0)
+    assert fresh > 0 and got["update"]["demo_rows_added"] > 0
