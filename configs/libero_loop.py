@@ -1,6 +1,6 @@
 """The loop seeded from a LIBERO suite: `--config=configs/libero_loop.py` (libero_spatial),
-another suite with `--config.sim.source=libero:libero_goal`, variants as configs/coda.py
-('', 'smoke', 'gpu', 'selfimit').
+another suite with `--config=configs/libero_loop.py:libero_goal` (its step cap too), variants
+as configs/coda.py ('', 'smoke', 'gpu', 'selfimit'; with a suite: `:smoke,libero_goal`).
 
 Round 0: the suite's tasks (`libero.tasks`) at their first `libero.train_states` fixed initial
 states are the training pool; the LIBERO planner's demos there (and on `loop.demo_seeds` more
@@ -27,10 +27,28 @@ STEP_CAPS = {  # LIBERO's control steps at 20 Hz (coda.libero.suites.STEP_CAPS)
 
 
 def get_config(arg: str | None = None, suite: str = "libero_spatial"):
+    """`arg`: a variant of configs/coda.py and / or a suite, comma-separated, e.g.
+    `configs/libero_loop.py:libero_goal` or `:smoke,libero_10` (the suite sets the step cap)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "coda.py")
     spec = importlib.util.spec_from_file_location("_coda_base_config", path)
     base = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(base)
+    parts = [p for p in (arg or "").split(",") if p]
+    suites = [p for p in parts if p in STEP_CAPS]
+    if len(suites) > 1:
+        raise ValueError(f"one LIBERO suite per config, got {suites}; valid: {list(STEP_CAPS)}")
+    suite = suites[0] if suites else suite
+    rest = [p for p in parts if p not in STEP_CAPS]
+    if len(rest) > 1:
+        raise ValueError(
+            f"one variant per config, got {rest}; valid: '', 'smoke', 'gpu', 'selfimit'"
+        )
+    arg = rest[0] if rest else None
+    if arg is not None and arg not in base.VARIANTS:
+        raise ValueError(
+            f"unknown config variant or LIBERO suite {arg!r}; valid: variants {base.VARIANTS}, "
+            f"suites {tuple(STEP_CAPS)}"
+        )
     c = base.get_config(arg, strategy="sft")
     c.sim.source = f"libero:{suite}"
     c.sim.backend = "native"

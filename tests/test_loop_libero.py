@@ -128,6 +128,14 @@ def test_the_libero_source_builds_pool_and_held_out_suites():
 def test_libero_configs_are_checked_before_anything_runs():
     from coda.sim import tasks
 
+    goal = _config("smoke,libero_goal")  # a suite by name: its step cap, the smoke sizes
+    assert goal.sim.source == "libero:libero_goal" and goal.libero.train_states == 2
+    assert _config("libero_10").sim.num_chunks == 65  # 520 steps x 0.05 s / 0.4 s
+    assert _config(None).sim.num_chunks == 28  # libero_spatial: 220 steps
+    for bad in ("libero_goal,libero_10", "smoke,gpu"):
+        with pytest.raises(ValueError, match="one "):
+            _config(bad)
+
     runconfig.validate(_config(), families=tasks.FAMILIES)
     runconfig.validate(_config(None), families=tasks.FAMILIES)
     cases = {
