@@ -269,22 +269,22 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
             out.append(f"eval.suites: unknown {bad} (valid: {', '.join(names)})")
 
 
-LIBERO_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
-LIBERO_PRO_SUITES = ("ood_swap", "ood_objects", "ood_language", "ood_tasks")  # not libero_90
+LIBERO_PRO_SUITES = ("ood_swap", "ood_objects", "ood_language", "ood_tasks")
 
 
 def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     """`sim.source` and, for a LIBERO source, the `libero` section, the backend and the
     strategy (LIBERO runs the rounds of strategies that do not critique: README, LIBERO).
     Returns the suite names the source evaluates on."""
+    from coda.libero.suites import PERTURBABLE, SUITES  # pure Python (the data's names)
     from coda.loop.evaluation_names import LIBERO_SUITE_NAMES, SUITE_NAMES
 
     src = _get(config, "sim.source")
     if src is _MISSING or src == "families":
         return SUITE_NAMES
     suite = src[len("libero:") :] if isinstance(src, str) and src.startswith("libero:") else None
-    if suite not in LIBERO_SUITES:
-        valid = ", ".join(["families"] + [f"libero:{x}" for x in LIBERO_SUITES])
+    if suite not in SUITES:
+        valid = ", ".join(["families"] + [f"libero:{x}" for x in SUITES])
         out.append(f"sim.source={src!r} is unknown (valid: {valid})")
         return SUITE_NAMES
     if _get(config, "sim.backend") == "mjx":
@@ -322,7 +322,7 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     tasks = _get(config, "libero.tasks")
     if not isinstance(tasks, str) or not all(x.strip().isdigit() for x in tasks.split(",") if x):
         out.append(f"libero.tasks={tasks!r} must be task ids like '0,3' ('' = all)")
-    if suite == "libero_90":
+    if suite not in PERTURBABLE:  # LIBERO-PRO perturbs no other suite (libero_90)
         return tuple(n for n in LIBERO_SUITE_NAMES if n not in LIBERO_PRO_SUITES)
     return LIBERO_SUITE_NAMES
 

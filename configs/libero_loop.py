@@ -17,13 +17,7 @@ import importlib.util
 import math
 import os
 
-STEP_CAPS = {  # LIBERO's control steps at 20 Hz (coda.libero.suites.STEP_CAPS)
-    "libero_spatial": 220,
-    "libero_object": 280,
-    "libero_goal": 300,
-    "libero_10": 520,
-    "libero_90": 400,
-}
+from coda.libero.suites import STEP_CAPS  # LIBERO's control steps at 20 Hz per suite
 
 
 def get_config(arg: str | None = None, suite: str = "libero_spatial"):

@@ -477,6 +477,7 @@ def test_probe_rollouts_split_over_hosts_match_one_host(sized_bucket, native_bac
     and both get the one-host outcomes (simulated in one process: each host's share captured,
     then both run again with the gathered shares)."""
     from coda.critic import run_probes
+    from tests import two_hosts
 
     b = sized_bucket
     r = native_backend.rollout(b, narrow_grip(b), None, jax.random.PRNGKey(0), NUM_CHUNKS)
@@ -495,21 +496,7 @@ def test_probe_rollouts_split_over_hosts_match_one_host(sized_bucket, native_bac
     one = run_probes(eps, **kw)
     assert sum(s.repeat_success + sum(s.n.values()) for s in one) > 0
 
-    class Captured(Exception):
-        pass
-
-    shares: list = [None, None]
-
-    def capture(h):
-        def gather(value):
-            shares[h] = value
-            raise Captured
-
-        return gather
-
-    for h in (0, 1):
-        with pytest.raises(Captured):
-            run_probes(eps, split=(h, 2, capture(h)), **kw)
+    shares = two_hosts.shares(lambda split: run_probes(eps, split=split, **kw))
     assert shares[0] and shares[1]  # both hosts rolled out probe buckets
     for h in (0, 1):
         got = run_probes(eps, split=(h, 2, lambda v: list(shares)), **kw)

@@ -29,6 +29,8 @@ import time
 
 import pytest
 
+from tests import two_hosts
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # the loop shrunk below configs/coda.py:smoke: one round, few updates, small suites, no GIFs
@@ -450,21 +452,9 @@ def test_validation_rollouts_split_over_hosts_match_one_host(native_backend):
     one, steps = collect.success_of(native_backend, variants, planner, key, 14, 2)
     assert one.sum() > 0 and steps > 0  # 3 buckets (2, 2, 1 variants)
 
-    class Captured(Exception):
-        pass
-
-    shares: list = [None, None]
-
-    def capture(h):
-        def gather(value):
-            shares[h] = value
-            raise Captured
-
-        return gather
-
-    for h in (0, 1):
-        with pytest.raises(Captured):
-            collect.success_of(native_backend, variants, planner, key, 14, 2, (h, 2, capture(h)))
+    shares = two_hosts.shares(
+        lambda split: collect.success_of(native_backend, variants, planner, key, 14, 2, split)
+    )
     assert [len(s) for s in shares] == [2, 1]  # buckets 0, 2 on host 0; bucket 1 on host 1
     for h in (0, 1):
         got, st = collect.success_of(
@@ -507,21 +497,10 @@ def test_training_rollouts_split_over_hosts_match_one_host(native_backend):
     a0, a1 = (np.asarray(one[0][n][0].actions) for n in (0, 1))
     assert not np.allclose(a0, a1, atol=1e-6)  # the two repeats have their own keys
 
-    class Captured(Exception):
-        pass
-
-    shares: list = [None, None]
-
-    def capture(h):
-        def gather(value):
-            shares[h] = pickle.loads(pickle.dumps(value))  # what travels between hosts
-            raise Captured
-
-        return gather
-
-    for h in (0, 1):
-        with pytest.raises(Captured):
-            collect.rollouts_of(native_backend, buckets, noisy, key, 6, 2, (h, 2, capture(h)))
+    shares = two_hosts.shares(
+        lambda split: collect.rollouts_of(native_backend, buckets, noisy, key, 6, 2, split),
+        wire=lambda v: pickle.loads(pickle.dumps(v)),  # what travels between hosts
+    )
     assert [[i for i, _ in s] for s in shares] == [[0, 2], [1]]
     for h in (0, 1):
         got = collect.rollouts_of(

@@ -110,8 +110,8 @@ class Context:
 
         self.source = make_source(config)  # sim.source: our families or a LIBERO suite
         backend = str(config.sim.backend)
-        if self.source.name == "libero" and backend == "auto":
-            backend = "native"  # LIBERO's body-matched contact sensors: native MuJoCo only
+        if self.source.native_only and backend == "auto":
+            backend = "native"
         self.backend = make_backend(backend, nthread=config.sim.nthread or None)
         lc = config.loop
         # data parallel over every device (every host's in a multi-host run): coda.loop.distributed
@@ -223,34 +223,13 @@ def _sft_demos(ctx: Context, key: jax.Array, fit: bool) -> Any:
     """Planner demos on the pool and the demo layouts (norm fitted on them when `fit`), plus one
     DART pass per `loop.demo_dart` noise sigma (perturbed execution, clean planner labels: the
     planner shows how to recover from the errors a cloned policy makes) -> BC rows."""
-    from coda.sim.planner import Perturbed
-
     lc = ctx.config.loop
     results = []
     buckets = collect.buckets_of(list(ctx.pool) + list(ctx.demo_scenes), int(lc.bucket_size))
-    # a task the source's planner cannot script gets no demos
-    keep = [i for i, b in enumerate(buckets) if ctx.source.planner(b) is not None]
     passes = [None, *(float(s) for s in lc.demo_dart)]
     for p, sigma in enumerate(passes):
-
-        def agent_for(b, sigma=sigma):
-            agent = ctx.source.planner(b)
-            return (agent if sigma is None else Perturbed(agent, sigma)), None
-
-        kp = jax.random.fold_in(key, p)
-        got = collect.rollouts_of(  # the buckets spread over the hosts of a run
-            ctx.backend,
-            [buckets[i] for i in keep],
-            agent_for,
-            kp,
-            int(ctx.config.sim.num_chunks),
-            1,
-            distributed.host_split(objects=True),
-            key_of=lambda j, n, kp=kp: jax.random.fold_in(kp, keep[j]),
-        )
-        for j, ((res, sec),) in zip(keep, got, strict=True):
-            ctx.spend(res.env_steps, sec)
-            results.append((buckets[j], res, sigma))
+        got = rounds.planner_rollouts(ctx, buckets, jax.random.fold_in(key, p), sigma)
+        results += [(b, res, sigma) for b, res in got]
     if fit:
         collect.fit_norm(ctx.learner, [r for _, r, s in results if s is None])
     rows = [collect.demo_rows(ctx.learner, ctx.agents, r, b) for b, r, _ in results]

@@ -490,24 +490,42 @@ def potentials_and_routing(ctx: Any, state: RunState, r: int, per_mode, key: jax
     return out
 
 
-def bc_demos_for(ctx: Any, gens: list[Gen], key: jax.Array):
-    """Planner demos on the given scenes as BC rows (routing's "bc", and the SFT baseline)."""
-    buckets = collect.buckets_of([g.compiled for g in gens], int(ctx.config.loop.bucket_size))
+def planner_rollouts(ctx: Any, buckets: list, key: jax.Array, sigma: float | None = None):
+    """[(bucket, result)]: one planner rollout per bucket (bucket i keyed fold_in(key, i); DART
+    noise `sigma` on the executed actions), the buckets spread over the hosts of a run. A task
+    the source's planner cannot script gets no rollout."""
+    from coda.sim.planner import Perturbed
+
     keep = [i for i, b in enumerate(buckets) if ctx.source.planner(b) is not None]
-    got = collect.rollouts_of(  # the buckets spread over the hosts of a run
+
+    def agent_for(b):
+        agent = ctx.source.planner(b)
+        return (agent if sigma is None else Perturbed(agent, sigma)), None
+
+    got = collect.rollouts_of(
         ctx.backend,
         [buckets[i] for i in keep],
-        lambda b: (ctx.source.planner(b), None),
+        agent_for,
         key,
-        ctx.config.sim.num_chunks,
+        int(ctx.config.sim.num_chunks),
         1,
         distributed.host_split(objects=True),
         key_of=lambda j, n: jax.random.fold_in(key, keep[j]),
     )
-    rows = []
+    out = []
     for i, ((res, sec),) in zip(keep, got, strict=True):
         ctx.spend(res.env_steps, sec)
-        rows.append(collect.demo_rows(ctx.learner, ctx.agents, res, buckets[i]))
+        out.append((buckets[i], res))
+    return out
+
+
+def bc_demos_for(ctx: Any, gens: list[Gen], key: jax.Array):
+    """Planner demos on the given scenes as BC rows (routing's "bc", and the SFT baseline)."""
+    buckets = collect.buckets_of([g.compiled for g in gens], int(ctx.config.loop.bucket_size))
+    rows = [
+        collect.demo_rows(ctx.learner, ctx.agents, res, b)
+        for b, res in planner_rollouts(ctx, buckets, key)
+    ]
     return collect.concat_batches(rows)
 
 
@@ -529,15 +547,16 @@ def update(ctx: Any, state: RunState, r: int, gens: list[Gen], routing: dict, n_
             out["policy_loss"] = m.get("loss")
     elif s.update in ("awr", "frozen") and lrn.replay_size > 0:
         bc_modes = {int(k) for k, v in routing.items() if v == "bc"}
+        novel_demos = bool(lc.get("novel_demos", False))
         demo_gens = [g for g in gens if g.mode_id in bc_modes]
-        if bool(lc.get("novel_demos", False)):  # the fresh scenes' planner demos join the demo
-            demo_gens += [g for g in gens if g.kind == "novel"]  # rows AWR batches mix in
+        if novel_demos:  # the fresh scenes' planner demos join the demo rows AWR batches mix in
+            demo_gens += [g for g in gens if g.kind == "novel"]
         if demo_gens:
             new = bc_demos_for(ctx, demo_gens, k_demo)
             demos = collect.concat_batches([ctx.sft_demos, new], int(lc.demo_cap))
             if demos is not None:
                 lrn.set_demos(demos)
-                if bool(lc.get("novel_demos", False)):
+                if novel_demos:
                     ctx.sft_demos = demos  # kept across rounds (as the sft baseline's are)
             out["demo_rows_added"] = 0 if new is None else int(new.actions.shape[0])
         blocks = 0

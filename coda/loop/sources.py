@@ -6,7 +6,8 @@ families' `propose`, executed by the SDK, verified by `coda.sim.verify`; the eng
 ``libero:<suite>``: a LIBERO suite (`coda.libero`): the training pool is the suite's tasks
 (`libero.tasks`) at their first `libero.train_states` fixed initial states; planner demos come
 from the LIBERO planner; the evaluation suites are LIBERO's own held-out initial states, their
-LIBERO-Plus layout shifts and LIBERO-PRO's perturbed suites (`LIBERO_SUITE_NAMES`); a round's
+LIBERO-Plus layout shifts and LIBERO-PRO's perturbed suites
+(`coda.loop.evaluation_names.LIBERO_SUITE_NAMES`); a round's
 fresh scenes are layout-shifted initial states of the suite's tasks (the only factor LIBERO's
 tasks expose to resampling without leaving the suite: the object and task swaps are
 LIBERO-PRO's OOD suites, so strategies that test modes against a control factor are refused,
@@ -25,8 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from coda.loop.evaluation_names import LIBERO_SUITE_NAMES, SUITE_NAMES
-
 log = logging.getLogger(__name__)
 
 SOURCES = ("families", "libero")
@@ -42,10 +41,6 @@ def source_kind(spec: str) -> tuple[str, str]:
     raise ValueError(f"sim.source={spec!r} is unknown (valid: 'families' or 'libero:<suite>')")
 
 
-def suite_names(spec: str) -> tuple[str, ...]:
-    return LIBERO_SUITE_NAMES if source_kind(spec)[0] == "libero" else SUITE_NAMES
-
-
 def make_source(config: Any) -> Any:
     kind, suite = source_kind(str(config.sim.get("source", "families")))
     return LiberoSource(config, suite) if kind == "libero" else FamilySource(config)
@@ -58,6 +53,7 @@ class FamilySource:
     """Our task families through the SDK (the loop's original source)."""
 
     name = "families"
+    native_only = False  # "auto" picks MJX with an accelerator
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -194,13 +190,12 @@ class LiberoSource:
     """A LIBERO suite as the run's scenes (module docstring)."""
 
     name = "libero"
+    native_only = True  # LIBERO's body-matched contact sensors: native MuJoCo only
 
     def __init__(self, config: Any, suite: str) -> None:
         from coda.libero import suites as LS
 
-        if suite not in LS.SUITES:
-            raise ValueError(f"sim.source=libero:{suite}: unknown suite (valid: {LS.SUITES})")
-        self.config, self.suite = config, suite
+        self.config, self.suite = config, suite  # checked by coda.runconfig
         lc = config.libero
         names = LS.tasks(suite)
         ids = _task_ids(str(lc.tasks), len(names), suite)
@@ -208,11 +203,6 @@ class LiberoSource:
         self.tasks = [names[i] for i in ids]
         self.train_states = int(lc.train_states)
         self.heldout_from = int(lc.heldout_from)
-        if not 0 < self.train_states <= self.heldout_from < LIBERO_STATES:
-            raise ValueError(
-                f"libero.train_states={self.train_states} and libero.heldout_from="
-                f"{self.heldout_from} need 0 < train_states <= heldout_from < {LIBERO_STATES}"
-            )
         self.shift_levels = tuple(int(x) for x in lc.shift_levels)
         self.ood_shift_level = int(lc.ood_shift_level)
         self._planners: dict[str, Any] = {}
@@ -293,11 +283,7 @@ class LiberoSource:
         kinds = {"ood_swap": "swap", "ood_objects": "object", "ood_language": "lan"}
         kinds["ood_tasks"] = "task"
         out = {}
-        for name in c.eval.suites:
-            if name not in LIBERO_SUITE_NAMES:
-                raise ValueError(
-                    f"eval.suites: {name!r} is not a LIBERO suite ({LIBERO_SUITE_NAMES})"
-                )
+        for name in c.eval.suites:  # names checked by coda.runconfig for this suite
             if name == "id":
                 progs = [pool[i % len(pool)].scene.program for i in range(n)]
                 seeds = [int(pool[i % len(pool)].scene.seed) for i in range(n)]
@@ -308,11 +294,6 @@ class LiberoSource:
             elif name == "ood_shift":
                 eps = self._ood_episodes(self.suite, self.ood_shift_level, n)
             else:
-                if self.suite not in LS.PERTURBABLE:
-                    raise ValueError(
-                        f"eval.suites: {name!r} needs a LIBERO-PRO suite, which "
-                        f"{self.suite} has none of (LIBERO-PRO perturbs {LS.PERTURBABLE})"
-                    )
                 eps = self._ood_episodes(LS.perturbed(self.suite, kinds[name]), 0, n)
             seeds = [
                 1_700_000_000 + 7919 * i + int(c.seed) if e.level else 0 for i, e in enumerate(eps)
@@ -372,4 +353,4 @@ def _task_ids(spec: str, n: int, suite: str) -> list[int]:
     return ids
 
 
-__all__ = ["SOURCES", "FamilySource", "LiberoSource", "make_source", "source_kind", "suite_names"]
+__all__ = ["SOURCES", "FamilySource", "LiberoSource", "make_source", "source_kind"]
