@@ -1,5 +1,6 @@
-"""Records a finished `launch.main` run (wall time, machine load, success per round with s.e.)
-as a committed result: the default config's measurement for the loop issue.
+"""Records a finished `launch.main` run (wall time, machine load, success per round with s.e.,
+and the report's "did the policy learn?" comparison) as a committed result: the default
+config's measurement for the loop issue.
 
     python -m launch.main --config=configs/coda.py --workdir=/tmp/coda_default/run  # the run
     python benchmarks/loop_run.py --workdir /tmp/coda_default/run --start 1764545000 \
@@ -12,6 +13,10 @@ import argparse
 import json
 import os
 import platform
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from coda.loop.evaluation import learning  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -46,12 +51,14 @@ def main(argv=None) -> None:
         "stopped": s["stopped"],
         "headline": s["headline"],
         "rounds": rows,
+        # round 0 vs the later rounds, paired by episode (coda.loop.evaluation.learning)
+        "learning": s.get("learning") or learning(s["history"]),
         "costs": s["costs"],
         "note": "success = (rate, s.e., n) per suite, measured by ν on the run's fixed suites",
     }
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
-    print(json.dumps(out["rounds"], indent=1))
+    print(json.dumps(out["learning"], indent=1))
 
 
 if __name__ == "__main__":

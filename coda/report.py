@@ -17,6 +17,8 @@ import numpy as np
 from absl import logging
 from ml_collections import ConfigDict
 
+from coda.loop.evaluation import learning
+
 # Paper reference for the cost table (per 1,000 accepted environments).
 PAPER_PER_1000 = {"llm_tokens": 7.4e6, "accelerator_hours": 66.0}
 
@@ -204,6 +206,54 @@ def _num(x: Any, p: int = 3) -> str:
     return f"{x:.{p}f}" if isinstance(x, float) else str(x)
 
 
+def _rounds_text(rounds: list[int]) -> str:
+    if len(rounds) > 1 and rounds == list(range(rounds[0], rounds[-1] + 1)):
+        return f"rounds {rounds[0]}–{rounds[-1]}"
+    return ("rounds " if len(rounds) > 1 else "round ") + ", ".join(map(str, rounds))
+
+
+def learning_line(lr: dict) -> str:
+    """One line: the ID and pooled-OOD change of the late rounds over round 0."""
+    if not lr or not lr.get("suites"):
+        return "learning: fewer than two evaluated rounds"
+    parts = []
+    for name, label in (("id", "ID"), ("ood", "OOD")):
+        x = lr["suites"].get(name)
+        if x:
+            parts.append(f"{label} {100 * x['delta']:+.1f} ± {100 * x['se']:.1f} ({x['reading']})")
+    return f"learning ({_rounds_text(lr['late'])} vs round {lr['start']}): " + ", ".join(parts)
+
+
+def _learning_section(lr: dict) -> list[str]:
+    if not lr or not lr.get("suites"):
+        return []
+    paired = all(x["paired"] for x in lr["suites"].values())
+    how = (
+        "paired by episode (the suites are the same fixed episodes every round): Δ is the mean "
+        "over episodes of (an episode's success rate over those rounds − its round-0 success), "
+        "s.e. over episodes"
+        if paired
+        else "unpaired binomial difference (this run kept no per-episode outcomes)"
+    )
+    L = [
+        "",
+        f"## Did the policy learn? Round {lr['start']} against {_rounds_text(lr['late'])} pooled",
+        "",
+        f"{how}. up / down: |Δ| > 2 s.e.; flat: no change this run can detect.",
+        "",
+        f"| suite | round {lr['start']} % | {_rounds_text(lr['late'])} % | Δ points ± s.e. | "
+        "reading |",
+        "|---|---|---|---|---|",
+    ]
+    for name, x in lr["suites"].items():
+        label = "OOD pooled" if name == "ood" else name
+        L.append(
+            f"| {label} | {100 * x['start']:.1f} | {100 * x['late']:.1f} | "
+            f"{100 * x['delta']:+.1f} ± {100 * x['se']:.1f} | **{x['reading']}** |"
+        )
+    return L
+
+
 def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDict) -> str:
     ran, hist = summary["what_ran"], summary["history"]
     trained = "trained" if ran["learned_policy"] else "not trained (start policy)"
@@ -238,6 +288,7 @@ def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDic
         L += ["", f"Untrained policy on ID before BC (round 0): {_fmt(pre)}."]
     if "success" in plots:
         L += ["", f"![success]({plots['success']})"]
+    L += _learning_section(summary.get("learning") or {})
     L += [
         "",
         "## Rounds",
@@ -416,6 +467,7 @@ def write_report(workdir: str, config: ConfigDict, state: Any, ctx: Any, wall: f
         "final": hist[-1].get("suites") if hist else None,
         "history": hist,
     }
+    summary["learning"] = learning(hist)
     last = next((h for h in reversed(hist) if "suites" in h), None)
     first = next((h for h in hist if "suites" in h), None)
     if last and first:
@@ -424,6 +476,8 @@ def write_report(workdir: str, config: ConfigDict, state: Any, ctx: Any, wall: f
             f" -> {_fmt(last['suites'].get('id'))} at round {last['round']}; "
             f"OOD {_fmt(first.get('ood'))} -> {_fmt(last.get('ood'))}"
         )
+        if summary["learning"]:
+            summary["headline"] += "; " + learning_line(summary["learning"])
     else:
         summary["headline"] = f"{config.strategy}: no evaluation"
     with open(os.path.join(workdir, "summary.json"), "w") as f:

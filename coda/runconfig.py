@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -84,6 +85,20 @@ def problems(config: Any, families: Iterable[str] | None = None) -> list[str]:
             unknown = [f for f in fams if f not in known]
             if unknown:
                 out.append(f"sim.families: unknown {unknown} (valid: {', '.join(known)})")
+    progs = _get(config, "sim.programs")
+    if progs is not _MISSING and progs:
+        if isinstance(progs, str) or not all(isinstance(p, str) and p.strip() for p in progs):
+            out.append("sim.programs must be a list of scene-program sources (() = proposed)")
+        elif isinstance(fams, list | tuple):
+            for i, p in enumerate(progs):
+                m = re.search(r'set_task\(\s*"([^"]+)"', p)
+                if m is None:
+                    out.append(f'sim.programs[{i}] has no set_task("<family>", ...) line')
+                elif m.group(1) not in fams:
+                    out.append(
+                        f"sim.programs[{i}] is a {m.group(1)!r} task, not one of sim.families "
+                        f"{list(fams)}"
+                    )
     if _get(config, "render") is not _MISSING:
         integer("render.width", 1)
         integer("render.height", 1)
@@ -287,6 +302,8 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
         valid = ", ".join(["families"] + [f"libero:{x}" for x in SUITES])
         out.append(f"sim.source={src!r} is unknown (valid: {valid})")
         return SUITE_NAMES
+    if _get(config, "sim.programs") not in (_MISSING, (), [], None):
+        out.append(f"sim.programs applies to sim.source=families, not {src!r} (libero.tasks)")
     if _get(config, "sim.backend") == "mjx":
         out.append(
             f"sim.source={src!r} needs sim.backend native or auto (LIBERO's contact "
@@ -427,6 +444,7 @@ def cache_dir(config: Any = None) -> str:
 # Fields added to configs/coda.py after runs were made: a run folder's config.json without one
 # ran with this value, so it compares equal to a config that sets it (resume, start_from, study)
 ADDED_DEFAULTS = {
+    "sim.programs": [],
     "loop.novel_demos": False,
     "sim.source": "families",
     "libero.tasks": "",

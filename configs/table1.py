@@ -23,6 +23,10 @@ Variants:
   transfer pair at that seed, for tests;
 * 'gpu': `configs/coda.py:gpu` per cell, 7 strategies x 3 seeds. NOT run or timed: no
   accelerator run of it has been made.
+* 'transfer': the memory-transfer pair on its own, measurable at CPU scale: `coda` (the memory
+  source) and the `oft` pair, 3 seeds, on the CPU base with the two cube programs as the
+  training pool (`sim.programs = CUBE_PROGRAMS`; held-out tasks still proposed from the
+  families) — on the seeded programs of the '' cells `oft` never succeeds.
 """
 
 import importlib.util
@@ -30,7 +34,22 @@ import os
 
 from ml_collections import ConfigDict
 
-VARIANTS = ("", "smoke", "gpu")
+VARIANTS = ("", "smoke", "gpu", "transfer")
+# The transfer pair's training programs (variant `transfer`): the cube programs `oft` fits at
+# CPU scale (benchmarks/results/oft_bc_probe.md: 31-62 % held-out after 4,000 BC updates, where
+# on the seeded programs of the other cells it stays at 0 %).
+CUBE_PROGRAMS = (
+    """add_object("cube", role="target", instance="cube_red")
+add_object("plate", role="goal", instance="plate_blue")
+set_task("pick_place", target="target", goal="goal")
+sample_layout()
+""",
+    """add_object("cube", role="top", instance="cube_red")
+add_object("cube", role="base", instance="cube_blue")
+set_task("stack_or_insert", mode="stack", top="top", base="base")
+sample_layout()
+""",
+)
 # Table 1's rows: the method, the five baselines and the no-memory ablation.
 TABLE1_STRATEGIES = (
     "coda",
@@ -88,8 +107,13 @@ def get_config(arg: str | None = None) -> ConfigDict:
         c.study.seeds = (0,)
         c.study.base = _loop_config("smoke")
         c.study.base.loop.rounds = 1
+    elif arg == "transfer":
+        c.study.strategies = ("coda",)
+        c.study.base = _cpu_base()
+        c.study.base.sim.programs = CUBE_PROGRAMS
     elif arg == "gpu":  # untested: no accelerator run of this variant has been made
         c.study.base = _loop_config("gpu")
     else:
-        raise ValueError(f"unknown config variant {arg!r}; valid: '', 'smoke', 'gpu'")
+        valid = ", ".join(repr(v) for v in VARIANTS)
+        raise ValueError(f"unknown config variant {arg!r}; valid: {valid}")
     return c

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -50,6 +51,15 @@ def test_suite_result_se_and_pooling():
     assert empty.n == 0 and math.isnan(empty.rate)
     with pytest.raises(ValueError, match="different suites"):
         pooled([r, SuiteResult.from_successes("t", [True])])
+
+
+def test_suite_results_keep_per_episode_outcomes_through_pooling():
+    r = SuiteResult.from_successes("s", np.array([True, False, True]))
+    assert r.outcomes == "101"
+    assert pooled([r, SuiteResult.from_successes("s", [False, True])]).outcomes == "10101"
+    counts_only = dataclasses.replace(r, outcomes="")  # e.g. a row of an older run
+    p = pooled([r, counts_only])
+    assert (p.n, p.successes, p.outcomes) == (6, 4, "")
 
 
 def test_heldout_programs_swap_one_task_object_into_the_heldout_pool():

@@ -4,9 +4,11 @@ import importlib.util
 import math
 import os
 
+import numpy as np
 import pytest
 
 from coda import report
+from coda.loop.evaluation import learning
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,3 +109,62 @@ def test_costs_are_per_thousand_accepted_environments():
     assert c["per_1000_accepted"]["llm_tokens"] == pytest.approx(10_000, abs=1e-6)
     assert c["accelerator_hours"] == pytest.approx(1.0, abs=1e-9)
     assert c["sim_hours"] == pytest.approx(5000 * 0.004 / 3600, abs=1e-12)
+
+
+def _row(r, **outcomes):
+    suites = {}
+    for name, o in outcomes.items():
+        s = _suite(o.count("1"), len(o))
+        suites[name] = {**s, "suite": name, "outcomes": o}
+    ood = "".join(o for n, o in outcomes.items() if n.startswith("ood"))
+    row = {"round": r, "suites": suites}
+    if ood:
+        row["ood"] = {**_suite(ood.count("1"), len(ood)), "outcomes": ood}
+    return row
+
+
+def test_learning_compares_round_0_with_the_later_rounds_episode_by_episode():
+    hist = [
+        _row(0, id="0011", ood_layouts="0000"),
+        {"round": 1},  # a round without evaluation is skipped
+        _row(2, id="0000", ood_layouts="0000"),
+        _row(3, id="1111", ood_layouts="1111"),
+        _row(4, id="0111", ood_layouts="1111"),
+    ]
+    lr = learning(hist)
+    assert (lr["start"], lr["late"]) == (0, [3, 4])  # the later half of the evaluated rounds
+    x = lr["suites"]["id"]
+    d = np.array([0.5, 1.0, 0.0, 0.0])  # per episode: late rate - round-0 outcome
+    assert x["paired"] and x["n"] == 4
+    assert x["start"] == pytest.approx(0.5, abs=1e-12)
+    assert x["late"] == pytest.approx(0.875, abs=1e-12)
+    assert x["delta"] == pytest.approx(d.mean(), abs=1e-12)
+    assert x["se"] == pytest.approx(d.std(ddof=1) / 2, abs=1e-12)
+    assert x["reading"] == "flat"  # z = 1.6
+    assert lr["suites"]["ood_layouts"]["reading"] == "up"  # every episode 0 -> 1
+    assert lr["suites"]["ood"]["delta"] == pytest.approx(1.0, abs=1e-12)
+    down = learning([_row(0, id="1" * 50), _row(1, id="0" * 50)])
+    assert down["suites"]["id"]["reading"] == "down"
+    assert learning(hist, late=[2])["suites"]["id"]["delta"] == pytest.approx(-0.5, abs=1e-12)
+    with pytest.raises(ValueError, match="no evaluated round"):
+        learning(hist, late=[1])
+    assert learning(hist[:1]) == {}
+
+
+def test_learning_without_outcomes_is_the_unpaired_binomial_difference():
+    hist = [{"round": r, "suites": {"id": _suite(k, 4)}} for r, k in ((0, 2), (1, 4), (2, 3))]
+    x = learning(hist)["suites"]["id"]
+    assert not x["paired"] and x["late"] == pytest.approx(0.75, abs=1e-12)
+    assert x["se"] == pytest.approx(math.sqrt(0.25 / 4 + 0.75 * 0.25 / 4), abs=1e-12)
+
+
+def test_report_says_whether_the_policy_learned():
+    cfg = _config()
+    s = _summary(cfg)
+    s["history"] = [_row(0, id="0" * 40 + "1" * 24), _row(1, id="1" * 64)]
+    s["learning"] = learning(s["history"])
+    md = report.markdown(s, {}, [], cfg)
+    assert "## Did the policy learn? Round 0 against round 1 pooled" in md
+    assert "paired by episode" in md
+    assert "| id | 37.5 | 100.0 | +62.5 ± 6.1 | **up** |" in md
+    assert report.learning_line(s["learning"]).startswith("learning (round 1 vs round 0): ID +62.5")

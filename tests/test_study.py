@@ -204,8 +204,18 @@ def test_bc_start_cells_adopt_the_first_bc_cells_round_0_at_their_seed(tmp_path)
 
 
 def test_unknown_variant_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="valid: '', 'smoke', 'gpu'"):
+    with pytest.raises(ValueError, match="valid: '', 'smoke', 'gpu', 'transfer'"):
         table1("smok")
+
+
+def test_transfer_variant_trains_the_pair_on_the_cube_programs():
+    c = table1("transfer")
+    assert tuple(c.study.strategies) == ("coda",) and tuple(c.study.transfer) == ("oft", "coda")
+    cell = study.transfer_cell_config(c, "oft_memory", 1, "/w")
+    assert cell.policy.name == "oft" and len(cell.sim.programs) == 2
+    assert cell.loop.memory_from == study.cell_dir("/w", "coda", 1)
+    assert tuple(study.cell_config(c, "coda", 1, "/w").sim.programs) == tuple(cell.sim.programs)
+    runconfig.validate(study.transfer_cell_config(c, "oft_scratch", 1))
 
 
 def test_cli_rejects_an_unknown_strategy_before_anything_runs(tmp_path):

@@ -47,14 +47,18 @@ class SuiteResult:
     successes: int
     rate: float  # successes / n (nan when n == 0)
     se: float  # sqrt(rate (1 - rate) / n)
+    # Per-episode outcomes in the suite's episode order ("1" = success), "" where only counts
+    # are known. A run measures the same fixed episodes every round, so two rounds compare
+    # episode by episode (`coda.loop.evaluation.learning`).
+    outcomes: str = dataclasses.field(default="", repr=False)
 
     @classmethod
     def from_successes(cls, suite: str, success: Sequence[bool]) -> SuiteResult:
-        s = np.asarray(success, bool)
+        s = np.asarray(success, bool).reshape(-1)
         n, k = int(s.size), int(s.sum())
         rate = k / n if n else math.nan
         se = math.sqrt(rate * (1 - rate) / n) if n else math.nan
-        return cls(suite, n, k, rate, se)
+        return cls(suite, n, k, rate, se, "".join("1" if x else "0" for x in s))
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -72,8 +76,17 @@ def pooled(results: Sequence[SuiteResult]) -> SuiteResult:
     names = {r.suite for r in results}
     if len(names) != 1:
         raise ValueError(f"pooling results of different suites: {sorted(names)}")
+    return concat(results[0].suite, results)
+
+
+def concat(name: str, results: Sequence[SuiteResult]) -> SuiteResult:
+    """Results concatenated in order into one (outcomes kept when every part has them)."""
     k, n = sum(r.successes for r in results), sum(r.n for r in results)
-    return SuiteResult.from_successes(results[0].suite, [True] * k + [False] * (n - k))
+    if all(len(r.outcomes) == r.n for r in results):
+        return SuiteResult.from_successes(name, [c == "1" for r in results for c in r.outcomes])
+    return dataclasses.replace(
+        SuiteResult.from_successes(name, [True] * k + [False] * (n - k)), outcomes=""
+    )
 
 
 # ----------------------------------------------------------------------------- program swaps

@@ -28,8 +28,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
 from coda.eval import Suite, SuiteResult, evaluate, make_suites
+from coda.eval.suites import concat
 from coda.loop.evaluation_names import SUITE_NAMES
 
 _FROM_EVAL = {  # coda.eval's suite -> the loop's name
@@ -144,7 +146,73 @@ def summarize(results: dict[str, SuiteResult]) -> dict[str, dict[str, float]]:
 
 
 def pooled_ood(results: dict[str, SuiteResult]) -> SuiteResult:
-    """All OOD episodes pooled into one rate with its s.e."""
-    k = sum(r.successes for n, r in results.items() if n.startswith("ood"))
-    n = sum(r.n for name, r in results.items() if name.startswith("ood"))
-    return SuiteResult.from_successes("ood", [True] * k + [False] * (n - k))
+    """All OOD episodes pooled into one rate with its s.e. (outcomes in suite order)."""
+    return concat("ood", [r for n, r in results.items() if n.startswith("ood")])
+
+
+def learning(history: Sequence[dict], late: Sequence[int] | None = None) -> dict[str, Any]:
+    """Did the rounds change success? Round 0 (the start) against later rounds pooled, per suite.
+
+    Every round measures the same fixed episodes, so the comparison is paired by episode: for
+    episode i, d_i = (its success rate over the `late` rounds) - (its round-0 success), and the
+    change is mean(d) with s.e. std(d) / sqrt(n) - both the scene draw and the rollout noise are
+    in it, and nothing is counted twice (pooling the late rounds' episodes as if independent
+    would understate the s.e.: they are the same scenes). Rows without per-episode outcomes
+    (runs from before they were kept) fall back to the unpaired binomial difference.
+
+    `late`: the rounds pooled; default the later half of the evaluated rounds after round 0
+    (rounds 5-8 of 8), where a one-round reading (±3 points at n = 256) would be noise.
+    Returns {"start": r0, "late": [rounds], "suites": {name: {start, late, delta, se, z,
+    paired, n, reading}}} with reading "up" / "down" when |delta| > 2 s.e., else "flat";
+    {} when fewer than two rounds were evaluated.
+    """
+    rows = [h for h in history if "suites" in h]
+    if len(rows) < 2:
+        return {}
+    start, rest = rows[0], rows[1:]
+    if late is None:
+        chosen = rest[len(rest) // 2 :]
+    else:
+        chosen = [h for h in rest if h["round"] in set(late)]
+        if not chosen:
+            raise ValueError(f"no evaluated round among {list(late)}: {[h['round'] for h in rest]}")
+    out: dict[str, Any] = {
+        "start": start["round"],
+        "late": [h["round"] for h in chosen],
+        "suites": {},
+    }
+    names = list(start["suites"]) + (["ood"] if "ood" in start else [])
+
+    def get(row: dict, name: str) -> dict | None:
+        return row.get("ood") if name == "ood" else row["suites"].get(name)
+
+    for name in names:
+        s0, ls = get(start, name), [get(h, name) for h in chosen]
+        if s0 is None or any(x is None for x in ls) or not s0["n"]:
+            continue
+        n = int(s0["n"])
+        paired = all(len(x.get("outcomes", "")) == n for x in [s0, *ls])
+        if paired:
+            o0 = np.array([c == "1" for c in s0["outcomes"]], float)  # [n]
+            ol = np.array([[c == "1" for c in x["outcomes"]] for x in ls], float).mean(0)  # [n]
+            d = ol - o0
+            p0, pl, delta = float(o0.mean()), float(ol.mean()), float(d.mean())
+            se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        else:
+            k, m = sum(int(x["successes"]) for x in ls), sum(int(x["n"]) for x in ls)
+            p0, pl = float(s0["rate"]), k / m
+            delta = pl - p0
+            se = math.sqrt(p0 * (1 - p0) / n + pl * (1 - pl) / m)
+        z = delta / se if se > 0 else (0.0 if delta == 0 else math.copysign(math.inf, delta))
+        reading = "up" if z > 2 else "down" if z < -2 else "flat"
+        out["suites"][name] = {
+            "start": p0,
+            "late": pl,
+            "delta": delta,
+            "se": se,
+            "z": z,
+            "paired": paired,
+            "n": n,
+            "reading": reading,
+        }
+    return out

@@ -68,18 +68,24 @@ class FamilySource:
         c = self.config
         rng = np.random.default_rng(c.seed)
         scenes, rows = [], []
-        for fam in c.sim.families:
-            f = tasks.get_family(fam)
-            for _ in range(int(c.sim.programs_per_family)):
-                src = f.propose(rng, split=c.sim.split)
-                if src is None:
-                    continue
-                for _ in range(int(c.sim.seeds_per_program)):
-                    scenes.append(
-                        exec_program(
-                            src, int(rng.integers(2**31)), c.sim.split, isolation="inprocess"
-                        )
-                    )
+        fixed = list(c.sim.get("programs", ()) or ())
+
+        def programs():  # lazily: each proposal draws from rng before its layouts do
+            if fixed:  # the config's programs, in order
+                yield from fixed
+                return
+            for fam in c.sim.families:
+                f = tasks.get_family(fam)
+                for _ in range(int(c.sim.programs_per_family)):
+                    src = f.propose(rng, split=c.sim.split)
+                    if src is not None:
+                        yield src
+
+        for src in programs():
+            for _ in range(int(c.sim.seeds_per_program)):
+                scenes.append(
+                    exec_program(src, int(rng.integers(2**31)), c.sim.split, isolation="inprocess")
+                )
         held: list[str] = []
         seen = {s.program for s in scenes}
         for fam in c.sim.families:
