@@ -47,6 +47,7 @@ def test_adopts_round_0_of_a_run_that_differs_only_in_strategy(tmp_path):
     cfg.loop.collect_noise_scale = 0.5  # nor collects training rollouts
     cfg.loop.epsilon = 0.5  # nor allocates a round's budget
     cfg.loop.retest_after = 2  # nor validates
+    cfg.loop.demo_fraction = 0.75  # only whether it is > 0 (it keeps the demos)
     dst = tmp_path / "dst"
     dst.mkdir()
     adopt_start(cfg, str(dst), get_strategy("sft"))
@@ -62,6 +63,10 @@ def test_refuses_another_round_0_or_a_missing_one(tmp_path):
     cfg = smoke_config("sft")
     cfg.loop.start_from, cfg.loop.bc_steps = src, 7
     with pytest.raises(runconfig.ConfigError, match=r"ran another round 0 \(loop.bc_steps"):
+        adopt_start(cfg, str(tmp_path), get_strategy("sft"))
+    cfg.loop.bc_steps = smoke_config().loop.bc_steps
+    cfg.loop.demo_fraction = 0.0  # no demos kept at round 0: another start
+    with pytest.raises(runconfig.ConfigError, match=r"loop.demo_fraction: 0.5 -> 0.0"):
         adopt_start(cfg, str(tmp_path), get_strategy("sft"))
     cfg = smoke_config("zero_shot")  # no BC at round 0: not the same start
     cfg.loop.start_from = src

@@ -393,6 +393,8 @@ _START_FREE += ("loop.min_stop_round", "loop.min_modes_in_band", "loop.plateau_u
 # share of fresh programs (step 1's allocation)
 _START_FREE += ("loop.collect_noise_scale", "loop.epsilon", "loop.novel_demos")
 _START_FREE += _RESUMABLE
+# round 0 reads the AWR batches' demo share only as "any?" (it stores the demos when > 0)
+_START_SAME_SIGN = ("loop.demo_fraction",)
 
 
 def _config_diff(old: Any, new: Any, free: tuple[str, ...]) -> list[str]:
@@ -413,6 +415,12 @@ def _config_diff(old: Any, new: Any, free: tuple[str, ...]) -> list[str]:
     return diff
 
 
+def _lookup(d: dict, path: str) -> Any:
+    for p in path.split("."):
+        d = d[p]
+    return d
+
+
 def adopt_start(config: ConfigDict, workdir: str, strategy: Strategy) -> None:
     """Round 0 of another run (`loop.start_from`) as this run's round 0.
 
@@ -428,7 +436,12 @@ def adopt_start(config: ConfigDict, workdir: str, strategy: Strategy) -> None:
         raise runconfig.ConfigError(f"loop.start_from={src!r} holds no complete round 0")
     with open(os.path.join(src, "config.json")) as f:
         old = json.load(f)
-    diff = _config_diff(old, json.loads(config.to_json_best_effort()), _START_FREE)
+    new = json.loads(config.to_json_best_effort())
+    diff = _config_diff(old, new, _START_FREE + _START_SAME_SIGN)
+    for path in _START_SAME_SIGN:
+        a, b = _lookup(runconfig.with_added_defaults(old), path), _lookup(new, path)
+        if (a > 0) != (b > 0):
+            diff.append(f"{path}: {a!r} -> {b!r}")
     if diff:
         raise runconfig.ConfigError(
             f"loop.start_from={src!r} ran another round 0 ({'; '.join(diff[:5])})"
