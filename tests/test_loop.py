@@ -93,6 +93,12 @@ def test_report_plots_costs_and_tensorboard_are_written(smoke_run):
         c["env_steps"] * 1000 / c["accepted_environments"], abs=1e-6
     )
     assert any(f.startswith("events") for f in os.listdir(os.path.join(workdir, "tb")))
+    # per-episode outcomes reach the history, so the learning section is paired by episode
+    r0 = summary["history"][0]["suites"]["id"]
+    assert len(r0["outcomes"]) == r0["n"] and r0["outcomes"].count("1") == r0["successes"]
+    lr = summary["learning"]
+    assert lr["start"] == 0 and lr["late"] and all(x["paired"] for x in lr["suites"].values())
+    assert "## Did the policy learn? Round 0 against" in md and "learning (" in summary["headline"]
 
 
 def test_resume_of_a_finished_run_changes_nothing(smoke_run):
