@@ -1,0 +1,77 @@
+"""Arms of a loop comparison side by side: each run folder's success per suite pooled over a
+range of rounds (binomial s.e. over the pooled episodes), and each arm's difference from a
+reference arm. Arms that adopted one round 0 (`loop.start_from`) share their fixed suites.
+
+    python benchmarks/loop_compare.py --rounds 5 8 --ref sft \
+        coda=/work/runs/s8/coda sft=/work/runs/s8/sft --out benchmarks/results/x.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+
+
+def pooled(workdir: str, lo: int, hi: int) -> dict[str, dict]:
+    """{suite: {rate, se, n, successes}} over rounds lo..hi of a run's summary.json."""
+    with open(os.path.join(workdir, "summary.json")) as f:
+        hist = json.load(f)["history"]
+    rows = [h for h in hist if "suites" in h and lo <= h["round"] <= hi]
+    if not rows:
+        raise SystemExit(f"{workdir}: no evaluated round in {lo}..{hi}")
+    out = {}
+    for name in [*rows[0]["suites"], "ood"]:
+        parts = [h["ood"] if name == "ood" else h["suites"][name] for h in rows]
+        k, n = sum(int(p["successes"]) for p in parts), sum(int(p["n"]) for p in parts)
+        p = k / n if n else math.nan
+        out[name] = {"rate": p, "se": math.sqrt(p * (1 - p) / n) if n else math.nan, "n": n,
+                     "successes": k}  # fmt: skip
+    out["_rounds"] = [h["round"] for h in rows]
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, nargs=2, required=True, metavar=("LO", "HI"))
+    p.add_argument("--ref", default="", help="the arm the others are compared with")
+    p.add_argument("--out", required=True)
+    p.add_argument("arms", nargs="+", help="name=run_folder")
+    a = p.parse_args(argv)
+    arms = dict(x.split("=", 1) for x in a.arms)
+    res = {name: pooled(path, *a.rounds) for name, path in arms.items()}
+    if a.ref:
+        ref = res[a.ref]
+        for name, r in res.items():
+            if name == a.ref:
+                continue
+            r["_minus_" + a.ref] = {
+                s: {
+                    "delta": r[s]["rate"] - ref[s]["rate"],
+                    "se": math.hypot(r[s]["se"], ref[s]["se"]),
+                }
+                for s in r
+                if not s.startswith("_") and s in ref
+            }
+    out = {"command": "python benchmarks/loop_compare.py " + " ".join(argv or []),
+           "rounds": a.rounds, "arms": arms, "results": res}  # fmt: skip
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+    for name, r in res.items():
+        cells = ", ".join(
+            f"{s} {100 * r[s]['rate']:.1f} ± {100 * r[s]['se']:.1f}"
+            for s in r
+            if not s.startswith("_")
+        )
+        print(f"{name}: {cells}")
+        if "_minus_" + a.ref in r:
+            d = r["_minus_" + a.ref]
+            diffs = [f"{s} {100 * x['delta']:+.1f} ± {100 * x['se']:.1f}" for s, x in d.items()]
+            print(f"   - {a.ref}: " + ", ".join(diffs))
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
