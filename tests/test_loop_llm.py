@@ -70,16 +70,16 @@ def test_llm_compiler_is_a_validated_choice_that_needs_the_client():
 def test_a_saved_config_without_a_later_field_still_matches():
     """Run folders written before `potentials.compiler` existed resume / are adopted / count
     as finished study cells: the missing field reads as the value they ran with."""
-    from coda.loop.driver import _config_diff
+    from coda.loop.compat import config_diff
 
     new = json.loads(smoke_config().to_json_best_effort())
     old = json.loads(smoke_config().to_json_best_effort())
     del old["potentials"]
     del old["loop"]["retest_after"], old["loop"]["max_retests"]  # added later still
-    assert _config_diff(old, new, ()) == []
+    assert config_diff(old, new, ()) == []
     assert runconfig.with_added_defaults(old) == new
     new["potentials"]["compiler"] = "llm"
-    assert _config_diff(old, new, ()) == ["potentials.compiler: 'offline' -> 'llm'"]
+    assert config_diff(old, new, ()) == ["potentials.compiler: 'offline' -> 'llm'"]
 
 
 def test_config_choices_name_what_the_code_registers():

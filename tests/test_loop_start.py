@@ -11,7 +11,7 @@ import pytest
 
 from coda import runconfig
 from coda.loop import checkpoint as ckpt
-from coda.loop.driver import START_FILES, adopt_start
+from coda.loop.compat import START_FILES, adopt_start
 from coda.loop.strategies import get_strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

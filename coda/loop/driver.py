@@ -24,6 +24,7 @@ from ml_collections import ConfigDict
 from coda import runconfig
 from coda.loop import checkpoint as ckpt
 from coda.loop import collect, distributed, records, rounds
+from coda.loop.compat import adopt_start, check_same_config
 from coda.loop.evaluation import evaluate_suites, load_suites, pooled_ood, save_suites
 from coda.loop.state import Budgets, RunState
 from coda.loop.strategies import Strategy, get_strategy
@@ -378,98 +379,6 @@ def _decide(ctx: Context, state: RunState, row: dict) -> str:
 
 # ----------------------------------------------------------------------------- run
 
-# may change on resume (data parallelism: the same arithmetic up to reduction order)
-_RESUMABLE = ("loop.rounds", "loop.max_env_steps", "render", "cache_dir", "loop.data_parallel")
-
-
-START_FILES = ("pool.jsonl", "scenes.jsonl", "heldout_tasks.json", "suites.json")
-_START_FREE = ("strategy", "loop.start_from", "loop.memory_from", "loop.no_mode_budget")
-_START_FREE += ("loop.validate_n", "loop.validation_bases", "loop.validation_control")
-_START_FREE += ("loop.retest_after", "loop.max_retests")
-# round 0 does not read these, nor the stop rules:
-_START_FREE += ("critic", "engine", "llm", "potentials")
-_START_FREE += ("loop.min_stop_round", "loop.min_modes_in_band", "loop.plateau_updates")
-# nor the rounds' collection sampler (only step 3's rollouts sample with it), nor the rounds'
-# share of fresh programs (step 1's allocation)
-_START_FREE += ("loop.collect_noise_scale", "loop.epsilon", "loop.novel_demos")
-_START_FREE += _RESUMABLE
-# round 0 reads the AWR batches' demo share only as "any?" (it stores the demos when > 0)
-_START_SAME_SIGN = ("loop.demo_fraction",)
-
-
-def _config_diff(old: Any, new: Any, free: tuple[str, ...]) -> list[str]:
-    diff: list[str] = []
-    if isinstance(old, dict):
-        old = runconfig.with_added_defaults(old)
-
-    def walk(a: Any, b: Any, where: str) -> None:
-        if any(where == p or where.startswith(p + ".") for p in free):
-            return
-        if isinstance(a, dict) and isinstance(b, dict):
-            for k in sorted(set(a) | set(b)):
-                walk(a.get(k), b.get(k), f"{where}.{k}" if where else k)
-        elif a != b:
-            diff.append(f"{where}: {a!r} -> {b!r}")
-
-    walk(old, new, "")
-    return diff
-
-
-def _lookup(d: dict, path: str) -> Any:
-    for p in path.split("."):
-        d = d[p]
-    return d
-
-
-def adopt_start(config: ConfigDict, workdir: str, strategy: Strategy) -> None:
-    """Round 0 of another run (`loop.start_from`) as this run's round 0.
-
-    Round 0 (seeding, planner demos, BC, suites, first evaluation) depends on the strategy only
-    through `bc_start`, so runs that differ in strategy (and critic / engine / LLM settings, which
-    round 0 does not use) can share it: a study trains the SFT start once per seed. The copy
-    carries round 0's budgets, so every run is charged for the start it uses.
-    """
-    import shutil
-
-    src = str(config.loop.start_from)
-    if not os.path.exists(os.path.join(ckpt.round_dir(src, 0), ckpt.MARKER)):
-        raise runconfig.ConfigError(f"loop.start_from={src!r} holds no complete round 0")
-    with open(os.path.join(src, "config.json")) as f:
-        old = json.load(f)
-    new = json.loads(config.to_json_best_effort())
-    diff = _config_diff(old, new, _START_FREE + _START_SAME_SIGN)
-    for path in _START_SAME_SIGN:
-        a, b = _lookup(runconfig.with_added_defaults(old), path), _lookup(new, path)
-        if (a > 0) != (b > 0):
-            diff.append(f"{path}: {a!r} -> {b!r}")
-    if diff:
-        raise runconfig.ConfigError(
-            f"loop.start_from={src!r} ran another round 0 ({'; '.join(diff[:5])})"
-        )
-    theirs = get_strategy(old["strategy"])
-    if theirs.bc_start != strategy.bc_start:
-        raise runconfig.ConfigError(
-            f"loop.start_from={src!r}: its strategy {theirs.name!r} has bc_start="
-            f"{theirs.bc_start}, {strategy.name!r} has {strategy.bc_start}"
-        )
-    for name in START_FILES:
-        shutil.copy2(os.path.join(src, name), os.path.join(workdir, name))
-    shutil.copytree(ckpt.round_dir(src, 0), ckpt.round_dir(workdir, 0))
-
-
-def _check_same_config(workdir: str, config: ConfigDict) -> None:
-    path = os.path.join(workdir, "config.json")
-    if not os.path.exists(path):
-        return
-    with open(path) as f:
-        old = json.load(f)
-    diff = _config_diff(old, json.loads(config.to_json_best_effort()), _RESUMABLE)
-    if diff:
-        raise runconfig.ConfigError(
-            f"--workdir={workdir!r} holds a run with another config ({'; '.join(diff[:5])}); "
-            "use a new workdir, or the same config to resume"
-        )
-
 
 def _drop_partial(workdir: str, last: int | None) -> None:
     """What a killed run left beyond its last complete round: with no complete round, the live
@@ -507,7 +416,7 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
             f"--workdir={workdir!r} already holds rounds 0..{last}; resume, or use a new folder"
         )
     if last is not None:
-        _check_same_config(workdir, config)
+        check_same_config(workdir, config)
     if primary:
         _drop_partial(workdir, last)
     if last is None and config.loop.get("start_from"):
