@@ -20,6 +20,18 @@ FAMILIES = ("pick_place", "articulated", "put_inside", "stack_or_insert")
 VARIANTS = ("", "smoke", "gpu", "selfimit")
 
 
+def awr_rounds(c: ConfigDict) -> None:
+    """The rounds of the default before 2026-12-01: critic-weighted AWR (n-step advantages) at
+    the run's one learning-rate schedule, half of every batch planner demos, fresh tasks for the
+    budget no mode claims, and the "no mode in band" stop from round 3."""
+    c.loop.advantage = "nstep"
+    c.loop.finetune_lr = 0.0
+    c.loop.finetune_batch = 0
+    c.loop.demo_fraction = 0.5
+    c.loop.no_mode_budget = "novel"
+    c.loop.min_stop_round = 3
+
+
 def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c = ConfigDict()
     c.seed = 0
@@ -242,12 +254,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
         c.loop.bc_steps = 40
         # the smoke loop exercises the critic-weighted AWR path (the default's self-imitation
         # ignores the critic) and fresh tasks for the unallocated budget
-        c.loop.advantage = "nstep"
-        c.loop.no_mode_budget = "novel"
-        c.loop.finetune_lr = 0.0
-        c.loop.finetune_batch = 0
-        c.loop.demo_fraction = 0.5
-        c.loop.min_stop_round = 3
+        awr_rounds(c)
         c.loop.validate_n = 4
         c.loop.max_validations = 1
         c.loop.bucket_size = 8

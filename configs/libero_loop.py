@@ -61,12 +61,7 @@ def get_config(arg: str | None = None, suite: str = "libero_spatial"):
         c.loop.policy_updates = 40
         c.loop.rollouts_per_variant = 1
         c.loop.num_candidates = 2
-        c.loop.advantage = "nstep"
-        c.loop.finetune_lr = 0.0
-        c.loop.finetune_batch = 0
-        c.loop.demo_fraction = 0.5
-        c.loop.no_mode_budget = "novel"
-        c.loop.min_stop_round = 3
+        base.awr_rounds(c)
     if arg == "smoke":  # two tasks, two states each, short episodes: the plumbing, not learning
         c.libero.tasks = "0,1"
         c.libero.train_states = 2

@@ -75,11 +75,11 @@ def adopt_start(config: ConfigDict, workdir: str, strategy: Strategy) -> None:
     if not os.path.exists(os.path.join(ckpt.round_dir(src, 0), ckpt.MARKER)):
         raise runconfig.ConfigError(f"loop.start_from={src!r} holds no complete round 0")
     with open(os.path.join(src, "config.json")) as f:
-        old = json.load(f)
+        old = runconfig.with_added_defaults(json.load(f))
     new = json.loads(config.to_json_best_effort())
     diff = config_diff(old, new, _START_FREE + _START_SAME_SIGN)
     for path in _START_SAME_SIGN:
-        a, b = _lookup(runconfig.with_added_defaults(old), path), _lookup(new, path)
+        a, b = _lookup(old, path), _lookup(new, path)
         if (a > 0) != (b > 0):
             diff.append(f"{path}: {a!r} -> {b!r}")
     if diff:
