@@ -86,6 +86,12 @@ def check_study(config: ConfigDict) -> None:
     bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
     if bad or len(set(seeds)) != len(seeds):
         raise StudyError(f"study.seeds={list(seeds)!r} must be distinct integers >= 0")
+    isolate = config.study.get("cell_process", False)
+    if not isinstance(isolate, bool):
+        raise StudyError(
+            f"study.cell_process={isolate!r} must be True (each cell in its own process) or "
+            "False (every cell in this process)"
+        )
     _check_transfer(config)
 
 
@@ -475,17 +481,33 @@ def _nan_to_none(x: Any) -> Any:
 
 
 def _run_cell(cfg: ConfigDict, workdir: str) -> None:
-    """Child-process entry of `_default_runner` (top level: spawn pickles it by name)."""
+    """Child-process entry of `_process_runner` (top level: spawn pickles it by name)."""
     from coda import loop
 
     loop.run(cfg, workdir, resume=True)
 
 
-def _default_runner(cfg: ConfigDict, workdir: str) -> dict[str, Any]:
-    """One cell in its own process. A single process running every cell accumulates the memory
-    mappings of all its compiled XLA:CPU executables and segfaulted past `vm.max_map_count`
-    (65530) after 3-6 cells (measured: 23.6k maps after one cell, 38.6k after two); a fresh
-    process per cell also returns its memory. The child writes `summary.json` like any run."""
+def _summary(workdir: str) -> dict[str, Any]:
+    with open(os.path.join(workdir, "summary.json")) as f:
+        return json.load(f)
+
+
+def _in_process_runner(cfg: ConfigDict, workdir: str) -> dict[str, Any]:
+    """One cell in this process (the default). `coda.loop.run` releases what the cell compiled
+    when it ends (`coda.lifetime.release`), so the process's memory mappings return to where
+    they were before the cell (benchmarks/results/process_lifetime.md); `lifetime.check` warns
+    if they nevertheless near vm.max_map_count."""
+    from coda import lifetime, loop
+
+    loop.run(cfg, workdir, resume=True)
+    lifetime.check(f"study cell {workdir}")
+    return _summary(workdir)
+
+
+def _process_runner(cfg: ConfigDict, workdir: str) -> dict[str, Any]:
+    """One cell in its own spawned process (`study.cell_process`): a crashed or killed cell
+    takes only itself down, and its memory goes back to the OS. The child writes
+    `summary.json` like any run."""
     import multiprocessing
 
     proc = multiprocessing.get_context("spawn").Process(target=_run_cell, args=(cfg, workdir))
@@ -496,8 +518,7 @@ def _default_runner(cfg: ConfigDict, workdir: str) -> dict[str, Any]:
             f"cell process exited with {proc.exitcode} (negative: killed by that signal); "
             f"its output is above; re-running the study resumes the cell from {workdir}"
         )
-    with open(os.path.join(workdir, "summary.json")) as f:
-        return json.load(f)
+    return _summary(workdir)
 
 
 def run_study(
@@ -510,7 +531,9 @@ def run_study(
     from tqdm.auto import tqdm
 
     check_study(config)
-    runner = runner or _default_runner
+    if runner is None:
+        isolate = bool(config.study.get("cell_process", False))
+        runner = _process_runner if isolate else _in_process_runner
     os.makedirs(workdir, exist_ok=True)
     t0 = time.perf_counter()
     todo = cells(config) + transfer_cells(config)

@@ -100,6 +100,9 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.study.share_start = True
     # the memory-transfer pair (the method's OpenVLA-OFT result): (backbone, source strategy)
     c.study.transfer = ("oft", "coda")
+    # False: every cell in this process (a run releases what it compiled when it ends:
+    # coda.lifetime); True: each cell in its own spawned process (a crash loses only the cell)
+    c.study.cell_process = False
     if arg in (None, ""):
         c.study.base = _cpu_base()
     elif arg == "smoke":  # tests: 2 strategies x 1 seed, the smoke loop (one round after round 0)

@@ -102,3 +102,20 @@ def random_demos(family_variants, native_backend):
         (b,) = make_buckets(compiled[:1])
         out[name] = (b, _demo(native_backend, b, RandomPolicy()))
     return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _process_lifetime(request):
+    """The suite may run in one process (`pytest -p no:xdist`): after each test module, the
+    process's memory mappings are checked against vm.max_map_count (`coda.lifetime.check` warns
+    near it, naming the module). With CODA_TEST_PROCESS_LOG=<file>, one JSON line per module."""
+    yield
+    import json
+
+    from coda import lifetime
+
+    s = lifetime.check(f"after {request.module.__name__}")
+    path = os.environ.get("CODA_TEST_PROCESS_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"module": request.module.__name__, **s.to_dict()}) + "\n")

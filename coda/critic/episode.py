@@ -20,12 +20,12 @@ import dataclasses
 import functools
 import json
 from collections.abc import Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from coda import lifetime
 from coda.sim import geometry as G
 from coda.sim import tasks
 from coda.sim.compile import CompiledScene
@@ -120,7 +120,8 @@ def _features(
     return out
 
 
-_SEGMENTERS: dict[Any, Any] = {}
+# one jitted segmenter per task structure; bounded, emptied when a run ends (coda.lifetime)
+_SEGMENTERS = lifetime.RunCache("critic.segmenters", maxsize=128)
 
 
 def _segmenter(task: dict, sym: SymbolTable):
@@ -132,12 +133,13 @@ def _segmenter(task: dict, sym: SymbolTable):
         json.dumps(task.get("roles", {}), sort_keys=True),
         sym,
     )
-    if key not in _SEGMENTERS:
+
+    def make():
         phases = tasks.task_phases(task)
         names = tuple(p.name for p in phases)
-        fn = jax.jit(lambda states: tasks.segment(states, sym, phases))
-        _SEGMENTERS[key] = (names, fn)
-    return _SEGMENTERS[key]
+        return names, jax.jit(lambda states: tasks.segment(states, sym, phases))
+
+    return _SEGMENTERS.get(key, make)
 
 
 def segment_states(

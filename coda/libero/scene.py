@@ -33,6 +33,7 @@ import math
 import mujoco
 import numpy as np
 
+from coda import lifetime
 from coda.libero import assets, bddl, data
 from coda.sim import robot
 from coda.sim.compile import (
@@ -593,3 +594,8 @@ def compile_task(
         # image observations show LIBERO's meshes and textures (loaded on first use)
         None if visual else functools.partial(visual_model, suite, name),
     )
+
+
+# compiled MuJoCo models (LIBERO's meshes and textures): emptied when a run ends (coda.lifetime)
+lifetime.register("libero.compiled_models", _compiled_model.cache_clear)
+lifetime.register("libero.visual_models", visual_model.cache_clear)

@@ -16,11 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 
-def run(config: Any, workdir: str, resume: bool = True) -> dict[str, Any]:
-    """Run (or resume) the loop described by `config` in `workdir`; returns the summary."""
+def run(config: Any, workdir: str, resume: bool = True, release: bool = True) -> dict[str, Any]:
+    """Run (or resume) the loop described by `config` in `workdir`; returns the summary.
+
+    `release`: when the run ends, drop what it compiled (`coda.lifetime.release`) so that the
+    process can go on to another run; False keeps it (e.g. to measure what it holds)."""
     from coda.loop.driver import run as _run
 
-    return _run(config, workdir, resume=resume)
+    return _run(config, workdir, resume=resume, release=release)
 
 
 __all__ = ["run"]

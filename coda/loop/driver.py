@@ -21,7 +21,7 @@ import jax
 import numpy as np
 from ml_collections import ConfigDict
 
-from coda import runconfig
+from coda import lifetime, runconfig
 from coda.loop import checkpoint as ckpt
 from coda.loop import collect, distributed, records, rounds
 from coda.loop.compat import adopt_start, check_same_config
@@ -398,8 +398,23 @@ def _drop_partial(workdir: str, last: int | None) -> None:
             os.remove(f)
 
 
-def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]:
-    """The whole run (or its continuation after the last complete round); returns the summary."""
+def run(
+    config: ConfigDict, workdir: str, resume: bool = True, release: bool = True
+) -> dict[str, Any]:
+    """The whole run (or its continuation after the last complete round); returns the summary.
+
+    With `release`, what the run compiled is released when it ends, however it ends
+    (`coda.lifetime.release`): a process can run one run after another (a study, a notebook,
+    the test suite) without its memory mappings growing towards vm.max_map_count."""
+    lifetime.count_compiles()
+    try:
+        return _run(config, workdir, resume)
+    finally:
+        if release:
+            lifetime.release()
+
+
+def _run(config: ConfigDict, workdir: str, resume: bool) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     from coda import report
@@ -444,6 +459,7 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         _decide(ctx, state, row)
         state = _settle(ctx, state)
         ckpt.save_round(workdir, state, ctx.learner, ctx.memory, {"sft_demos": ctx.sft_demos})
+        records.process(workdir, 0, primary)
         if primary:
             records.write_metrics(workdir, state)
             records.tensorboard(workdir, [row], 0)
@@ -485,6 +501,7 @@ def run(config: ConfigDict, workdir: str, resume: bool = True) -> dict[str, Any]
         state = _settle(ctx, state)
         records.save_failures(ctx, r)
         ckpt.save_round(workdir, state, ctx.learner, ctx.memory, {"sft_demos": ctx.sft_demos})
+        records.process(workdir, r, primary)
         if primary:
             records.write_metrics(workdir, state)
             records.tensorboard(workdir, [row], r)

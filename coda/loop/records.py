@@ -1,5 +1,7 @@
 """What a run writes after every round besides its checkpoint: metrics.jsonl, TensorBoard
-scalars, the diagnosed failure traces the report renders, and the one-line progress summary.
+scalars, the diagnosed failure traces the report renders, the one-line progress summary, and
+process.jsonl (the process's memory mappings, resident memory and compiled executables at each
+round end: what bounds how long a process can live, `coda.lifetime`).
 
 Host 0 alone writes these in a multi-host run (`coda.loop.distributed`).
 """
@@ -14,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from coda import lifetime
 from coda.loop import distributed
 from coda.loop.state import Budgets, RunState
 
@@ -68,6 +71,21 @@ def tensorboard(workdir: str, rows: list[dict], purge_step: int) -> None:
             for k, v in scalars(row).items():
                 if k != "round" and isinstance(v, (int, float)) and math.isfinite(v):
                     w.add_scalar(k, v, row["round"])
+
+
+PROCESS_LOG = "process.jsonl"
+
+
+def process(workdir: str, r: int, primary: bool) -> lifetime.ProcessStats:
+    """After round r: the process's numbers (one warning near vm.max_map_count, `lifetime.check`),
+    appended to <workdir>/process.jsonl by host 0 (one row per round end and process: a resumed
+    run's rows carry another pid). Not part of the run state: hosts and resumes differ here."""
+    s = lifetime.check(f"round {r}")
+    log.info("round %d: process holds %s", r, s.line())
+    if primary:
+        with open(os.path.join(workdir, PROCESS_LOG), "a") as f:
+            f.write(json.dumps({"round": r, "pid": os.getpid(), **s.to_dict()}) + "\n")
+    return s
 
 
 def save_failures(ctx: Any, r: int) -> None:

@@ -30,6 +30,7 @@ import numpy as np
 from absl import logging
 from flax import struct
 
+from coda import lifetime
 from coda.sim import robot
 from coda.sim.compile import PER_VARIANT_FIELDS, CompiledScene, role_binding
 from coda.sim.observe import render_qpos
@@ -73,7 +74,8 @@ class RolloutResult:
     images: Any = None
 
 
-_SUCCESS_JIT: dict[tuple, Callable] = {}
+# ν per task structure; bounded, and emptied when a run ends (coda.lifetime.release)
+_SUCCESS_JIT = lifetime.RunCache("sim.success", maxsize=128)
 
 
 def _success_over_time(v: CompiledScene) -> Callable:
@@ -89,14 +91,10 @@ def _success_over_time(v: CompiledScene) -> Callable:
         json.dumps(task.get("roles", {}), sort_keys=True, default=str),
         v.sym,
     )
-    fn = _SUCCESS_JIT.get(key)
-    if fn is None:
-        success, sym = v.success, v.sym
-        fn = jax.jit(jax.vmap(lambda s: success(s, sym), in_axes=1, out_axes=1))
-        if len(_SUCCESS_JIT) >= 256:  # bounded: drop the oldest structure
-            _SUCCESS_JIT.pop(next(iter(_SUCCESS_JIT)))
-        _SUCCESS_JIT[key] = fn
-    return fn
+    success, sym = v.success, v.sym
+    return _SUCCESS_JIT.get(
+        key, lambda: jax.jit(jax.vmap(lambda s: success(s, sym), in_axes=1, out_axes=1))
+    )
 
 
 class Bucket:
@@ -499,13 +497,12 @@ class MjxBackend:
         return _finalize(bucket, states, qpos, acts, info, failed, num_chunks, policy.horizon)
 
 
-_EPISODES: dict[Any, Any] = {}
+# the jitted MJX episode per bucket structure (minutes to compile on a CPU); bounded, released
+_EPISODES = lifetime.RunCache("sim.mjx_episodes", maxsize=32)
 
 
 def _mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int):
-    """Builds (and caches) the jitted episode for one bucket structure."""
-    from mujoco import mjx
-
+    """The jitted episode for one bucket structure (built once, cached)."""
     key = (
         jax.tree_util.tree_structure(axes, is_leaf=lambda x: x is None),
         tuple(jax.tree_util.tree_leaves(axes, is_leaf=lambda x: x is None)),
@@ -513,8 +510,12 @@ def _mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int
         policy,
         num_chunks,
     )
-    if key in _EPISODES:
-        return _EPISODES[key]
+    return _EPISODES.get(key, lambda: _make_mjx_episode(axes, layout, policy, num_chunks))
+
+
+def _make_mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int):
+    from mujoco import mjx
+
     step = jax.vmap(mjx.step, in_axes=(axes, 0))
 
     def episode(model, data, consts, target, carry, failed, params, keys):
@@ -564,9 +565,7 @@ def _mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks: int
         t = lambda x: jnp.moveaxis(x, 0, 1)  # noqa: E731
         return t(sens), t(cmd), t(qpos), t(acts), info, failed
 
-    fn = jax.jit(episode)
-    _EPISODES[key] = fn
-    return fn
+    return jax.jit(episode)
 
 
 BACKENDS = {"native": NativeBackend, "mjx": MjxBackend}

@@ -30,6 +30,7 @@ import numpy as np
 from flax import struct
 from jax.sharding import Mesh
 
+from coda import lifetime
 from coda.policy import init_train_state, train_config
 from coda.policy.base import Batch, Observation, Policy, fit_prompt, prompt_width, token_bucket
 from coda.policy.train import (
@@ -291,12 +292,21 @@ def _critic_key(critic: ChunkCritic) -> tuple:
     return tuple(getattr(critic, f.name) for f in dataclasses.fields(critic))
 
 
-@functools.lru_cache(maxsize=64)
+# A learner holds its own programs; this cache only lets Learners of one (policy object, config,
+# mesh) share them. Keyed by the policy's identity, so a new run never hits an old run's entry:
+# bounded, and emptied when a run ends (coda.lifetime.release).
+_PROGRAMS = lifetime.RunCache("train.learner_programs", maxsize=8)
+
+
 def _programs(policy: Policy, tcfg_key: tuple, critic_key: tuple, mesh: Mesh | None) -> dict:
     """Compiled-once update programs shared by every Learner of one (policy, config, mesh)."""
-    tcfg = train_config(**dict(tcfg_key))
-    critic = ChunkCritic(*critic_key)
-    return {"tcfg": tcfg, "critic": critic, "mesh": mesh, "policy": {}, "critic_scan": {}}
+
+    def make() -> dict:
+        tcfg = train_config(**dict(tcfg_key))
+        critic = ChunkCritic(*critic_key)
+        return {"tcfg": tcfg, "critic": critic, "mesh": mesh, "policy": {}, "critic_scan": {}}
+
+    return _PROGRAMS.get((policy, tcfg_key, critic_key, mesh), make)
 
 
 class Learner:

@@ -24,7 +24,6 @@ unchanged. Truncated episodes stay invariant because the bootstrap Ṽ(s_C) carr
 
 from __future__ import annotations
 
-import collections
 import hashlib
 from collections.abc import Callable, Hashable
 
@@ -33,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from coda import lifetime
 from coda.sim.state import SimState
 from coda.train.agent import ObsNorm, state_features
 from coda.train.critic import Transitions
@@ -57,8 +57,9 @@ def endpoint_success(result, success_fn, sym) -> np.ndarray:
     return np.asarray(nu, bool)
 
 
-_PHI_PROGRAMS: collections.OrderedDict = collections.OrderedDict()
 PHI_CACHE_SIZE = 64  # compiled Φ programs kept (least recently used dropped)
+# emptied when a run ends (coda.lifetime.release)
+_PHI_PROGRAMS = lifetime.RunCache("train.phi_programs", maxsize=PHI_CACHE_SIZE)
 
 
 def potential_key(phi_fn: Callable[[SimState], jax.Array]) -> Hashable:
@@ -87,16 +88,9 @@ def potential_key(phi_fn: Callable[[SimState], jax.Array]) -> Hashable:
 def endpoint_program(phi_fn: Callable[[SimState], jax.Array]) -> Callable[[SimState], jax.Array]:
     """The jitted endpoint Φ (states [B, C+1] -> [B, C+1]) for `phi_fn`, built once per
     training program; jit's own cache then keys it by the states' static shapes."""
-    key = potential_key(phi_fn)
-    fn = _PHI_PROGRAMS.get(key)
-    if fn is None:
-        fn = jax.jit(jax.vmap(phi_fn, in_axes=1, out_axes=1))
-        _PHI_PROGRAMS[key] = fn
-        while len(_PHI_PROGRAMS) > PHI_CACHE_SIZE:
-            _PHI_PROGRAMS.popitem(last=False)
-    else:
-        _PHI_PROGRAMS.move_to_end(key)
-    return fn
+    return _PHI_PROGRAMS.get(
+        potential_key(phi_fn), lambda: jax.jit(jax.vmap(phi_fn, in_axes=1, out_axes=1))
+    )
 
 
 def endpoint_potential(phi_fn: Callable[[SimState], jax.Array], states: SimState) -> np.ndarray:
