@@ -126,6 +126,50 @@ def executables() -> dict[str, int]:
     return {"executables": _COUNTS["executables"], "cache_hits": _COUNTS["cache_hits"]}
 
 
+class CompileLog:
+    """Records every program JAX lowers for compilation while active, as (name, argument shapes
+    and types): `with CompileLog() as c: ...; c.duplicates()` names what compiled twice with the
+    same shapes (a jitted function rebuilt, or static arguments hashed by identity)."""
+
+    _LOGGER = "jax._src.interpreters.pxla"
+    _PREFIX = "Compiling %s with global shapes and types"
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str]] = []
+        outer = self
+
+        class _Handler(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if isinstance(record.msg, str) and record.msg.startswith(outer._PREFIX):
+                    name, avals = record.args[0], record.args[1]
+                    outer.records.append((str(name), str(avals)))
+
+        self._handler = _Handler(level=logging.DEBUG)
+        self._level: int | None = None
+
+    def __enter__(self) -> CompileLog:
+        lg = logging.getLogger(self._LOGGER)
+        self._level = lg.level
+        lg.addHandler(self._handler)
+        if not lg.isEnabledFor(logging.DEBUG):
+            lg.setLevel(logging.DEBUG)
+        self._propagate, lg.propagate = lg.propagate, False  # records reach only this handler
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        lg = logging.getLogger(self._LOGGER)
+        lg.removeHandler(self._handler)
+        lg.setLevel(self._level or logging.NOTSET)
+        lg.propagate = self._propagate
+
+    def counts(self) -> collections.Counter:
+        return collections.Counter(self.records)
+
+    def duplicates(self) -> dict[tuple[str, str], int]:
+        """{(program name, argument shapes): times lowered} for those lowered more than once."""
+        return {k: n for k, n in self.counts().items() if n > 1}
+
+
 @dataclasses.dataclass(frozen=True)
 class ProcessStats:
     maps: int | None  # memory mappings now

@@ -155,6 +155,29 @@ def test_a_failing_cell_is_recorded_and_the_study_goes_on(tmp_path):
     assert table["ordering"][0] == "sft"
 
 
+def test_cells_run_in_this_process_unless_cell_process(tmp_path, monkeypatch):
+    """The default runner runs every cell in this process (a run releases what it compiled:
+    coda.lifetime); `study.cell_process=True` spawns a process per cell; a non-bool is refused."""
+    c, numbers = two_by_three()
+    c.study.seeds = (0,)
+    used = []
+    for name in ("_in_process_runner", "_process_runner"):
+        fake = FakeRunner(numbers)
+        monkeypatch.setattr(
+            study, name, lambda cfg, wd, f=fake, n=name: used.append(n) or f(cfg, wd)
+        )
+    study.run_study(c, str(tmp_path / "a"))
+    assert used == ["_in_process_runner"] * 2
+    used.clear()
+    c.study.cell_process = True
+    study.run_study(c, str(tmp_path / "b"))
+    assert used == ["_process_runner"] * 2
+    del c.study.cell_process  # a typed field: replaced as a command line cannot
+    c.study.cell_process = "yes"
+    with pytest.raises(study.StudyError, match="study.cell_process='yes' must be True"):
+        study.check_study(c)
+
+
 def test_unknown_strategy_lists_the_valid_ones(tmp_path):
     c = table1("smoke")
     c.study.strategies = ("coda", "cdoa")
@@ -275,6 +298,14 @@ def test_table1_smoke_runs_for_real_and_resumes(tmp_path):
     assert cfg["policy"]["name"] == "oft" and cfg["strategy"] == "coda"
     assert cfg["loop"]["start_from"] == str(tmp_path / "oft_scratch" / "seed0")
     assert "## Memory transfer across backbones" in (tmp_path / "table1.md").read_text()
+    # every cell ran in the study's one process, and the mappings did not pile up cell by cell
+    rows = [
+        json.loads(line)
+        for s in ("coda", "sft", "oft_scratch", "oft_memory")
+        for line in (tmp_path / s / "seed0" / "process.jsonl").read_text().splitlines()
+    ]
+    assert len({r["pid"] for r in rows}) == 1
+    assert max(r["maps"] for r in rows) < 0.5 * rows[0]["max_maps"], rows
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     again = json.loads((tmp_path / "table1.json").read_text())

@@ -196,6 +196,13 @@ class Context:
         return res, steps
 
 
+def _step(bar, what: str) -> None:
+    """A step of a round begins: the progress bar says which, and the process's memory
+    mappings are checked (one warning near vm.max_map_count, `coda.lifetime.check`)."""
+    bar.set_description(what)
+    lifetime.check(what)
+
+
 # ----------------------------------------------------------------------------- round 0
 
 
@@ -268,17 +275,17 @@ def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
     """Round 0: seeding, planner demos, BC (the SFT start), the fixed suites, first evaluation."""
     c, lc, s = ctx.config, ctx.config.loop, ctx.strategy
     k_demo, k_bc, k_eval, k_pre = jax.random.split(key, 4)
-    bar.set_description("round 0: seeding")
+    _step(bar, "round 0: seeding")
     pool, held = _seed_pool(ctx)
     if not pool:
         raise RuntimeError("no seeded scene passed verification; nothing to train or evaluate")
     ctx.pool = pool
     ctx.pool_programs = {p.scene.program for p in pool}
-    bar.set_description("round 0: planner demos")
+    _step(bar, "round 0: planner demos")
     ctx.demo_scenes = ctx.source.demo_scenes(pool)
     demos, planner = _sft_demos(ctx, k_demo, fit=True)
     ctx.sft_demos = demos
-    bar.set_description("round 0: suites")
+    _step(bar, "round 0: suites")
     ctx.suites = ctx.source.build_suites(pool, held)
     if distributed.is_primary():
         save_suites(ctx.suites, os.path.join(ctx.workdir, "suites.json"))
@@ -286,11 +293,11 @@ def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
     row["demo_layouts"] = len(pool) + len(ctx.demo_scenes)
     row["demo_rows"] = 0 if demos is None else int(demos.actions.shape[0])
     if c.eval.before_bc:
-        bar.set_description("round 0: untrained policy on ID")
+        _step(bar, "round 0: untrained policy on ID")
         pre, _ = ctx.evaluate(k_pre, ["id"])
         row["untrained_id"] = pre["id"].as_dict()
     if s.bc_start and demos is not None:
-        bar.set_description("round 0: BC on planner demos")
+        _step(bar, "round 0: BC on planner demos")
         t0 = time.perf_counter()
         m = _bc_with_progress(ctx, demos, int(lc.bc_steps), k_bc)
         ctx.budgets.update_seconds += time.perf_counter() - t0
@@ -298,7 +305,7 @@ def start(ctx: Context, state: RunState, key: jax.Array, bar) -> dict:
         if lc.demo_fraction > 0:
             ctx.learner.set_demos(demos)
     ctx.budgets.policy_updates = ctx.learner.policy_updates
-    bar.set_description("round 0: evaluation")
+    _step(bar, "round 0: evaluation")
     res, _ = ctx.evaluate(k_eval)
     row["suites"] = {n: r.as_dict() for n, r in res.items()}
     row["ood"] = pooled_ood(res).as_dict()
@@ -319,7 +326,7 @@ def one_round(ctx: Context, state: RunState, r: int, key: jax.Array, bar) -> dic
     ctx.last_results = []
     t0 = time.perf_counter()
     row: dict[str, Any] = {"round": r}
-    bar.set_description(f"round {r}: allocate + generate")
+    _step(bar, f"round {r}: allocate + generate")
     reqs, row["allocation"] = rounds.plan(ctx, state, r)
     gens, gen_info = rounds.generate(ctx, state, r, reqs)
     row.update(gen_info)
@@ -328,23 +335,23 @@ def one_round(ctx: Context, state: RunState, r: int, key: jax.Array, bar) -> dic
     per_mode: dict = {}
     routing: dict = {}
     if gens and ctx.strategy.update != "none":
-        bar.set_description(f"round {r}: rollouts ({len(gens)} scenes)")
+        _step(bar, f"round {r}: rollouts ({len(gens)} scenes)")
         episodes, per_mode, info = rounds.collect_round(ctx, state, r, gens, ks[0])
         row.update(info)
         if ctx.strategy.critique:
-            bar.set_description(f"round {r}: critique + validate")
+            _step(bar, f"round {r}: critique + validate")
             row["critique"] = rounds.critique_and_validate(ctx, state, r, episodes, ks[1])
-        bar.set_description(f"round {r}: Φ + routing")
+        _step(bar, f"round {r}: Φ + routing")
         pr = rounds.potentials_and_routing(ctx, state, r, per_mode, ks[2])
         routing = pr.get("routing", {})
         row["potentials"] = pr
     modes = rounds.update_modes(ctx, state, r, per_mode)
     row.update(modes)
     if ctx.strategy.update != "none" and gens:
-        bar.set_description(f"round {r}: updates")
+        _step(bar, f"round {r}: updates")
         row["update"] = rounds.update(ctx, state, r, gens, routing, modes["modes_in_band"], ks[3])
     if r % int(ctx.config.eval.every) == 0 or r == int(ctx.config.loop.rounds):
-        bar.set_description(f"round {r}: evaluation")
+        _step(bar, f"round {r}: evaluation")
         res, _ = ctx.evaluate(ks[4])
         row["suites"] = {n: x.as_dict() for n, x in res.items()}
         row["ood"] = pooled_ood(res).as_dict()

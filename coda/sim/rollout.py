@@ -299,8 +299,18 @@ def episode_keys(rng: jax.Array, num_chunks: int) -> tuple[jax.Array, jax.Array]
     return k0, jax.random.split(rng, num_chunks)
 
 
-# decode of a whole trace [B, C+1]: jitted (eager, its many slices compiled one by one)
-_decode_jit = jax.jit(decode, static_argnums=1)
+# Programs per scene structure (StateLayout) and policy. A long run meets many structures (the
+# critic's probes, fresh tasks), so each kind is a bounded LRU (coda.lifetime.RunCache): an
+# evicted program's executables are unmapped, instead of every structure's staying for good.
+_DECODERS = lifetime.RunCache("sim.decoders", maxsize=128)
+_CHUNK_PROGRAMS = lifetime.RunCache("sim.policy_chunks", maxsize=64)
+
+
+def _decode_jit(sensordata, layout: StateLayout, consts, cmd) -> SimState:
+    """decode of a whole trace [B, C+1], jitted once per layout (eager, its many slices would
+    compile one by one)."""
+    fn = _DECODERS.get(layout, lambda: jax.jit(lambda s, c, u: decode(s, layout, c, u)))
+    return fn(sensordata, consts, cmd)
 
 
 def image_spec_of(policy: Any) -> Any:
@@ -308,8 +318,16 @@ def image_spec_of(policy: Any) -> Any:
     return getattr(policy, "image_spec", None)
 
 
-@functools.partial(jax.jit, static_argnames=("policy", "layout"))
 def _policy_chunk(policy, layout, params, sensordata, consts, target, carry, rng, images=None):
+    """The native backend's jitted step between two physics chunks: decode, act, controls.
+    Compiled once per (policy, layout) and kept in `_CHUNK_PROGRAMS`."""
+    fn = _CHUNK_PROGRAMS.get(
+        (policy, layout), lambda: jax.jit(functools.partial(_chunk_step, policy, layout))
+    )
+    return fn(params, sensordata, consts, target, carry, rng, images)
+
+
+def _chunk_step(policy, layout, params, sensordata, consts, target, carry, rng, images):
     state = decode(sensordata, layout, consts, target)
     if images is None:
         actions, carry, info = policy.act(params, state, carry, rng)

@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 
@@ -100,5 +101,14 @@ def insert(buffer: Replay, rows: Any, min_rows: int = 64) -> Replay:
     if n == 0:
         return buffer
     padded = max(int(min_rows), 1 << (n - 1).bit_length())
-    rows = jax.tree.map(lambda x: jnp.pad(x, [(0, padded - n)] + [(0, 0)] * (x.ndim - 1)), rows)
+    # padded on the host: an eager jnp.pad compiles one XLA program per row count, and a long run
+    # sees thousands of counts (each program's code stays mapped in the process: coda.lifetime)
+    rows = jax.tree.map(lambda x: _pad_rows(x, padded - n), rows)
     return _insert(buffer, rows, jnp.int32(n))
+
+
+def _pad_rows(x: Any, extra: int) -> Any:
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:  # a multi-host global array
+        return jnp.pad(x, [(0, extra)] + [(0, 0)] * (x.ndim - 1))
+    x = np.asarray(x)
+    return np.pad(x, [(0, extra)] + [(0, 0)] * (x.ndim - 1))
