@@ -19,6 +19,10 @@ Per round (after arm): mappings, RSS and executables built at every round end (`
 
 Writes <out>.json (every number) and <out>.md (tables). No persistent compilation cache in any
 arm (every executable is built in the process that maps it; a cache hit maps the same code).
+
+One long run's process.jsonl as a table (e.g. the 15-round default run):
+    python benchmarks/process_lifetime.py --run_folder=runs/r15 --run_command="..." \
+        --out=benchmarks/results/process_lifetime_15rounds
 """
 
 from __future__ import annotations
@@ -233,14 +237,63 @@ def markdown(res: dict) -> str:
             n = max(len(r["rounds"]) for r in rounds)
             L += ["| run | " + " | ".join(f"round {k}" for k in range(n)) + " |"]
             L += ["|---|" + "---|" * n]
-            for r in rounds:
-                prev, cells = 0, []
+            runs = arm["runs"]
+            base = {r["run"]: sum(x["executables"] for x in runs[: r["run"]]) for r in rounds}
+            for r in rounds:  # the counts are the process's: from the executables before the run
+                prev, cells = base[r["run"]], []
                 for x in r["rounds"]:
                     cells.append(f"{x['maps']:,} / {x['rss_mb']:,.0f} / {x['executables'] - prev}")
                     prev = x["executables"]
                 L.append(f"| {r['run']} {r['strategy']} | " + " | ".join(cells) + " |")
             L.append("")
     return "\n".join(L) + "\n"
+
+
+def summarize_run(folder: str, out: str, run_command: str) -> None:
+    """A finished run folder's process.jsonl (one row per round end) -> <out>.json / .md: its
+    mappings, RSS and executables per round and the peaks (e.g. the 15-round default run)."""
+    with open(os.path.join(folder, "process.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    with open(os.path.join(folder, "summary.json")) as f:
+        summary = json.load(f)
+    res = {
+        "command": " ".join(["python", "benchmarks/process_lifetime.py", *sys.argv[1:]]),
+        "run_command": run_command,
+        "commit": _git("rev-parse", "--short", "HEAD").strip(),
+        "pids": sorted({r["pid"] for r in rows}),
+        "rounds": rows,
+        "peak_maps": max(r["maps"] for r in rows),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in rows),
+        "max_map_count": rows[0]["max_maps"],
+        "wall_seconds": summary.get("wall_seconds"),
+        "stopped": summary.get("stopped"),
+    }
+    L = [
+        "# Process lifetime of one long run",
+        "",
+        f"Run: `{run_command}` ({len(rows)} round ends in {len(res['pids'])} process(es); "
+        f"stopped: {res['stopped']}; wall {res['wall_seconds'] or 0:.0f} s).  ",
+        f"Table: `{res['command']}` at {res['commit']}. Generated; not edited.",
+        "",
+        f"Peak: {res['peak_maps']:,} memory mappings "
+        f"({100 * res['peak_maps'] / res['max_map_count']:.0f}% of vm.max_map_count "
+        f"{res['max_map_count']:,}), peak RSS {res['peak_rss_mb']:,.0f} MiB.",
+        "",
+        "| round | mappings | RSS MiB | peak RSS MiB | executables built (total) | that round |",
+        "|---|---|---|---|---|---|",
+    ]
+    prev = 0
+    for r in rows:
+        L.append(
+            f"| {r['round']} | {r['maps']:,} | {r['rss_mb']:,.0f} | {r['peak_rss_mb']:,.0f} | "
+            f"{r['executables']:,} | {r['executables'] - prev:,} |"
+        )
+        prev = r["executables"]
+    with open(out + ".json", "w") as f:
+        json.dump(res, f, indent=1)
+    with open(out + ".md", "w") as f:
+        f.write("\n".join(L) + "\n")
+    print(f"wrote {out}.json and .md")
 
 
 def main() -> None:
@@ -258,7 +311,19 @@ def main() -> None:
     ap.add_argument("--before", default="", help="commit of the 'before' arm ('' = none)")
     ap.add_argument("--libero", default="", help="LIBERO suite of the libero arm ('' = none)")
     ap.add_argument("--libero_runs", type=int, default=3)
+    ap.add_argument("--run_folder", default="", help="summarize this run folder's process.jsonl")
+    ap.add_argument("--run_command", default="", help="the command that made --run_folder")
+    ap.add_argument("--from_json", default="", help="re-render <out>.md from this result JSON")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            res = json.load(f)
+        with open(args.out + ".md", "w") as f:
+            f.write(markdown(res))
+        return
+    if args.run_folder:
+        summarize_run(args.run_folder, args.out, args.run_command)
+        return
     if args.worker:
         worker(args)
         return
