@@ -103,6 +103,8 @@ def test_stats_and_compile_log_see_a_recompile():
     assert s.peak_rss_mb > 0 and "XLA executables" in s.line()
 
 
+# 220 s on a fresh clone (2-core AMD EPYC, cold compile cache): slow, run before resolving
+@pytest.mark.slow
 def test_three_smoke_runs_in_one_process_keep_mappings_flat(tmp_path):
     """The issue's reproduction: loop runs of three strategies in turn in one process. Before
     `coda.lifetime`, every run left its executables mapped (431 -> 8.4k -> 14.7k -> 18.7k
