@@ -47,18 +47,12 @@ def _maps() -> int:
         return sum(1 for _ in f)
 
 
-def _rss_mb() -> float:
+def _status_mb(field: str) -> float:
+    """A /proc/self/status memory field in MiB (VmRSS now, VmHWM peak). Not coda.lifetime's:
+    the `before` arm imports a checkout that has no coda.lifetime."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def _peak_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
 
@@ -111,7 +105,8 @@ def worker(args: argparse.Namespace) -> None:
     spec = importlib.util.spec_from_file_location("cfgmod", os.path.join(args.root, args.config))
     cfgmod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cfgmod)
-    out = {"arm": args.arm, "root": args.root, "start": {"maps": _maps(), "rss_mb": _rss_mb()}}
+    start = {"maps": _maps(), "rss_mb": _status_mb("VmRSS")}
+    out = {"arm": args.arm, "root": args.root, "start": start}
     runs = []
     names = args.strategies.split(",") if args.strategies else [""] * args.runs
     for i, strategy in enumerate(names):
@@ -140,8 +135,8 @@ def worker(args: argparse.Namespace) -> None:
             loop.run(cfg, wd)
         row.update(
             maps=_maps(),
-            rss_mb=round(_rss_mb(), 1),
-            peak_rss_mb=round(_peak_mb(), 1),
+            rss_mb=round(_status_mb("VmRSS"), 1),
+            peak_rss_mb=round(_status_mb("VmHWM"), 1),
             executables=counts["executables"] - ex0,
             seconds=round(time.perf_counter() - t0, 1),
         )
