@@ -12,8 +12,13 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
+from launch import cli
+
+_DEFAULT_CONFIG = "configs/libero.py"
+if __name__ == "__main__":  # a typo in the config arguments: one line, before JAX
+    cli.check_argv(sys.argv, _DEFAULT_CONFIG)
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", "configs/libero.py", "LIBERO evaluation config.", lock_config=True
+    "config", _DEFAULT_CONFIG, "LIBERO evaluation config.", lock_config=True
 )
 _WORKDIR = flags.DEFINE_string("workdir", "runs/libero", "Run folder (created if missing).")
 

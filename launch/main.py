@@ -7,20 +7,22 @@ last complete round.
 from __future__ import annotations
 
 import contextlib
-import glob
 import importlib.util
-import inspect
 import io
 import logging as std_logging
 import os
+import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
 from coda import runconfig  # pure Python: validation runs before JAX is imported
 from coda.loop import distributed  # numpy only at import
+from launch import cli
 
 _DEFAULT_CONFIG = "configs/coda.py"
+if __name__ == "__main__":  # a typo in the config arguments: one line, before JAX
+    cli.check_argv(sys.argv, _DEFAULT_CONFIG)
 _CONFIG = config_flags.DEFINE_config_file(
     "config", _DEFAULT_CONFIG, "Experiment config file (see configs/).", lock_config=True
 )
@@ -99,59 +101,6 @@ def import_mjx_quietly() -> None:
             logging.debug("mujoco.mjx: %s", line)
 
 
-def _config_arg(argv: list[str]) -> str:
-    """The `--config` value as written (the last one wins, as in absl), without loading it."""
-    value, i = _DEFAULT_CONFIG, 1
-    while i < len(argv) and argv[i] != "--":
-        arg = argv[i]
-        for prefix in ("--config=", "-config="):
-            if arg.startswith(prefix):
-                value = arg[len(prefix) :]
-        if arg in ("--config", "-config") and i + 1 < len(argv):
-            value, i = argv[i + 1], i + 1
-        i += 1
-    return value
-
-
-def check_config_arg(spec: str) -> None:
-    """`app.UsageError` for a config file that does not exist or a variant it rejects.
-
-    ml_collections would defer the first to a traceback inside the run and print the second as
-    a traceback; both are user typos, so they get one line with the valid choices. Any other
-    exception from the config file is a bug in it and keeps its traceback.
-    """
-    path, *variant = spec.split(":", 1)  # as ml_collections splits it
-    if not os.path.isfile(path):
-        found = sorted(glob.glob(os.path.join(os.path.dirname(path) or ".", "*.py")))
-        raise app.UsageError(
-            f"--config: no config file {path!r} (relative to {os.getcwd()}); "
-            f"files there: {found or 'none'}"
-        )
-    mod_spec = importlib.util.spec_from_file_location("_coda_config_check", path)
-    if mod_spec is None or mod_spec.loader is None:
-        raise app.UsageError(f"--config: {path!r} is not a Python config file")
-    module = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(module)
-    get_config = getattr(module, "get_config", None)
-    if not callable(get_config):
-        raise app.UsageError(f"--config: {path!r} defines no get_config()")
-    if variant and not inspect.signature(get_config).parameters:
-        raise app.UsageError(f"--config={spec!r}: {path!r} takes no variant (drop ':...')")
-    try:
-        get_config(*variant)
-    except ValueError as e:  # the convention for an unknown variant: message names the choices
-        raise app.UsageError(f"--config={spec!r}: {e}") from None
-
-
-def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing, after checking the config file and its variant (see above)."""
-    try:
-        check_config_arg(_config_arg(argv))
-    except app.UsageError as e:
-        app.usage(shorthelp=True, detailed_error=e, exitcode=e.exitcode)
-    return app.parse_flags_with_usage(argv)
-
-
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -193,4 +142,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=parse_flags)
+    app.run(main)

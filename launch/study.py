@@ -16,9 +16,13 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from coda import runconfig  # pure Python: validation runs before JAX is imported
+from launch import cli
 
+_DEFAULT_CONFIG = "configs/table1.py"
+if __name__ == "__main__":  # a typo in the config arguments: one line, before JAX
+    cli.check_argv(sys.argv, _DEFAULT_CONFIG)
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", "configs/table1.py", "Study config file (configs/table1.py).", lock_config=True
+    "config", _DEFAULT_CONFIG, "Study config file (configs/table1.py).", lock_config=True
 )
 _WORKDIR = flags.DEFINE_string("workdir", "runs/table1", "Study folder (created if missing).")
 

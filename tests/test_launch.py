@@ -97,6 +97,18 @@ BAD_INPUTS = {
         ["--config=configs/coda.py:smoke", "--config.loop.band=(0.9,0.1)"],
         "loop.band=(0.9, 0.1) must be (lo, hi) with 0 <= lo < hi <= 1",
     ),
+    "misspelt_field": (
+        ["--config=configs/coda.py:smoke", "--config.sim.bakend=mjx"],
+        "config.sim has no field 'bakend'; did you mean 'backend'? (valid: backend, families,",
+    ),
+    "unknown_field": (
+        ["--config=configs/coda.py:smoke", "--config.eval.random_policy=False"],
+        "config.eval has no field 'random_policy' (valid: before_bc, episodes,",
+    ),
+    "field_below_a_value": (
+        ["--config=configs/coda.py:smoke", "--config.seed.x", "1"],
+        "--config.seed.x: config.seed is a value, not a section",
+    ),
     "workdir_is_a_file": (["--config=configs/coda.py:smoke"], "is a file, not a folder"),
     "unknown_data_parallel": (
         ["--config=configs/coda.py:smoke", "--config.loop.data_parallel=maybe"],
