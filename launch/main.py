@@ -76,7 +76,9 @@ def quiet_third_party_logs() -> None:
       (set TF_CPP_MIN_LOG_LEVEL=0 to see XLA's warnings again);
     - JAX probing for a TPU when libtpu is not installed: JAX_PLATFORMS=cpu when no accelerator
       plugin is installed either, and that one INFO line dropped otherwise;
-    - PyOpenGL's INFO line "No OpenGL_accelerate module loaded" (an optional speed-up).
+    - PyOpenGL's INFO line "No OpenGL_accelerate module loaded" (an optional speed-up);
+    - XLA's false "target machine feature +prefer-no-gather is not supported" errors on every
+      cache load on AVX-512 hosts: `drop_tuning_feature_errors`.
     mujoco.mjx's stdout prints about the optional warp backend: see `import_mjx_quietly`.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -87,6 +89,84 @@ def quiet_third_party_logs() -> None:
         tpu_probe = _DropMessage("Unable to initialize backend 'tpu'")
         std_logging.getLogger("jax._src.xla_bridge").addFilter(tpu_probe)
     std_logging.getLogger("OpenGL.acceleratesupport").setLevel(std_logging.WARNING)
+    drop_tuning_feature_errors()
+
+
+# XLA's CPU loader checks each feature an executable was compiled with against the host's
+# features (llvm::sys::getHostCPUFeatures) and logs an ERROR per feature it does not find. On a
+# host with AVX-512, XLA adds the LLVM *tuning* features prefer-no-gather / prefer-no-scatter to
+# every compilation (they steer instruction choice; the CPU never lacks them), and the host list
+# never contains tuning features: so every load from the persistent cache, on the machine that
+# compiled it, logs two ~2,000-character "could lead to execution errors such as SIGILL" lines.
+# Only lines naming those two features are dropped; a real mismatch (+avx512f from a cache
+# compiled elsewhere) and every other line pass unchanged.
+_TUNING_FEATURE_ERROR = (
+    r"Loading XLA:CPU AOT result\. Target machine feature \+prefer-no-(gather|scatter) is not"
+)
+# The filter is a separate process, so what a crashing process writes last (a fatal signal's
+# traceback) still comes out; it ignores Ctrl-C (its own session) and exits at end of input.
+_FILTER = """
+import re, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+drop = re.compile(sys.argv[1].encode())
+out = sys.stdout.buffer
+for line in sys.stdin.buffer:
+    if not drop.search(line):
+        out.write(line)
+        out.flush()
+"""
+
+
+def _host_has_avx512() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
+
+
+def drop_tuning_feature_errors(force: bool = False) -> bool:
+    """Routes this process's stderr (fd 2) through a line filter that drops XLA's false "target
+    machine feature +prefer-no-gather/scatter is not supported" errors (see above). Only on
+    Linux hosts with AVX-512 (the only ones that print them), unless `force`; once per process;
+    CODA_RAW_STDERR=1 turns it off. True when the filter is in place."""
+    import atexit
+    import subprocess
+    import sys
+
+    global _FILTER_PROC
+    if _FILTER_PROC is not None:
+        return True
+    if os.environ.get("CODA_RAW_STDERR") == "1" or not (force or _host_has_avx512()):
+        return False
+    sys.stderr.flush()
+    saved = os.dup(2)
+    r, w = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _FILTER, _TUNING_FEATURE_ERROR],
+        stdin=r,
+        stdout=saved,
+        stderr=saved,
+        start_new_session=True,
+    )
+    os.close(r)
+    os.dup2(w, 2)
+    os.close(w)
+    _FILTER_PROC = proc
+
+    def _restore() -> None:  # at a normal exit: the filter drains and ends before we do
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        try:  # a child process still holding stderr keeps the filter (and its lines) alive
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+
+    atexit.register(_restore)
+    return True
+
+
+_FILTER_PROC = None
 
 
 def import_mjx_quietly() -> None:

@@ -57,3 +57,40 @@ def test_mjx_import_prints_nothing_and_errors_still_raise():
     )
     assert out.stdout == "", out.stdout  # mujoco.mjx prints "Failed to import warp" otherwise
     assert out.returncode != 0 and "TypeError" in out.stderr
+
+
+# The two lines XLA logs per persistent-cache load on an AVX-512 host (shortened), a real
+# mismatch in the same format, and a fatal signal: only the tuning-feature lines are dropped.
+_XLA = (
+    "E1202 07:01:02.123456   4242 cpu_aot_loader.cc:215] Loading XLA:CPU AOT result. Target "
+    "machine feature +{} is not  supported on the host machine. Machine type used for XLA:CPU "
+    "compilation doesn't match the machine type for execution. Compile machine features: "
+    "[+avx512f,+prefer-no-gather] vs host machine features: [avx512f]. This could lead to "
+    "execution errors such as SIGILL."
+)
+STDERR_SCRIPT = f"""
+import faulthandler, os, sys
+from launch.main import drop_tuning_feature_errors
+assert drop_tuning_feature_errors(force=True)
+line = {_XLA!r}
+for feature in ("prefer-no-gather", "prefer-no-scatter", "avx512f"):
+    os.write(2, (line.format(feature) + "\\n").encode())  # as XLA's C++ logging writes it
+print("python error line", file=sys.stderr)
+sys.stderr.flush()
+if sys.argv[1] == "crash":
+    faulthandler.enable()
+    import ctypes
+    ctypes.string_at(0)
+"""
+
+
+def test_stderr_filter_drops_only_tuning_feature_errors_and_keeps_a_crash():
+    ok, crash = _run(STDERR_SCRIPT, "exit"), _run(STDERR_SCRIPT, "crash")
+    assert ok.returncode == 0, ok.stderr
+    assert crash.returncode != 0
+    for out in (ok, crash):
+        assert "+prefer-no-gather is not" not in out.stderr
+        assert "+prefer-no-scatter is not" not in out.stderr
+        assert "+avx512f is not  supported" in out.stderr  # a real mismatch still shows
+        assert "python error line" in out.stderr
+    assert "Fatal Python error: Segmentation fault" in crash.stderr
