@@ -123,3 +123,23 @@ def _process_lifetime(request):
     if path:
         with open(path, "a") as f:
             f.write(json.dumps({"module": request.module.__name__, **s.to_dict()}) + "\n")
+
+
+# The test files that take longest on a 2-core CI worker (compiles of whole loops, MJX, the
+# policy's train steps), longest first: under `-n auto --dist loadfile` they start first, so the
+# suite does not end on one worker running a long file while the other idles.
+_LONG_FILES = (
+    "test_loop_libero.py",
+    "test_policy_protocol.py",
+    "test_train_learner.py",
+    "test_train_agent.py",
+    "test_sim_mjx.py",
+    "test_notebook.py",
+    "test_libero_planner.py",
+    "test_potentials.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(_LONG_FILES)}
+    items.sort(key=lambda it: rank.get(it.path.name, len(rank)))  # stable: order kept otherwise

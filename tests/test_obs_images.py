@@ -167,6 +167,7 @@ def trained(bucket):
     )
 
 
+@pytest.mark.slow  # the `trained` fixture: ~110 s of a CI worker
 def test_native_rollout_feeds_the_policy_rendered_endpoints(bucket, trained):
     res, seen = trained["res"], trained["seen"]
     im = np.asarray(res.images)
@@ -187,6 +188,7 @@ def test_native_rollout_feeds_the_policy_rendered_endpoints(bucket, trained):
     assert diff.max() <= 1 and (diff > 0).mean() < 1e-3
 
 
+@pytest.mark.slow  # the `trained` fixture: ~110 s of a CI worker
 def test_learner_stores_frames_and_trains_the_vision_tower(trained):
     lrn = trained["lrn"]
     n = trained["info"]["transitions"]
@@ -214,6 +216,7 @@ def test_learner_stores_frames_and_trains_the_vision_tower(trained):
     assert changed["head"]["kernel"] > 0 and changed["embedding"]["kernel"] > 0
 
 
+@pytest.mark.slow  # the `trained` fixture: ~110 s of a CI worker
 def test_trained_policy_reads_images_and_only_proprioception(bucket, trained):
     lrn = trained["lrn"]
     agent, params = trained["agents"](bucket)
@@ -240,6 +243,7 @@ def test_trained_policy_reads_images_and_only_proprioception(bucket, trained):
     assert np.abs(np.asarray(pol.sample_chunks(p, prop, key)) - base).max() > 1e-6
 
 
+@pytest.mark.slow  # the `trained` fixture: ~110 s of a CI worker
 def test_evaluation_renders_for_the_image_policy(bucket, trained):
     from coda.eval.suites import Suite, evaluate, policy_agent
 

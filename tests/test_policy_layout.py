@@ -55,6 +55,7 @@ def grads():
     return out
 
 
+@pytest.mark.slow  # two depth-2 train-step compiles: ~30 s of a CI worker
 def test_unrolled_layers_same_params_loss_and_grads(grads):
     p0, l0, g0 = grads[0]
     p1, l1, g1 = grads[1]

@@ -129,6 +129,7 @@ def test_per_variant_size_changes_contact_geometry(cube_plate_bucket, both_resul
     assert np.ptp(z) > 0.002
 
 
+@pytest.mark.slow  # ~30 s: two more 14-chunk MJX episodes on the CPU
 def test_nan_variant_is_isolated(
     cube_plate_bucket, mjx_backend, native_backend, both_results, tmp_path, monkeypatch
 ):

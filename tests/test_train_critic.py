@@ -102,6 +102,7 @@ def test_target_network_polyak_and_bootstrap():
     assert float(m1["td_error"]) != float(m2["td_error"])
 
 
+@pytest.mark.slow  # a learning test (~16 s)
 def test_critic_learns_chunk_values():
     """Tiny sanity check: Q separates good from bad chunks, V tracks the mean return."""
     critic = _critic(hidden=64)
