@@ -1,10 +1,14 @@
-"""The CoDA main experiment. `--config=configs/coda.py` (default: a real multi-round loop in
-<= 30 min on a 2-core CPU), `:smoke` (<= 3 min, tiny policy, few scenes), `:gpu` (one
+"""The CoDA main experiment: `--config=configs/coda.py` (the default: a multi-round loop sized
+for a 2-core CPU), `:smoke` (tiny policy, few scenes: the plumbing, not learning), `:gpu` (one
 accelerator) or `:selfimit` (the self-imitation recipe as Table 1 and loop_selfimit.md ran it:
 10 rounds, collection at flow-noise 0.3, 64 episodes per suite). The default's rounds fine-tune
 by success-filtered self-imitation on resampled pool scenes and it evaluates 256 episodes per
-suite, so its report resolves the learning (benchmarks/results/loop_default.md).
-Baselines and ablations: `configs/<strategy>.py` (same fields, `strategy` set).
+suite, so its report resolves the learning; its results and wall time:
+benchmarks/results/loop_default.md.
+
+Baselines and ablations: `--config.strategy=NAME`, any `coda.loop.strategies.STRATEGIES` name
+(e.g. `--config=configs/coda.py:smoke --config.strategy=sft`); every other field stays as here,
+so a baseline runs with the method's budgets.
 
 Override any field from the command line, e.g. `--config.loop.budget=64`; a misspelt field
 fails (the config is locked), and so does a bad value (`coda.runconfig.validate`).
@@ -34,8 +38,8 @@ def awr_rounds(c: ConfigDict) -> None:
 
 def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c = ConfigDict()
-    c.seed = 0
-    c.strategy = strategy  # coda.loop.strategies.STRATEGIES
+    c.seed = 0  # the run's seed: training pool, evaluation suites and every PRNG key follow it
+    c.strategy = strategy  # method, baseline or ablation: a coda.loop.strategies.STRATEGIES name
     # JAX persistent compilation cache; "" = $CODA_CACHE_DIR, else ~/.cache/coda/jax
     c.cache_dir = ""
 
@@ -45,12 +49,12 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # "libero:<suite>" (a LIBERO suite's tasks and fixed initial states, the `libero` section;
     # native backend; suites: coda.loop.evaluation_names.LIBERO_SUITE_NAMES; configs/libero_loop.py)
     c.sim.source = "families"
-    c.sim.families = ("pick_place", "stack_or_insert")
+    c.sim.families = ("pick_place", "stack_or_insert")  # task families of the pool (FAMILIES)
     c.sim.split = "train"  # train | heldout | all (object instances / categories)
     # Training pool = programs x seeds per family: each program is one structure (one bucket),
     # its seeds vary layout σ and attributes α inside the bucket.
-    c.sim.programs_per_family = 1
-    c.sim.seeds_per_program = 8
+    c.sim.programs_per_family = 1  # scene programs proposed per family
+    c.sim.seeds_per_program = 8  # layouts / attributes (Exec seeds) per program
     # Fixed training programs (scene-program sources, each of a family in sim.families) instead
     # of programs_per_family proposed ones; () = proposed. The held-out task programs are still
     # proposed from the families. E.g. the transfer pair's cube programs (configs/table1.py).
@@ -69,14 +73,14 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.policy = ConfigDict()  # state-only pi0.5 (coda.policy `small` structure, sized here)
     c.policy.name = "small"  # small (pi0.5) | oft (OpenVLA-OFT-style: expert_width,
     # sample_steps and sample_noise_scale do not apply to it)
-    c.policy.width = 96
-    c.policy.expert_width = 48
-    c.policy.depth = 2
-    c.policy.heads = 2
-    c.policy.state_hidden = 128
-    c.policy.num_state_tokens = 2
-    c.policy.sample_steps = 10
-    c.policy.max_token_len = 16
+    c.policy.width = 96  # Gemma (prefix) width
+    c.policy.expert_width = 48  # action expert width
+    c.policy.depth = 2  # transformer layers (prefix and expert)
+    c.policy.heads = 2  # attention heads (width must divide by it)
+    c.policy.state_hidden = 128  # hidden width of the state encoder MLP
+    c.policy.num_state_tokens = 2  # prefix tokens the flat state is encoded into
+    c.policy.sample_steps = 10  # Euler steps of the flow-matching sampler
+    c.policy.max_token_len = 16  # prompt tokens (instructions are cut / padded to it)
     c.policy.max_state_dim = 0  # flat state width the policy reads; 0 = the policy's own (64)
     # Flow-noise scale at sampling (1 = the trained prior). Lower samples nearer the mode: the
     # BC start's held-out success rises with it (benchmarks/results/finetune.md), so it is a
@@ -90,21 +94,21 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.policy.image_size = 64  # px per side (a multiple of 8); 64 -> 64 tokens per camera
 
     c.loop = ConfigDict()
-    # The default is sized to show learning on the 2-core CPU in <= 30 min: 8 rounds of 200
-    # fine-tuning updates each (success-filtered self-imitation, the update measured to learn in
-    # the loop: benchmarks/results/loop_selfimit.md) and 256 evaluation episodes per suite, so
-    # the report's "Did the policy learn?" (round 0 vs rounds 5-8, paired by episode) resolves a
-    # change of ~5 points. Measured: benchmarks/results/loop_default.{md,json}.
+    # The default is sized to show learning on the 2-core CPU: 8 rounds of 200 fine-tuning
+    # updates each (success-filtered self-imitation, the update measured to learn in the loop:
+    # benchmarks/results/loop_selfimit.md) and 256 evaluation episodes per suite, so the report's
+    # "Did the policy learn?" (round 0 vs rounds 5-8, paired by episode) resolves a change of a
+    # few points. Results and wall time: benchmarks/results/loop_default.{md,json}.
     c.loop.rounds = 8  # rounds after round 0
     c.loop.budget = 64  # B: scenes generated per round
-    c.loop.rollouts_per_variant = 4  # N
+    c.loop.rollouts_per_variant = 4  # N: rollouts of each generated scene
     c.loop.num_candidates = 1  # j: best-of-j chunks by the critic at collection (1 = off)
-    c.loop.critiques_per_mode = 4  # C
+    c.loop.critiques_per_mode = 4  # C: failures critiqued per mode and round, at most
     c.loop.critic_updates = 200  # K_Q per block
     c.loop.policy_updates = 200  # K_π per block
     c.loop.band = (0.1, 0.9)  # success band (allocation, routing, stop rule)
-    c.loop.epsilon = 0.25  # ε novel seeds
-    c.loop.replay_fraction = 0.1
+    c.loop.epsilon = 0.25  # ε: share of B spent on novel seeds
+    c.loop.replay_fraction = 0.1  # share of B replaying modes at or above the band
     # Where the UCB share of B goes while no mode is validated yet: "novel" (fresh seeded tasks,
     # as the method's allocator does) | "pool" (resampled layouts / attributes of the training
     # programs: scenes inside the success band, which self-imitation can learn from)
@@ -112,77 +116,70 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # planner demos of the round's fresh (novel) scenes join the demo rows AWR batches mix in
     # (loop.demo_fraction); sft learns fresh tasks from such demos (results/loop_selfimit.md)
     c.loop.novel_demos = False
-    c.loop.c_explore = 1.0
+    c.loop.c_explore = 1.0  # UCB exploration coefficient of the allocator
     c.loop.min_modes_in_band = 8  # trigger: another update block only with >= this many...
     c.loop.plateau_updates = 200  # ...and policy success not flat for this many updates
-    c.loop.max_extra_blocks = 2
-    # "no mode in band" stops the run only from this round on (100: every round runs; in the
-    # measured runs no mode reached the band, and the rounds still lifted ID / held-out layouts)
+    c.loop.max_extra_blocks = 2  # triggered update blocks per round, at most
+    # "no mode in band" stops the run only from this round on (100: every round runs)
     c.loop.min_stop_round = 100
     c.loop.max_env_steps = 0  # total physics-step budget (0 = unlimited)
     c.loop.bc_steps = 6000  # round 0: BC on planner demos (the SFT start)
-    c.loop.validate_n = 32  # targeted / control pairs per candidate mode (16 missed 4/16 vs 9/16)
+    # targeted / control pairs per candidate mode (why 32: benchmarks/results/loop_selfimit.md)
+    c.loop.validate_n = 32
     # What a candidate mode's targeted / control pairs (and a validated one's targeted
     # variants) are edited from: "pool" (the training pool's scenes of the mode's families, in
     # the success band; the parents if the program binds to none of them) | "parents" (the
-    # diagnosed failures themselves). And how the control varies its factor: "resample"
-    # (redrawn from the family's distribution) | "matched" (moved by the targeted edit's
-    # normalised magnitude). Measured in benchmarks/results/validation_power.md: on the parents
-    # both batches sit near 0 % and nothing is ever validated.
+    # diagnosed failures themselves; why not: benchmarks/results/validation_power.md).
     c.loop.validation_bases = "pool"
+    # How the control varies its factor: "resample" (redrawn from the family's distribution) |
+    # "matched" (moved by the targeted edit's normalised magnitude)
     c.loop.validation_control = "resample"
     c.loop.max_validations = 3  # candidate modes tested per round
     # Re-testing refuted modes (MemoryStore.reopen_refuted): a refuted mode that gathered
-    # `retest_after` diagnoses in later rounds is a candidate again, at most `max_retests` times
-    # (each re-test is another test at the same α). 0 = never re-test (every recorded run).
+    # `retest_after` diagnoses in later rounds is a candidate again (each re-test is another
+    # test at the same α); 0 = never re-test
     c.loop.retest_after = 0
-    c.loop.max_retests = 1
+    c.loop.max_retests = 1  # re-tests per refuted mode, at most
     c.loop.max_parents = 8  # diagnosed scenes kept per mode (generation parents)
     c.loop.bucket_size = 16  # variants per rollout (padded: a few compiled shapes)
     # Learner minibatches split over jax.devices() (all hosts' in a multi-host run; gradients
     # all-reduced): auto = when there is more than one device | on | off. policy_batch and
     # critic_batch must be multiples of the device count (README "Multi-device and multi-host").
     c.loop.data_parallel = "auto"
-    c.loop.policy_lr = 1e-3
-    c.loop.policy_batch = 32
-    # Fine-tuning after the BC start (rounds >= 1): its own warmup-cosine peak rate and batch
-    # (0 = one cosine over the whole run at policy_lr, and policy_batch). Self-imitation lifted
-    # stack's in-band start at 3e-4 / 128 and stayed flat at the tail of the BC cosine / 32
-    # (benchmarks/results/finetune_selfimit.md).
+    c.loop.policy_lr = 1e-3  # policy peak learning rate (BC start; every round if finetune_lr=0)
+    c.loop.policy_batch = 32  # policy minibatch rows
+    # Fine-tuning after the BC start (rounds >= 1): its own warmup-cosine peak rate
+    # (0 = one cosine over the whole run at policy_lr; the values chosen in
+    # benchmarks/results/finetune_selfimit.md) ...
     c.loop.finetune_lr = 3e-4
-    c.loop.finetune_batch = 128
-    c.loop.policy_warmup = 100
-    c.loop.critic_batch = 128
+    c.loop.finetune_batch = 128  # ... and its minibatch rows (0 = policy_batch)
+    c.loop.policy_warmup = 100  # warmup updates of the policy's learning rate
+    c.loop.critic_batch = 128  # chunk-critic minibatch rows
     c.loop.demo_fraction = 0.25  # planner-demo rows in each AWR batch
-    c.loop.awr_positive_only = True
-    c.loop.updates_per_call = 20
-    c.loop.replay_size = 20000
-    c.loop.demo_cap = 12000
+    c.loop.awr_positive_only = True  # AWR: replay rows with advantage <= 0 get weight 0
+    c.loop.updates_per_call = 20  # updates per jitted call (lax.scan length; results unchanged)
+    c.loop.replay_size = 20000  # transitions kept on device (ring buffer)
+    c.loop.demo_cap = 12000  # planner-demo rows kept on device
     # Planner demos for BC: the pool's layouts plus `demo_seeds` more layouts of each pool
-    # program (demos only), each also run once per DART noise sigma in `demo_dart`. From 8
-    # layouts BC memorises (ID 6 %); 256 layouts + 2 DART passes gave a 48-63 % held-out start
-    # (benchmarks/results/finetune.md).
+    # program (demos only); why this many: benchmarks/results/finetune.md
     c.loop.demo_seeds = 120
-    c.loop.demo_dart = (0.1, 0.3)
+    c.loop.demo_dart = (0.1, 0.3)  # one more DART demo pass per noise sigma
     # AWR advantages (coda.train.learner.ADVANTAGES): "nstep" = observed m-chunk return +
-    # bootstrapped V - V; the critic's own Q - V dropped an in-band start 8 points in 100 updates
-    # "success" = success-filtered self-imitation: the chunk critic still trains on the Φ-shaped
-    # targets (and picks chunks when num_candidates > 1), but does not weight the policy's rows;
-    # "nstep" did not move the loop's policy (loop_selfimit.md)
+    # bootstrapped V - V; "success" = success-filtered self-imitation: the chunk critic still
+    # trains on the Φ-shaped targets (and picks chunks when num_candidates > 1), but does not
+    # weight the policy's rows. Why not the critic's own Q - V, and why "success":
+    # benchmarks/results/finetune_inband.md, finetune_selfimit.md, loop_selfimit.md
     c.loop.advantage = "success"
     # EMA of the policy weights; rollouts and evaluations act with it (0 = off). BC from noisy
     # flow-matching minibatches needs it; it also damps the AWR blocks' drift.
     c.loop.policy_ema = 0.999
-    # A run folder whose round 0 this run adopts instead of training its own ("" = none): same
-    # config apart from strategy / critic / engine / llm, same `bc_start` (coda.loop.driver
-    # `adopt_start`); a study trains the SFT start once per seed this way.
     # Flow-noise scale of the rollouts that collect training data (step 3; evaluation, critic
-    # probes and validation sample at policy.sample_noise_scale). With loop.advantage="success":
-    # outside the loop, collecting at the evaluation sampler (1.0) lifts stack's in-band start
-    # further than a narrower prior (0.3), whose own mode caps it; pick-place gains the same
-    # either way (benchmarks/results/finetune_selfimit.md). In the loop (`:selfimit`, 0.3) the
-    # two were indistinguishable over 10 rounds (loop_selfimit.md, last section).
+    # probes and validation sample at policy.sample_noise_scale); compared with 0.3 in
+    # benchmarks/results/finetune_selfimit.md and loop_selfimit.md (last section)
     c.loop.collect_noise_scale = 1.0
+    # A run folder whose round 0 this run adopts instead of training its own ("" = none): same
+    # config apart from what round 0 does not read (coda.loop.compat.adopt_start); a study
+    # trains the SFT start once per seed this way.
     c.loop.start_from = ""
     # A finished run folder whose final memory snapshot seeds this run's memory at round 0
     # ("" = none): its validated modes, their Ω programs and parents, and Φ (coda.loop.transfer;
@@ -194,9 +191,9 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # model through `llm`; needs llm.backend openai or openai_compatible)
     c.critic.name = "offline"
     c.critic.n_probes = 2  # offline critic: counterfactual probes per factor
-    c.critic.n_repeats = 1
-    c.critic.max_keyframes = 6  # vlm critic: images per failed episode, and their side
-    c.critic.image_size = 224
+    c.critic.n_repeats = 1  # offline critic: unchanged-scene repeats per failed episode (baseline)
+    c.critic.max_keyframes = 6  # vlm critic: images per failed episode
+    c.critic.image_size = 224  # vlm critic: the images' side in px
 
     c.engine = ConfigDict()
     c.engine.name = "offline"  # offline (rule table) | llm (LLM-written edit programs, sandboxed)
@@ -207,32 +204,34 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.potentials.compiler = "offline"
 
     # The LLM client of the vlm critic, the llm engine and the llm compiler (unused by the
-    # offline defaults).
-    # Every call is recorded under <workdir>/llm/records; "reuse" replays a recorded call on
-    # resume (the interrupted round gets the same answers) and calls the backend otherwise.
+    # offline defaults). Every call is recorded under <workdir>/llm/records.
     c.llm = ConfigDict()
     c.llm.backend = "offline"  # offline | openai | openai_compatible
     c.llm.model = ""  # "" = coda.llm's default per role (gpt-5.5 for the critic)
     c.llm.base_url = ""  # openai_compatible: e.g. http://127.0.0.1:8000/v1
-    c.llm.api_key_env = "OPENAI_API_KEY"
+    c.llm.api_key_env = "OPENAI_API_KEY"  # environment variable holding the API key
+    # off | record | replay | reuse; "reuse" replays a recorded call on resume (the interrupted
+    # round gets the same answers) and calls the backend otherwise
     c.llm.record_mode = "reuse"
-    c.llm.max_concurrency = 4
-    c.llm.timeout_s = 120.0
+    c.llm.max_concurrency = 4  # LLM calls in flight at once
+    c.llm.timeout_s = 120.0  # per-call timeout in seconds
 
     c.eval = ConfigDict()
-    c.eval.episodes = 256  # per suite (s.e. <= 0.031; a round-to-round change of ~9 points)
+    c.eval.episodes = 256  # per suite (binomial s.e. <= 0.031)
+    # fixed evaluation suites (coda.loop.evaluation): training layouts, held-out layouts /
+    # object instances / categories / task programs
     c.eval.suites = ("id", "ood_layouts", "ood_instances", "ood_categories", "ood_tasks")
-    c.eval.heldout_tasks_per_family = 1
+    c.eval.heldout_tasks_per_family = 1  # proposed held-out task programs (ood_tasks) per family
     c.eval.before_bc = True  # also the untrained policy on ID at round 0
-    c.eval.every = 1
+    c.eval.every = 1  # evaluate every this many rounds (and always the last one)
 
     c.render = ConfigDict()
-    c.render.enabled = True
+    c.render.enabled = True  # render the diagnosed failures' GIFs into the report (needs GL)
     c.render.failures_per_round = 2  # diagnosed failures rendered as GIFs in the report
-    c.render.width = 160
-    c.render.height = 160
+    c.render.width = 160  # GIF frame width in px
+    c.render.height = 160  # GIF frame height in px
 
-    if arg == "smoke":  # CPU, <= 3 min: tiny policy, few scenes, few chunks
+    if arg == "smoke":  # CPU plumbing: tiny policy, few scenes, few chunks
         c.sim.families = ("pick_place",)
         c.sim.programs_per_family = 1
         c.sim.seeds_per_program = 4
@@ -301,7 +300,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
         c.critic.n_repeats = 2
         c.eval.episodes = 128
         c.eval.heldout_tasks_per_family = 2
-    elif arg == "selfimit":  # measured: 10 rounds in 654 s after a ~8 min round 0 (load 8-12)
+    elif arg == "selfimit":  # its results and times: benchmarks/results/loop_selfimit.md
         c.loop.advantage = "success"
         c.loop.collect_noise_scale = 0.3
         c.loop.finetune_lr = 3e-4
@@ -313,7 +312,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
         c.loop.num_candidates = 1
         c.loop.no_mode_budget = "pool"
         c.loop.rounds = 10
-        c.loop.min_stop_round = 100  # run every round (no mode reached the band in 10)
+        c.loop.min_stop_round = 100  # run every round
         c.eval.episodes = 64
     elif arg not in (None, ""):
         valid = "'', 'smoke', 'gpu', 'selfimit'"

@@ -15,13 +15,13 @@ from ml_collections import ConfigDict
 
 def get_config(arg: str | None = None) -> ConfigDict:
     c = ConfigDict()
-    c.suite = "libero_spatial"
-    c.perturbation = "none"
-    c.policy = "planner"
+    c.suite = "libero_spatial"  # the LIBERO suite evaluated (list above)
+    c.perturbation = "none"  # LIBERO-PRO / LIBERO-Plus perturbation (list above); none = off
+    c.policy = "planner"  # the acting policy: planner | random | hold
     c.tasks = ""  # "" = every task of the suite; else task ids, e.g. "0,3"
     c.init_states = 0  # initial states per task; 0 = all 50 (all from init_offset on)
     c.init_offset = 0  # first initial state index (split a long evaluation by state range)
-    c.seed = 0
+    c.seed = 0  # PRNG seed of the policies and the perturbations
     c.horizon = 10  # control steps per action chunk
     c.num_chunks = 0  # 0 = the suite's LIBERO step cap in simulated time
     c.nthread = 0  # native backend threads; 0 = all cores

@@ -49,23 +49,25 @@ def get_config(arg: str | None = None, suite: str = "libero_spatial"):
     # LIBERO's step cap in simulated time: cap x 0.05 s / (H x 0.04 s) chunks
     c.sim.num_chunks = math.ceil(STEP_CAPS[suite] * 0.05 / (0.04 * c.sim.horizon))
     c.policy.max_state_dim = 128  # up to 15 tracked bodies x 7 + gripper (libero_spatial: 122)
-    c.policy.max_token_len = 32  # LIBERO's instructions run to ~25 tokens
+    c.policy.max_token_len = 32  # prompt tokens: LIBERO's instructions are longer than ours
+    # evaluation suites: the pool's episodes, held-out states (plain and layout-shifted) and
+    # LIBERO-PRO's perturbations (coda.loop.sources)
     c.eval.suites = ("id", "ood_layouts", "ood_shift", "ood_swap", "ood_objects", "ood_language")
     c.eval.suites += ("ood_tasks",)
-    c.eval.before_bc = False
+    c.eval.before_bc = False  # no untrained-policy evaluation at round 0
     c.loop.demo_seeds = 8  # initial states 8..15 of each task: demos only
     c.loop.budget = 20  # two fresh shifted states per task and round
     if arg in (None, ""):  # the settings benchmarks/results/libero_loop.md was measured with
-        c.loop.rounds = 3
-        c.eval.episodes = 32
-        c.loop.policy_updates = 40
-        c.loop.rollouts_per_variant = 1
-        c.loop.num_candidates = 2
-        base.awr_rounds(c)
+        c.loop.rounds = 3  # rounds after round 0
+        c.eval.episodes = 32  # per suite
+        c.loop.policy_updates = 40  # K_π per block
+        c.loop.rollouts_per_variant = 1  # N
+        c.loop.num_candidates = 2  # j: best-of-j chunks by the critic at collection
+        base.awr_rounds(c)  # critic-weighted AWR rounds, as configs/coda.py's awr_rounds says
     if arg == "smoke":  # two tasks, two states each, short episodes: the plumbing, not learning
         c.libero.tasks = "0,1"
         c.libero.train_states = 2
-        c.sim.num_chunks = 12  # the planner solves both tasks in 12 chunks (4.8 s)
+        c.sim.num_chunks = 12  # 4.8 s: long enough for the planner on both tasks
         c.loop.demo_seeds = 0
         c.loop.rounds = 1
         c.loop.budget = 2

@@ -36,8 +36,8 @@ from ml_collections import ConfigDict
 
 VARIANTS = ("", "smoke", "gpu", "transfer")
 # The transfer pair's training programs (variant `transfer`): the cube programs `oft` fits at
-# CPU scale (benchmarks/results/oft_bc_probe.md: 31-62 % held-out after 4,000 BC updates, where
-# on the seeded programs of the other cells it stays at 0 %).
+# CPU scale, where it fails on the seeded programs of the other cells
+# (benchmarks/results/oft_bc_probe.md).
 CUBE_PROGRAMS = (
     """add_object("cube", role="target", instance="cube_red")
 add_object("plate", role="goal", instance="plate_blue")
@@ -63,7 +63,7 @@ TABLE1_STRATEGIES = (
 
 
 def _loop_config(arg, strategy: str = "coda") -> ConfigDict:
-    """`configs/coda.py`'s get_config (loaded by path, as configs/sft.py does)."""
+    """`configs/coda.py`'s get_config (loaded by path: configs/ is not a package)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "coda.py")
     spec = importlib.util.spec_from_file_location("_coda_base_config", path)
     base = importlib.util.module_from_spec(spec)
@@ -75,15 +75,12 @@ def _cpu_base() -> ConfigDict:
     """The loop every CPU cell runs: `configs/coda.py:selfimit` (the recipe that lifts an
     in-band BC start, benchmarks/results/loop_selfimit.md) for 2 rounds after round 0.
 
-    Round 0 is the default's BC start (6,000 steps on the pool + 64 more layouts with 2 DART
-    passes; ID ~40-50 %), trained once per seed and adopted by every BC-start strategy of that
-    seed (`study.share_start`); each round is B = 64 scenes x 4 rollouts, 200 fine-tuning
-    updates at 3e-4 / batch 128, 64 episodes per evaluation suite.
-
-    History: the first CPU base (one family, 1,000 BC steps, a 1-layer policy) was sized for
-    cost and scored 0/16 ID and 0/64 OOD in every cell: it measured nothing but cost. This one
-    starts inside the success band. Measured time: see benchmarks/results/table1.md (the
-    run's wall time per cell).
+    Round 0 is the default's BC start (`loop.bc_steps` on the pool's planner demos plus
+    `loop.demo_seeds` more layouts and the `loop.demo_dart` passes; it starts inside the success
+    band), trained once per seed and adopted by every BC-start strategy of that seed
+    (`study.share_start`); each round is B = 64 scenes x 4 rollouts, 200 fine-tuning updates at
+    3e-4 / batch 128, 64 episodes per evaluation suite. Results and the wall time per cell:
+    benchmarks/results/table1.md.
     """
     c = _loop_config("selfimit")
     c.loop.rounds = 2
@@ -103,6 +100,7 @@ def get_config(arg: str | None = None) -> ConfigDict:
     # False: every cell in this process (a run releases what it compiled when it ends:
     # coda.lifetime); True: each cell in its own spawned process (a crash loses only the cell)
     c.study.cell_process = False
+    # study.base: the loop config every cell shares (set per variant below)
     if arg in (None, ""):
         c.study.base = _cpu_base()
     elif arg == "smoke":  # tests: 2 strategies x 1 seed, the smoke loop (one round after round 0)

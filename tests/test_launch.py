@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from coda import runconfig
+from coda.loop.strategies import STRATEGIES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # configs of launch.main (configs/libero.py belongs to launch.libero: tests/test_libero.py;
@@ -38,6 +39,19 @@ def test_every_config_loads_with_its_variants(path):
         runconfig.validate(cfg, families=tasks.FAMILIES)
     with pytest.raises(ValueError, match="valid"):
         mod.get_config("nonsense")
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_every_strategy_validates_from_the_main_config(name):
+    """Baselines and ablations have no config files: `--config=configs/coda.py
+    --config.strategy=NAME` selects each registry entry, and every variant validates with it."""
+    from coda.sim import tasks
+
+    mod = _load(os.path.join(ROOT, "configs", "coda.py"))
+    for arg in (None, "smoke", "gpu", "selfimit"):
+        cfg = mod.get_config(arg)
+        cfg.strategy = name
+        runconfig.validate(cfg, families=tasks.FAMILIES)
 
 
 def test_cli_rejects_a_misspelt_override(tmp_path):

@@ -1,5 +1,5 @@
-"""Strategy registry: every entry has a config, validates, and plans its round budget (cheap);
-each one runs a one-round smoke loop end to end (slow)."""
+"""Strategy registry: every entry is selected by `configs/coda.py` + `strategy`, validates, and
+plans its round budget (cheap); each one runs a one-round smoke loop end to end (slow)."""
 
 import importlib.util
 import os
@@ -15,11 +15,14 @@ NAMES = list(STRATEGIES)
 
 
 def _config(name, arg="smoke"):
-    path = os.path.join(ROOT, "configs", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"cfg_{name}", path)
+    """`configs/coda.py:<arg>` with `strategy=name` (what `--config.strategy=name` selects)."""
+    path = os.path.join(ROOT, "configs", "coda.py")
+    spec = importlib.util.spec_from_file_location("cfg_coda", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.get_config(arg)
+    cfg = mod.get_config(arg)
+    cfg.strategy = name
+    return cfg
 
 
 def test_unknown_strategy_lists_the_valid_names():
@@ -41,7 +44,8 @@ def test_registry_has_the_issue_strategies():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_strategy_config_validates_and_plans_its_budget(name):
-    """Its config file sets it; the allocation step spends exactly B (or nothing, zero-shot)."""
+    """Every variant of configs/coda.py validates with it; the allocation step spends exactly B
+    (or nothing, zero-shot)."""
     from coda.loop import rounds
     from coda.loop.state import RunState
     from coda.memory import MEMORY_MODES
