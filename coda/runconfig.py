@@ -3,8 +3,10 @@
 `launch.main` calls `validate` before JAX is imported and before anything is written to the
 run folder, so a typo is one line naming the field and its valid choices instead of a crash
 minutes into the run (or, worse, a run that silently does something else: an unknown split
-used to mean "all"). `loop.run` calls it again for configs built in code, with the registered
-task families. No JAX / MuJoCo imports here: that is the point.
+used to mean "all"). `loop.run` calls it again for configs built in code. Every name a config
+can hold (families, strategies, critics, engines, compilers, backends) is checked against
+`coda.registries`, which names them without importing them. No JAX / MuJoCo imports here: that
+is the point.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from coda import registries
+
 SPLITS = ("train", "heldout", "all")  # object instances / categories a run may sample
-BACKENDS = ("auto", "native", "mjx")  # `coda.sim.rollout.make_backend` names
 CACHE_ENV = "CODA_CACHE_DIR"
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "coda", "jax")
 
@@ -44,8 +47,8 @@ def _is_int(v: Any) -> bool:
 def problems(config: Any, families: Iterable[str] | None = None) -> list[str]:
     """Every invalid field of `config` as 'field: why (valid: ...)'; empty when it is valid.
 
-    `families`: the registered task family names, when known (they need `coda.sim.tasks`,
-    which imports JAX); None skips that check.
+    `families`: the task family names to accept; None: every registered one
+    (`coda.registries.FAMILIES`, including families registered at run time).
     """
     out: list[str] = []
 
@@ -63,7 +66,7 @@ def problems(config: Any, families: Iterable[str] | None = None) -> list[str]:
         elif not _is_int(v) or v < lo:
             out.append(f"{field}={v!r} must be an integer >= {lo}")
 
-    choice("sim.backend", BACKENDS)
+    choice("sim.backend", ("auto", *registries.PHYSICS_BACKENDS))
     choice("sim.split", SPLITS)
     integer("seed", 0)
     integer("sim.num_chunks", 1)
@@ -80,11 +83,10 @@ def problems(config: Any, families: Iterable[str] | None = None) -> list[str]:
         dup = sorted({f for f in fams if list(fams).count(f) > 1})
         if dup:
             out.append(f"sim.families lists {dup} more than once")
-        if families is not None:
-            known = sorted(families)
-            unknown = [f for f in fams if f not in known]
-            if unknown:
-                out.append(f"sim.families: unknown {unknown} (valid: {', '.join(known)})")
+        known = sorted(registries.FAMILIES if families is None else families)
+        unknown = [f for f in fams if f not in known]
+        if unknown:
+            out.append(f"sim.families: unknown {unknown} (valid: {', '.join(known)})")
     progs = _get(config, "sim.programs")
     if progs is not _MISSING and progs:
         if isinstance(progs, str) or not all(isinstance(p, str) and p.strip() for p in progs):
@@ -109,13 +111,9 @@ def problems(config: Any, families: Iterable[str] | None = None) -> list[str]:
     return out
 
 
-CRITICS = ("offline", "vlm")  # coda.critic.CRITICS as the loop wires them
-ENGINES = ("offline", "llm")  # coda.engine.engines.ENGINES
-COMPILERS = ("offline", "llm")  # coda.potentials.task.COMPILERS
-LLM_BACKENDS = ("offline", "openai", "openai_compatible")  # coda.llm BACKENDS the loop configures
 LLM_RECORD_MODES = ("off", "record", "replay", "reuse")  # coda.llm.record.RECORD_MODES
 POLICY_NAMES = ("small", "oft")  # coda.policy configs the loop sizes (policy_overrides)
-ADVANTAGES = ("critic", "mc", "nstep", "success")  # coda.train.learner.ADVANTAGES (no JAX)
+ADVANTAGES = registries.ADVANTAGES  # coda.train.learner.LearnerConfig.advantage
 LOOP_INTS = {  # field -> minimum
     "loop.rounds": 0,
     "loop.budget": 1,
@@ -182,7 +180,7 @@ def _llm_problems(config: Any, out: list[str], choice: Any) -> None:
                 "llm: missing (the vlm critic / llm engine / llm compiler need an `llm` section)"
             )
         return
-    choice("llm.backend", LLM_BACKENDS)
+    choice("llm.backend", tuple(registries.LLM_BACKENDS))
     choice("llm.record_mode", LLM_RECORD_MODES)
     backend, url = _get(config, "llm.backend"), _get(config, "llm.base_url")
     if backend == "openai_compatible" and not url:
@@ -203,13 +201,11 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     """The loop's fields (configs/coda.py); skipped for configs without a `loop` section."""
     if _get(config, "loop") is _MISSING:
         return
-    from coda.loop.strategies import STRATEGIES  # pure Python (no JAX)
-
-    choice("strategy", tuple(STRATEGIES))
-    choice("critic.name", CRITICS)
-    choice("engine.name", ENGINES)
+    choice("strategy", tuple(registries.STRATEGIES))
+    choice("critic.name", tuple(registries.CRITICS))
+    choice("engine.name", tuple(registries.ENGINES))
     if _get(config, "potentials") is not _MISSING:
-        choice("potentials.compiler", COMPILERS)
+        choice("potentials.compiler", tuple(registries.COMPILERS))
     choice("loop.no_mode_budget", NO_MODE_BUDGETS)
     choice("loop.validation_bases", VALIDATION_BASES)
     choice("loop.validation_control", VALIDATION_CONTROLS)

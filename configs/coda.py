@@ -20,7 +20,9 @@ band = loop.band, triggers = loop.min_modes_in_band / loop.plateau_updates.
 
 from ml_collections import ConfigDict
 
-FAMILIES = ("pick_place", "articulated", "put_inside", "stack_or_insert")
+from coda import registries
+
+FAMILIES = tuple(registries.FAMILIES)  # every registered task family, in proposal order
 VARIANTS = ("", "smoke", "gpu", "selfimit")
 
 

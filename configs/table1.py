@@ -34,6 +34,8 @@ import os
 
 from ml_collections import ConfigDict
 
+from coda import registries
+
 VARIANTS = ("", "smoke", "gpu", "transfer")
 # The transfer pair's training programs (variant `transfer`): the cube programs `oft` fits at
 # CPU scale, where it fails on the seeded programs of the other cells
@@ -50,16 +52,10 @@ set_task("stack_or_insert", mode="stack", top="top", base="base")
 sample_layout()
 """,
 )
-# Table 1's rows: the method, the five baselines and the no-memory ablation.
-TABLE1_STRATEGIES = (
-    "coda",
-    "zero_shot",
-    "sft",
-    "domain_randomization",
-    "uniform_variants",
-    "success_rate_guided",
-    "no_memory",
-)
+# Table 1's rows, from the strategy registry: the method, every baseline, the no-memory ablation.
+TABLE1_STRATEGIES = tuple(
+    name for name, s in registries.STRATEGIES.items() if s.kind in ("method", "baseline")
+) + ("no_memory",)
 
 
 def _loop_config(arg, strategy: str = "coda") -> ConfigDict:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from coda import runconfig
+from coda import registries, runconfig
 from coda.loop.strategies import STRATEGIES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -196,8 +196,8 @@ def test_config_choices_match_the_code_they_name():
     from coda.sim import assets, rollout
     from coda.train import learner
 
-    assert set(runconfig.BACKENDS) == {"auto", *rollout.BACKENDS}
-    assert runconfig.ADVANTAGES == learner.ADVANTAGES
+    assert rollout.BACKENDS is registries.PHYSICS_BACKENDS  # what sim.backend is checked against
+    assert runconfig.ADVANTAGES is learner.ADVANTAGES is registries.ADVANTAGES
     for split in runconfig.SPLITS:
         assert assets.instances_for("cube", split)
     with pytest.raises(ValueError, match="valid: train, heldout, all"):

@@ -156,7 +156,7 @@ def test_state_only_errors_and_registry():
         policy.sample_chunks(params, obs.replace(state=None), jax.random.key(0))
     with pytest.raises(ValueError, match="max_state_dim"):
         make_observation(obs.tokens, obs.token_mask, state=np.zeros((B, 99)), max_state_dim=16)
-    with pytest.raises(ValueError, match="valid names"):
+    with pytest.raises(ValueError, match="unknown policy config .*; valid: pi05, "):
         get_policy("nope")
     with pytest.raises(ValueError, match="unknown config field"):
         get_config("small", widht=3)

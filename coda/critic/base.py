@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
+from coda import registries
 from coda.critic.episode import Episode
 from coda.critic.types import MEMORY_FACTOR, Diagnosis
 
@@ -110,17 +111,14 @@ def select_failures(
     return [episodes[i] for i in sorted(chosen)]
 
 
-CRITICS: dict[str, Callable[..., Critic]] = {}
+CRITICS = registries.CRITICS  # name -> critic factory (coda.registries)
 
 
 def register_critic(name: str, factory: Callable[..., Critic]) -> None:
-    if name in CRITICS:
-        raise ValueError(f"critic {name!r} already registered")
-    CRITICS[name] = factory
+    """Adds a critic factory under `name` (an error if the name is taken)."""
+    CRITICS.register(name, factory)
 
 
 def make_critic(name: str, **kwargs: Any) -> Critic:
-    """A critic backend by config name ("offline" or "vlm"); unknown names list the valid ones."""
-    if name not in CRITICS:
-        raise KeyError(f"unknown critic {name!r}; valid: {sorted(CRITICS)}")
-    return CRITICS[name](**kwargs)
+    """A critic backend by config name; an unknown name lists the valid ones."""
+    return CRITICS.make(name, **kwargs)

@@ -24,7 +24,7 @@ from typing import Any
 
 import jax
 
-from coda.critic.base import Critique, record, register_critic
+from coda.critic.base import Critique, record
 from coda.critic.episode import Episode, keyframe_indices
 from coda.critic.evidence import infer_cause
 from coda.critic.probes import PolicyLike, attribute, run_probes
@@ -125,6 +125,3 @@ class OfflineCritic:
             out.append(Critique(ep, diag, None, assignment))
         per = (time.perf_counter() - t0) / max(len(episodes), 1)
         return [Critique(c.episode, c.diagnosis, c.rejected, c.assignment, per) for c in out]
-
-
-register_critic("offline", OfflineCritic)

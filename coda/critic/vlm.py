@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from coda.critic.base import Critique, record, register_critic
+from coda.critic.base import Critique, record
 from coda.critic.episode import Episode, keyframe_indices, keyframe_label, render_keyframes
 from coda.critic.types import (
     CAUSES,
@@ -211,6 +211,3 @@ class VLMCritic:
             with open(os.path.join(self.log_dir, "critic_rejected.jsonl"), "a") as f:
                 f.write(json.dumps(entry) + "\n")
         return Critique(ep, None, why)
-
-
-register_critic("vlm", VLMCritic)

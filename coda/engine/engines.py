@@ -13,9 +13,10 @@ A mode is anything with ``factor``, ``phase`` and ``label`` (memory's `Mode`) or
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from coda import registries
 from coda.engine.programs import Program, apply, bind, load_programs, scene_factor
 from coda.engine.roles import RoleBindingError
 from coda.engine.rules import candidate_programs
@@ -120,20 +121,12 @@ class OfflineEngine:
         raise first
 
 
-def _llm_engine(**kwargs: Any) -> Engine:
-    from coda.engine.llm_engine import LLMEngine
-
-    return LLMEngine(**kwargs)
-
-
-ENGINES: dict[str, Callable[..., Engine]] = {"offline": OfflineEngine, "llm": _llm_engine}
+ENGINES = registries.ENGINES  # name -> engine factory (coda.registries)
 
 
 def make_engine(name: str = "offline", **kwargs: Any) -> Engine:
-    """An engine backend by name (``offline`` | ``llm``); unknown names list the valid ones."""
-    if name not in ENGINES:
-        raise ValueError(f"unknown engine backend {name!r}; valid: {sorted(ENGINES)}")
-    return ENGINES[name](**kwargs)
+    """An engine backend by name; an unknown name lists the valid ones."""
+    return ENGINES.make(name, **kwargs)
 
 
 def resolve_program(

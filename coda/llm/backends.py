@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from coda import registries
 from coda.llm.types import CompletionRequest, RawCompletion, TransportError
 
 __all__ = [
@@ -243,18 +244,12 @@ class OfflineBackend:
         return RawCompletion(text=text, model=request.model or f"offline-{role}")
 
 
-BACKENDS: dict[str, Callable[..., Backend]] = {
-    "openai": OpenAIBackend,
-    "openai_compatible": OpenAICompatibleBackend,
-    "offline": OfflineBackend,
-}
+BACKENDS = registries.LLM_BACKENDS  # name -> backend factory (coda.registries)
 
 
 def register_backend(name: str, factory: Callable[..., Backend]) -> None:
-    """Add a backend kind (e.g. a provider with its own SDK)."""
-    if name in BACKENDS:
-        raise ValueError(f"backend {name!r} already registered")
-    BACKENDS[name] = factory
+    """Add a backend kind (e.g. a provider with its own SDK); an error if the name is taken."""
+    BACKENDS.register(name, factory)
 
 
 def get_backend(name: str, **kwargs: Any) -> Backend:

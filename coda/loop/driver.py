@@ -29,6 +29,7 @@ from coda.loop.evaluation import evaluate_suites, load_suites, pooled_ood, save_
 from coda.loop.state import Budgets, RunState
 from coda.loop.strategies import Strategy, get_strategy
 from coda.policy.configs import obs_overrides
+from coda.registries import ENGINES
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,6 @@ class Context:
     """What every step reads: config, strategy, backend, learner, memory, pool, suites."""
 
     def __init__(self, config: ConfigDict, workdir: str, strategy: Strategy) -> None:
-        from coda.engine.engines import make_engine
         from coda.memory import MEMORY_MODES
         from coda.policy import get_policy
         from coda.sim.rollout import make_backend
@@ -142,10 +142,9 @@ class Context:
             else None
         )
         self.sync_llm = loop_llm.UsageSync(self.llm)
-        if config.engine.name == "llm":  # LLM-written edit programs, run in the sandbox
-            self.engine = make_engine("llm", client=self.llm, memory=self.memory)
-        else:
-            self.engine = make_engine(config.engine.name)
+        # each registered engine takes what its signature names (the LLM engine: the client
+        # and the memory its edit programs are stored in)
+        self.engine = ENGINES.build(config.engine.name, client=self.llm, memory=self.memory)
         acting = distributed.acting_devices(self.backend)  # the weights rollouts act with
         self.agents = collect.Agents(self.learner, devices=acting)
         # training-data rollouts (step 3) may sample a narrower flow prior than evaluation

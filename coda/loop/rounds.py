@@ -311,35 +311,31 @@ def collect_round(ctx: Any, state: RunState, r: int, gens: list[Gen], key: jax.A
 
 def critique_and_validate(ctx: Any, state: RunState, r: int, episodes, key: jax.Array) -> dict:
     """Step 4: ≤ C critiques per mode (clustered into modes), then candidate validation."""
-    from coda.critic import make_critic, select_failures
+    from coda.critic import select_failures
+    from coda.registries import CRITICS
 
     lc, cc = ctx.config.loop, ctx.config.critic
     k_sel, k_crit, k_val = jax.random.split(key, 3)
     chosen = select_failures(episodes, int(lc.critiques_per_mode), k_sel)
     out: dict[str, Any] = {"critiqued": len(chosen), "diagnosed": 0, "validated": [], "refuted": []}
     if chosen:
-        if cc.name == "vlm":  # keyframes + factored scene to the critic role of ctx.llm
-            critic = make_critic(
-                "vlm",
-                client=ctx.llm,
-                memory=ctx.memory,
-                max_keyframes=int(cc.max_keyframes),
-                image_size=int(cc.image_size),
-                log_dir=os.path.join(ctx.workdir, "llm") if distributed.is_primary() else None,
-            )
-        else:
-            bound = collect.BoundFactory(ctx.agents, 1)  # shared compiled agents, bucket tokens
-            critic = make_critic(
-                cc.name,
-                policy=bound,
-                params=bound.params,
-                backend=ctx.backend,
-                num_chunks=int(ctx.config.sim.num_chunks),
-                n_probes=int(cc.n_probes),
-                n_repeats=int(cc.n_repeats),
-                memory=ctx.memory,
-                split=distributed.host_split(),  # each host rolls out its share of the probes
-            )
+        bound = collect.BoundFactory(ctx.agents, 1)  # shared compiled agents, bucket tokens
+        # everything a critic may take; each registered critic picks what its signature names
+        critic = CRITICS.build(
+            cc.name,
+            policy=bound,  # the offline critic's probes roll the policy out again
+            params=bound.params,
+            backend=ctx.backend,
+            num_chunks=int(ctx.config.sim.num_chunks),
+            n_probes=int(cc.n_probes),
+            n_repeats=int(cc.n_repeats),
+            memory=ctx.memory,
+            split=distributed.host_split(),  # each host rolls out its share of the probes
+            client=ctx.llm,  # the VLM critic: keyframes + factored scene to the critic role
+            max_keyframes=int(cc.max_keyframes),
+            image_size=int(cc.image_size),
+            log_dir=os.path.join(ctx.workdir, "llm") if distributed.is_primary() else None,
+        )
         t0 = time.perf_counter()
         crits = critic.diagnose(chosen, k_crit, round=r)
         ctx.budgets.critiques += len(chosen)

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from coda import registries
+
 ALLOCATIONS = ("ucb", "uniform_modes", "success_rate", "domain_randomization", "novel", "none")
 POTENTIALS = ("diagnosis", "task_description", "none")
-MEMORIES = ("full", "single_store", "none")
 UPDATES = ("awr", "bc", "frozen", "none")
 
 
@@ -44,7 +45,7 @@ class Strategy:
         for field, valid in (
             ("allocation", ALLOCATIONS),
             ("potential", POTENTIALS),
-            ("memory", MEMORIES),
+            ("memory", tuple(registries.MEMORY_MODES)),
             ("update", UPDATES),
         ):
             v = getattr(self, field)
@@ -63,86 +64,86 @@ class Strategy:
         return self.update in ("awr", "bc", "frozen")
 
 
-_S = Strategy
-STRATEGIES: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        _S("coda", "method", "CoDA: diagnose, validate, target, shape, route (§3.5)"),
-        _S(
-            "zero_shot",
-            "baseline",
-            "the start policy, never trained (no BC, no updates; evaluated every round)",
-            allocation="none",
-            critique=False,
-            potential="none",
-            bc_start=False,
-            update="none",
-        ),
-        _S(
-            "sft",
-            "baseline",
-            "BC on planner demos only: each round's budget buys fresh seeded tasks + demos",
-            allocation="novel",
-            critique=False,
-            potential="none",
-            update="bc",
-        ),
-        _S(
-            "domain_randomization",
-            "baseline",
-            "uniform resampling of layout and attributes of the training pool, AWR",
-            allocation="domain_randomization",
-            critique=False,
-            potential="none",
-        ),
-        _S(
-            "uniform_variants",
-            "baseline",
-            "engine variants of validated modes with a uniform allocation (no UCB)",
-            allocation="uniform_modes",
-        ),
-        _S(
-            "success_rate_guided",
-            "baseline",
-            "allocation by the pool's failure rate, no diagnosis, no Φ",
-            allocation="success_rate",
-            critique=False,
-            potential="none",
-        ),
-        _S("no_memory", "ablation", "memory forgets everything each round", memory="none"),
-        _S(
-            "single_store",
-            "ablation",
-            "one undivided store: no modes by (δ, p), no keyed retrieval",
-            memory="single_store",
-        ),
-        _S(
-            "skill_library",
-            "ablation",
-            "skill-library memory: programs kept undivided and used uniformly (no UCB)",
-            memory="single_store",
-            allocation="uniform_modes",
-        ),
-        _S("sparse_only", "ablation", "no potential: sparse ν reward only", potential="none"),
-        _S(
-            "taskdesc_potential",
-            "ablation",
-            "Φ from the task description (terminal relation), not the diagnosis",
-            potential="task_description",
-        ),
-        _S("no_refinement", "ablation", "first compiled Φ kept: no repair rounds", repair=False),
-        _S(
-            "frozen_policy",
-            "ablation",
-            "policy weights frozen; the critic trains and selects chunks (best-of-j)",
-            update="frozen",
-        ),
-    )
-}
+CODA = Strategy("coda", "method", "CoDA: diagnose, validate, target, shape, route (§3.5)")
+ZERO_SHOT = Strategy(
+    "zero_shot",
+    "baseline",
+    "the start policy, never trained (no BC, no updates; evaluated every round)",
+    allocation="none",
+    critique=False,
+    potential="none",
+    bc_start=False,
+    update="none",
+)
+SFT = Strategy(
+    "sft",
+    "baseline",
+    "BC on planner demos only: each round's budget buys fresh seeded tasks + demos",
+    allocation="novel",
+    critique=False,
+    potential="none",
+    update="bc",
+)
+DOMAIN_RANDOMIZATION = Strategy(
+    "domain_randomization",
+    "baseline",
+    "uniform resampling of layout and attributes of the training pool, AWR",
+    allocation="domain_randomization",
+    critique=False,
+    potential="none",
+)
+UNIFORM_VARIANTS = Strategy(
+    "uniform_variants",
+    "baseline",
+    "engine variants of validated modes with a uniform allocation (no UCB)",
+    allocation="uniform_modes",
+)
+SUCCESS_RATE_GUIDED = Strategy(
+    "success_rate_guided",
+    "baseline",
+    "allocation by the pool's failure rate, no diagnosis, no Φ",
+    allocation="success_rate",
+    critique=False,
+    potential="none",
+)
+NO_MEMORY = Strategy("no_memory", "ablation", "memory forgets everything each round", memory="none")
+SINGLE_STORE = Strategy(
+    "single_store",
+    "ablation",
+    "one undivided store: no modes by (δ, p), no keyed retrieval",
+    memory="single_store",
+)
+SKILL_LIBRARY = Strategy(
+    "skill_library",
+    "ablation",
+    "skill-library memory: programs kept undivided and used uniformly (no UCB)",
+    memory="single_store",
+    allocation="uniform_modes",
+)
+SPARSE_ONLY = Strategy(
+    "sparse_only", "ablation", "no potential: sparse ν reward only", potential="none"
+)
+TASKDESC_POTENTIAL = Strategy(
+    "taskdesc_potential",
+    "ablation",
+    "Φ from the task description (terminal relation), not the diagnosis",
+    potential="task_description",
+)
+NO_REFINEMENT = Strategy(
+    "no_refinement", "ablation", "first compiled Φ kept: no repair rounds", repair=False
+)
+FROZEN_POLICY = Strategy(
+    "frozen_policy",
+    "ablation",
+    "policy weights frozen; the critic trains and selects chunks (best-of-j)",
+    update="frozen",
+)
+
+# name -> strategy: coda.registries.STRATEGIES holds the names (for checks before JAX) and
+# resolves them to the constants above.
+STRATEGIES = registries.STRATEGIES
 
 
 def get_strategy(name: str) -> Strategy:
     """The registered strategy; an unknown name lists the valid ones."""
-    if name not in STRATEGIES:
-        raise KeyError(f"unknown strategy {name!r}; valid: {', '.join(STRATEGIES)}")
     return STRATEGIES[name]

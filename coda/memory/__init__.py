@@ -7,9 +7,9 @@ the ``MemoryStore`` interface. The schema is documented in ``coda.memory.schema`
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
+from coda import registries
 from coda.memory.ablations import NoMemory, SingleStoreMemory
 from coda.memory.schema import SCHEMA_VERSION
 from coda.memory.similarity import (
@@ -33,18 +33,12 @@ from coda.memory.store import (
     role_signature,
 )
 
-MEMORY_MODES: dict[str, Callable[..., MemoryStore]] = {
-    "full": MemoryStore,
-    "single_store": SingleStoreMemory,
-    "none": NoMemory,
-}
+MEMORY_MODES = registries.MEMORY_MODES  # name -> store class (coda.registries)
 
 
 def open_memory(path: str | os.PathLike[str], mode: str = "full", **kwargs: Any) -> MemoryStore:
     """Open (or create) the run's memory with the chosen layout: full | single_store | none."""
-    if mode not in MEMORY_MODES:
-        raise ValueError(f"unknown memory mode {mode!r}; valid: {sorted(MEMORY_MODES)}")
-    return MEMORY_MODES[mode](path, **kwargs)
+    return MEMORY_MODES.make(mode, path, **kwargs)
 
 
 __all__ = [

@@ -13,6 +13,8 @@ from typing import Any
 
 from ml_collections import ConfigDict
 
+from coda.registries import POLICIES
+
 OPENPI_CAMERAS = ("base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb")
 
 
@@ -210,23 +212,12 @@ def small_tiny() -> ConfigDict:
     return c
 
 
-CONFIGS = {
-    "pi05": pi05,
-    "pi05_libero": pi05_libero,
-    "tiny": tiny,
-    "small": small,
-    "small_tiny": small_tiny,
-    "small_vision": small_vision,
-    "oft": oft,
-    "oft_tiny": oft_tiny,
-}
+CONFIGS = POLICIES  # name -> the function above that returns its config (coda.registries)
 
 
 def get_config(name: str, **overrides) -> ConfigDict:
     """A named config with optional top-level overrides; unknown names list the valid ones."""
-    if name not in CONFIGS:
-        raise ValueError(f"unknown policy config {name!r}; valid names: {sorted(CONFIGS)}")
-    c = CONFIGS[name]()
+    c = POLICIES[name]()  # UnknownName (a ValueError) lists the valid names
     for k, v in overrides.items():
         if k not in c:
             raise ValueError(f"unknown config field {k!r} for {name!r}; fields: {sorted(c.keys())}")

@@ -289,6 +289,7 @@ class LLMCompiler:
     """R_hone on an ``LLMClient`` (role ``"compiler"``); offline backend → ``OfflineCompiler``."""
 
     name = "llm"
+    talks_to_llm = True  # `coda.potentials.task.make_compiler` hands it the loop's client
 
     def __init__(self, client: Any | None = None, *, role: str = "compiler") -> None:
         if client is None:

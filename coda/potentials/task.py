@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from coda import registries
 from coda.potentials.checks import Demos
 from coda.potentials.compiler import (
     Attempt,
     Compiler,
     CompileRequest,
-    LLMCompiler,
-    OfflineCompiler,
     compile_with_repair,
 )
 from coda.potentials.program import Potential
 
-COMPILERS = ("offline", "llm")
+COMPILERS = registries.COMPILERS  # name -> compiler class (coda.registries)
 
 
 class TaskPotentialError(RuntimeError):
@@ -34,13 +33,12 @@ class TaskPotentialError(RuntimeError):
 
 def make_compiler(name: str, client: Any | None = None) -> Compiler:
     """The compiler registered as `name`; ``llm`` talks through `client` (its "compiler" role)."""
-    if name == "offline":
-        return OfflineCompiler()
-    if name == "llm":
+    factory = COMPILERS[name]  # UnknownName (a ValueError) lists the valid names
+    if getattr(factory, "talks_to_llm", False):
         if client is None:
-            raise ValueError("compiler 'llm' needs an LLMClient (client=...)")
-        return LLMCompiler(client)
-    raise ValueError(f"unknown compiler {name!r}; valid: {', '.join(COMPILERS)}")
+            raise ValueError(f"compiler {name!r} needs an LLMClient (client=...)")
+        return factory(client)
+    return factory()
 
 
 def task_potential(

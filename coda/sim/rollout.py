@@ -30,7 +30,7 @@ import numpy as np
 from absl import logging
 from flax import struct
 
-from coda import lifetime
+from coda import lifetime, registries
 from coda.sim import robot
 from coda.sim.compile import PER_VARIANT_FIELDS, CompiledScene, role_binding
 from coda.sim.observe import render_qpos
@@ -586,7 +586,7 @@ def _make_mjx_episode(axes, layout: StateLayout, policy: ChunkPolicy, num_chunks
     return jax.jit(episode)
 
 
-BACKENDS = {"native": NativeBackend, "mjx": MjxBackend}
+BACKENDS = registries.PHYSICS_BACKENDS  # name -> backend class (coda.registries)
 
 
 _ACCELERATORS = ("gpu", "tpu", "cuda", "rocm")
@@ -603,10 +603,9 @@ def make_backend(name: str = "auto", nthread: int | None = None) -> NativeBacken
     """
     if name == "auto":
         name = "mjx" if has_accelerator() else "native"
-    if name not in BACKENDS:
-        raise KeyError(f"unknown physics backend {name!r}; valid: {['auto', *BACKENDS]}")
+    cls = BACKENDS[name]  # UnknownName (a KeyError) lists the valid names
     # local devices: in a multi-host run every host runs the rollouts on its own devices
-    return NativeBackend(nthread) if name == "native" else MjxBackend(jax.local_devices())
+    return cls(nthread) if cls is NativeBackend else cls(jax.local_devices())
 
 
 def make_buckets(

@@ -30,7 +30,7 @@ import numpy as np
 from flax import struct
 from jax.sharding import Mesh
 
-from coda import lifetime
+from coda import lifetime, registries
 from coda.policy import init_train_state, train_config
 from coda.policy.base import Batch, Observation, Policy, fit_prompt, prompt_width, token_bucket
 from coda.policy.train import (
@@ -67,7 +67,7 @@ MODES = ("shaped", "sparse", "frozen_policy")
 # weight 1, all others 0 (A = ±1 with the positive-only filter, whatever awr_positive_only
 # says); on stack it lifted an in-band start where every A-weighted rule stayed flat
 # (benchmarks/results/finetune_selfimit.md).
-ADVANTAGES = ("critic", "mc", "nstep", "success")
+ADVANTAGES = registries.ADVANTAGES
 
 
 @dataclasses.dataclass(frozen=True)

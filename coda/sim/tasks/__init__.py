@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from coda import registries
+from coda.registry import Registry
 from coda.sim.tasks.articulated import ArticulatedFamily
 from coda.sim.tasks.base import PotentialTemplate, TaskFamily, describe, noun_phrase
 from coda.sim.tasks.phases import Phase, segment
@@ -20,19 +22,9 @@ from coda.sim.tasks.put_inside import PutInsideFamily
 from coda.sim.tasks.stack_or_insert import StackOrInsertFamily
 from coda.sim.tasks.waypoints import Waypoint
 
-
-class Registry(dict):
-    """name -> `TaskFamily`; looking up an unknown name raises a KeyError listing the valid
-    ones (`FAMILIES[name]` and `get_family(name)` alike)."""
-
-    def __missing__(self, name: str) -> TaskFamily:
-        raise KeyError(f"unknown task family {name!r}; valid: {sorted(self)}")
-
-
-FAMILIES: Registry = Registry(
-    (f.name, f)
-    for f in (PickPlaceFamily(), ArticulatedFamily(), PutInsideFamily(), StackOrInsertFamily())
-)
+# name -> `TaskFamily` (coda.registries): an unknown name raises `UnknownName` (a KeyError)
+# listing the valid ones, for `FAMILIES[name]` and `get_family(name)` alike.
+FAMILIES: Registry = registries.FAMILIES
 
 
 def get_family(name: str) -> TaskFamily:
@@ -49,7 +41,7 @@ def register_family(family: TaskFamily, probe_seed: int = 0) -> None:
     """Adds a family after checking that its proposals come with a success predicate ν."""
     if family.propose(np.random.default_rng(probe_seed), max_tries=3) is None:
         raise ValueError(f"family {family.name!r} has no success predicate ν; not registered")
-    FAMILIES[family.name] = family
+    FAMILIES.register(family.name, family, replace=True)
 
 
 __all__ = [

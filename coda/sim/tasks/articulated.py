@@ -316,3 +316,6 @@ STAGES = {
     "enclose": ("enclose_done", "enclose_progress"),
     "start": ("started_done", "move_progress"),
 }
+
+
+FAMILY = ArticulatedFamily()  # the registered instance (coda.registries.FAMILIES)

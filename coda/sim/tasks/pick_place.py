@@ -71,3 +71,6 @@ class PickPlaceFamily(CarryFamily):
             gap="bottom(s, o) - top(s, d)",
             goal_z="top(s, d) + half(s, o)[..., 2]",
         )
+
+
+FAMILY = PickPlaceFamily()  # the registered instance (coda.registries.FAMILIES)

@@ -85,3 +85,6 @@ class PutInsideFamily(CarryFamily):
             gap="bottom(s, o) - (s.body_pos[..., d, 2] + s.inner[..., d, 3])",
             goal_z="pos(s, d)[..., 2] + s.inner[..., d, 3] + half(s, o)[..., 2]",
         )
+
+
+FAMILY = PutInsideFamily()  # the registered instance (coda.registries.FAMILIES)

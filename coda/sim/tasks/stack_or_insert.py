@@ -183,3 +183,6 @@ class StackOrInsertFamily(CarryFamily):
             gap="bottom(s, o) - (top(s, d) - DEPTH)",
             goal_z="top(s, d) - DEPTH + half(s, o)[..., 2]",
         )
+
+
+FAMILY = StackOrInsertFamily()  # the registered instance (coda.registries.FAMILIES)

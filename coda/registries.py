@@ -1,0 +1,130 @@
+"""Every built-in name of every pluggable part, in one light module (`coda.registry.Registry`).
+
+Entries are ``"module:attribute"`` strings, imported on first lookup: importing this module
+imports nothing heavy, so `coda.runconfig` (and through it `launch.main`) checks a whole config's
+names before JAX is imported, and no other module keeps a copy of a name list. Add your own
+entry with ``REGISTRY.register(name, obj_or_"module:attr")``; the loop, the checks and the
+error messages see it at once.
+"""
+
+from __future__ import annotations
+
+from coda.registry import Registry, UnknownName
+
+# Task families (`coda.sim.tasks.base.TaskFamily` instances), in proposal order.
+FAMILIES: Registry = Registry(
+    "task family",
+    {
+        "pick_place": "coda.sim.tasks.pick_place:FAMILY",
+        "articulated": "coda.sim.tasks.articulated:FAMILY",
+        "put_inside": "coda.sim.tasks.put_inside:FAMILY",
+        "stack_or_insert": "coda.sim.tasks.stack_or_insert:FAMILY",
+    },
+)
+
+# Policy configs (`coda.policy.configs`): name -> a function returning its ConfigDict.
+POLICIES: Registry = Registry(
+    "policy config",
+    {
+        name: f"coda.policy.configs:{name}"
+        for name in (
+            "pi05",
+            "pi05_libero",
+            "tiny",
+            "small",
+            "small_tiny",
+            "small_vision",
+            "oft",
+            "oft_tiny",
+        )
+    },
+)
+
+# Physics backends (`coda.sim.rollout`); "auto" (not an entry) picks mjx on an accelerator.
+PHYSICS_BACKENDS: Registry = Registry(
+    "physics backend",
+    {"native": "coda.sim.rollout:NativeBackend", "mjx": "coda.sim.rollout:MjxBackend"},
+)
+
+# Failure critics (`coda.critic`): factories of objects with `critique(...)`.
+CRITICS: Registry = Registry(
+    "critic",
+    {"offline": "coda.critic.offline:OfflineCritic", "vlm": "coda.critic.vlm:VLMCritic"},
+)
+
+# Scene-program engines (`coda.engine`): factories of objects with `propose(...)`.
+ENGINES: Registry = Registry(
+    "engine",
+    {"offline": "coda.engine.engines:OfflineEngine", "llm": "coda.engine.llm_engine:LLMEngine"},
+)
+
+# Potential compilers (Text2potential's R_hone, `coda.potentials.compiler`).
+COMPILERS: Registry = Registry(
+    "potential compiler",
+    {
+        "offline": "coda.potentials.compiler:OfflineCompiler",
+        "llm": "coda.potentials.compiler:LLMCompiler",
+    },
+)
+
+# LLM backends (`coda.llm.backends`): what an `LLMClient` role talks to.
+LLM_BACKENDS: Registry = Registry(
+    "LLM backend",
+    {
+        "openai": "coda.llm.backends:OpenAIBackend",
+        "openai_compatible": "coda.llm.backends:OpenAICompatibleBackend",
+        "offline": "coda.llm.backends:OfflineBackend",
+    },
+)
+
+# Memory layouts (`coda.memory`): the full three-tier store and its ablations.
+MEMORY_MODES: Registry = Registry(
+    "memory mode",
+    {
+        "full": "coda.memory.store:MemoryStore",
+        "single_store": "coda.memory.ablations:SingleStoreMemory",
+        "none": "coda.memory.ablations:NoMemory",
+    },
+)
+
+# Loop strategies (`coda.loop.strategies`): CoDA, its baselines and ablations.
+STRATEGIES: Registry = Registry(
+    "strategy",
+    {
+        name: f"coda.loop.strategies:{name.upper()}"
+        for name in (
+            "coda",
+            "zero_shot",
+            "sft",
+            "domain_randomization",
+            "uniform_variants",
+            "success_rate_guided",
+            "no_memory",
+            "single_store",
+            "skill_library",
+            "sparse_only",
+            "taskdesc_potential",
+            "no_refinement",
+            "frozen_policy",
+        )
+    },
+)
+
+# AWR advantage estimators of the learner (`coda.train.learner.LearnerConfig.advantage`): names
+# of a fixed rule set inside one jitted update, not pluggable objects.
+ADVANTAGES = ("critic", "mc", "nstep", "success")
+
+__all__ = [
+    "ADVANTAGES",
+    "COMPILERS",
+    "CRITICS",
+    "ENGINES",
+    "FAMILIES",
+    "LLM_BACKENDS",
+    "MEMORY_MODES",
+    "PHYSICS_BACKENDS",
+    "POLICIES",
+    "STRATEGIES",
+    "Registry",
+    "UnknownName",
+]
