@@ -78,7 +78,14 @@ def machine() -> dict[str, Any]:
 
 def signature(m: dict[str, Any]) -> tuple:
     """The part of `machine()` two records must share to be compared."""
-    return (m["arch"], m["avx512f"], m["avx2"], m["fma"], tuple(sorted(m["versions"].items())))
+    return (
+        m["arch"],
+        m["avx512f"],
+        m["avx2"],
+        m["fma"],
+        tuple(sorted(m["versions"].items())),
+        m["xla_flags"],
+    )
 
 
 def _commit() -> str:

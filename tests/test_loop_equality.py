@@ -1,0 +1,59 @@
+"""Same config, same seed, same numbers: the smoke run equals its committed record
+(`benchmarks/results/loop_equality_smoke.json`, made before issue 27's redesign) in every
+metric of every round and every evaluation episode. Records are comparable only on a machine
+with the same signature (instruction set, library versions: XLA's float rounding follows them);
+elsewhere the test says which signature it would need."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORD = os.path.join(ROOT, "benchmarks", "results", "loop_equality_smoke.json")
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # one smoke run: ~100 s idle
+
+
+def _equality():
+    spec = importlib.util.spec_from_file_location(
+        "loop_equality", os.path.join(ROOT, "benchmarks", "loop_equality.py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["loop_equality"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_smoke_run_equals_its_record_episode_for_episode(tmp_path):
+    """The run is the record's command (launch.main, XLA's default optimisation: the suite's
+    -O0 flags would change the floats), in a subprocess."""
+    eq = _equality()
+    with open(RECORD) as f:
+        want = json.load(f)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    saved, os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS"), ""
+    try:
+        here = eq.machine()
+    finally:
+        if saved is None:
+            os.environ.pop("XLA_FLAGS")
+        else:
+            os.environ["XLA_FLAGS"] = saved
+    if eq.signature(here) != eq.signature(want["machine"]):
+        pytest.skip(
+            f"record made on {eq.signature(want['machine'])}, this machine is "
+            f"{eq.signature(here)}: re-record with benchmarks/loop_equality.py to compare here"
+        )
+    workdir = str(tmp_path / "smoke")
+    cmd = [sys.executable, "-m", "launch.main", "--config=configs/coda.py:smoke"]
+    out = subprocess.run(
+        [*cmd, f"--workdir={workdir}"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = eq.record(workdir, "test")
+    assert eq.differences(want, got) == []
+    assert sum(map(len, got["episodes"].values())) == sum(map(len, want["episodes"].values()))
