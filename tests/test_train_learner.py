@@ -53,6 +53,7 @@ def synthetic_demos(policy, n: int, seed: int) -> Batch:
     return Batch(obs, tr.actions, jnp.ones((n,), jnp.float32))
 
 
+@pytest.mark.slow  # ~22 s; the policy's k-step scan equivalence stays in the default tier
 def test_critic_k_step_scan_equals_k_single_steps_and_the_old_fit():
     policy = get_policy("small_tiny")
     critic = ChunkCritic.for_policy(policy, hidden=16)
