@@ -305,7 +305,7 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
             f"sim.source={src!r} needs sim.backend native or auto (LIBERO's contact "
             "sensors are native MuJoCo only)"
         )
-    from coda.loop.strategies import STRATEGIES
+    STRATEGIES = registries.STRATEGIES  # noqa: N806 - the registry, read by name
 
     strategy = STRATEGIES.get(_get(config, "strategy"))
     if strategy is not None and strategy.critique:
