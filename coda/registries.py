@@ -114,7 +114,23 @@ STRATEGIES: Registry = Registry(
 # of a fixed rule set inside one jitted update, not pluggable objects.
 ADVANTAGES = ("critic", "mc", "nstep", "success")
 
+# The loop's evaluation suites (`coda.loop.evaluation`): our families' and a LIBERO source's
+# (`sim.source=libero:<suite>`, `coda.loop.sources`: held-out initial states, their LIBERO-Plus
+# layout shift, LIBERO-PRO's swap / object / language / task suites).
+SUITE_NAMES = ("id", "ood_layouts", "ood_instances", "ood_categories", "ood_tasks")
+LIBERO_SUITE_NAMES = (
+    "id",
+    "ood_layouts",
+    "ood_shift",
+    "ood_swap",
+    "ood_objects",
+    "ood_language",
+    "ood_tasks",
+)
+
 __all__ = [
+    "LIBERO_SUITE_NAMES",
+    "SUITE_NAMES",
     "ADVANTAGES",
     "COMPILERS",
     "CRITICS",

@@ -288,7 +288,8 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     strategy (LIBERO runs the rounds of strategies that do not critique: README, LIBERO).
     Returns the suite names the source evaluates on."""
     from coda.libero.suites import PERTURBABLE, SUITES  # pure Python (the data's names)
-    from coda.loop.evaluation_names import LIBERO_SUITE_NAMES, SUITE_NAMES
+
+    SUITE_NAMES, LIBERO_SUITE_NAMES = registries.SUITE_NAMES, registries.LIBERO_SUITE_NAMES  # noqa: N806
 
     src = _get(config, "sim.source")
     if src is _MISSING or src == "families":

@@ -49,7 +49,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.sim.backend = "auto"  # auto | native | mjx ("auto": mjx with an accelerator)
     # Where scenes come from (coda.loop.sources): "families" (our task families below) or
     # "libero:<suite>" (a LIBERO suite's tasks and fixed initial states, the `libero` section;
-    # native backend; suites: coda.loop.evaluation_names.LIBERO_SUITE_NAMES; configs/libero_loop.py)
+    # native backend; suites: coda.registries.LIBERO_SUITE_NAMES; configs/libero_loop.py)
     c.sim.source = "families"
     c.sim.families = ("pick_place", "stack_or_insert")  # task families of the pool (FAMILIES)
     c.sim.split = "train"  # train | heldout | all (object instances / categories)

@@ -148,7 +148,6 @@ KNOWN_CIRCLES = {
 KNOWN_UPWARD = {
     ("coda.loop.driver", "coda.report"),
     ("coda.runconfig", "coda.libero.suites"),
-    ("coda.runconfig", "coda.loop.evaluation_names"),
     ("coda.runconfig", "coda.loop.transfer"),
 }
 

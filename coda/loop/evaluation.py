@@ -32,7 +32,7 @@ import numpy as np
 
 from coda.eval import Suite, SuiteResult, evaluate, make_suites
 from coda.eval.suites import concat
-from coda.loop.evaluation_names import SUITE_NAMES
+from coda.registries import SUITE_NAMES
 
 _FROM_EVAL = {  # coda.eval's suite -> the loop's name
     "train_layouts": "id",

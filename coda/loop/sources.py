@@ -7,7 +7,7 @@ families' `propose`, executed by the SDK, verified by `coda.sim.verify`; the eng
 (`libero.tasks`) at their first `libero.train_states` fixed initial states; planner demos come
 from the LIBERO planner; the evaluation suites are LIBERO's own held-out initial states, their
 LIBERO-Plus layout shifts and LIBERO-PRO's perturbed suites
-(`coda.loop.evaluation_names.LIBERO_SUITE_NAMES`); a round's
+(`coda.registries.LIBERO_SUITE_NAMES`); a round's
 fresh scenes are layout-shifted initial states of the suite's tasks (the only factor LIBERO's
 tasks expose to resampling without leaving the suite: the object and task swaps are
 LIBERO-PRO's OOD suites, so strategies that test modes against a control factor are refused,
