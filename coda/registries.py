@@ -110,6 +110,13 @@ STRATEGIES: Registry = Registry(
     },
 )
 
+# Checks of a config field that need a higher layer's knowledge (pure Python, no JAX), which
+# `coda.runconfig` looks up by field instead of importing upward: field -> function(value,
+# strategy) -> problems.
+CONFIG_CHECKS: Registry = Registry(
+    "config check", {"loop.memory_from": "coda.loop.transfer:source_problems"}
+)
+
 # AWR advantage estimators of the learner (`coda.train.learner.LearnerConfig.advantage`): names
 # of a fixed rule set inside one jitted update, not pluggable objects.
 ADVANTAGES = ("critic", "mc", "nstep", "success")
@@ -133,6 +140,7 @@ __all__ = [
     "SUITE_NAMES",
     "ADVANTAGES",
     "COMPILERS",
+    "CONFIG_CHECKS",
     "CRITICS",
     "ENGINES",
     "FAMILIES",

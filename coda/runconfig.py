@@ -238,10 +238,9 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     if mem is not _MISSING and not isinstance(mem, str):
         out.append(f"loop.memory_from={mem!r} must be a finished run folder path ('' = none)")
     elif mem not in (_MISSING, ""):  # folder, finished, snapshot, strategies (pure Python)
-        from coda.loop.transfer import source_problems
-
         strategy = _get(config, "strategy")
-        out += source_problems(mem, None if strategy is _MISSING else strategy)
+        check = registries.CONFIG_CHECKS["loop.memory_from"]  # coda.loop.transfer
+        out += check(mem, None if strategy is _MISSING else strategy)
     nd = _get(config, "loop.novel_demos")
     if nd is not _MISSING and not isinstance(nd, bool):
         out.append(f"loop.novel_demos={nd!r} must be True or False")

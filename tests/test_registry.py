@@ -65,6 +65,7 @@ def test_build_passes_what_each_entry_names_and_reports_what_is_missing():
         registries.LLM_BACKENDS,
         registries.MEMORY_MODES,
         registries.STRATEGIES,
+        registries.CONFIG_CHECKS,
     ],
     ids=lambda r: r.kind,
 )
