@@ -110,6 +110,10 @@ STRATEGIES: Registry = Registry(
     },
 )
 
+# LIBERO's task suites (the data wheel's folders) and those LIBERO-PRO perturbs.
+LIBERO_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
+LIBERO_PERTURBABLE = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
+
 # Checks of a config field that need a higher layer's knowledge (pure Python, no JAX), which
 # `coda.runconfig` looks up by field instead of importing upward: field -> function(value,
 # strategy) -> problems.
@@ -136,6 +140,8 @@ LIBERO_SUITE_NAMES = (
 )
 
 __all__ = [
+    "LIBERO_PERTURBABLE",
+    "LIBERO_SUITES",
     "LIBERO_SUITE_NAMES",
     "SUITE_NAMES",
     "ADVANTAGES",

@@ -286,7 +286,7 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     """`sim.source` and, for a LIBERO source, the `libero` section, the backend and the
     strategy (LIBERO runs the rounds of strategies that do not critique: README, LIBERO).
     Returns the suite names the source evaluates on."""
-    from coda.libero.suites import PERTURBABLE, SUITES  # pure Python (the data's names)
+    PERTURBABLE, SUITES = registries.LIBERO_PERTURBABLE, registries.LIBERO_SUITES  # noqa: N806
 
     SUITE_NAMES, LIBERO_SUITE_NAMES = registries.SUITE_NAMES, registries.LIBERO_SUITE_NAMES  # noqa: N806
 

