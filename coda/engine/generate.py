@@ -25,7 +25,7 @@ factor from the family's own distribution (`resample_layout` / `resample_attribu
 diagnosed direction harder than an ordinary variation of another factor?". Measured
 (benchmarks/results/validation_power.md): the matched layout shift of an attribute mode
 (m x 0.566 m, often 0.2-0.3 m) pushes objects out of the region the policy was trained on and
-drops control success far below the unedited bases (21/32 -> 4/32), so no attribute diagnosis
+drops control success far below the unedited bases (figures there), so no attribute diagnosis
 could ever be validated against it.
 
 `validation_success(...)` rolls both batches out with the current policy (make_buckets +

@@ -80,13 +80,14 @@ SETTLE_MAX_S = 4.0  # s: the longest settle
 # Solver iterations for LIBERO scenes (ours use compile.SOLVER_ITERATIONS = 8): LIBERO's light
 # objects (butter 5 g, soup 26 g) resting on each other in the free basket kept 1.5 cm
 # penetrations after 8 iterations, and the solver blew up (libero_10_task's three basket
-# tasks: 6 blow-ups in 30 episodes; 0 at 50 iterations, for ~3 % more wall time: the solver
-# stops at its tolerance, so the cap costs only where it is needed)
+# tasks; blow-ups before and after, and the wall-time cost, in
+# benchmarks/results/libero_planner_summary.md; the solver stops at its tolerance, so the cap
+# costs only where it is needed)
 LIBERO_SOLVER_ITERATIONS = 50
 SETTLE_S = 1.0  # s of passive physics after setting LIBERO's stored state, whose objects hang
 #                 ~7 cm above their support. LIBERO's evaluation waits 0.5 s (10 control steps);
-#                 under our 5 ms physics a dropped wine bottle still rocks then (1-2 cm in the
-#                 next second), so we wait 1.0 s, after which every layout but one is at rest
+#                 under our 5 ms physics a dropped wine bottle still rocks then, so we wait
+#                 1.0 s (the states that still needed longer: benchmarks/results/libero_import.json)
 ROBOT_NQ, ROBOT_NV = 9, 9  # LIBERO's mounted Panda: 7 arm joints + 2 finger joints
 GRIPPER_NQ = 8  # ours: x, y, z, yaw, pitch, roll + 2 fingers
 

@@ -334,7 +334,7 @@ class PolicyCore:
         """Fresh params, deterministic in ``rng``.
 
         Jitted, and drawn from an RBG key derived from ``rng``: XLA:CPU compiles each threefry
-        draw separately (~1-2 s per parameter here), RBG draws compile ~5x faster.
+        draw separately (slow with many parameters), RBG draws compile much faster.
         """
         if not hasattr(self, "_jit_init"):
             self._jit_init = jax.jit(lambda r: self._init(init_key(r)))

@@ -262,7 +262,7 @@ class _Renderer:
         self.gl = ctx_cls(width, height)
         self.con = None
         # MjrContext sizes its offscreen buffer, MSAA and shadow map from model.vis when created:
-        # set them for this image (a buffer of exactly W x H is ~20% faster on software GL than
+        # set them for this image (a buffer of exactly W x H renders faster on software GL than
         # the default 640 x 480), then give the caller's model its values back.
         vis_g, vis_q = model.vis.global_, model.vis.quality
         saved = (vis_g.offwidth, vis_g.offheight, vis_q.offsamples, vis_q.shadowsize)
@@ -426,12 +426,13 @@ def render_states(
 ) -> np.ndarray:  # [T, H, W, 3] uint8
     """Replay joint positions through mj_forward and render one RGB frame per state.
 
-    Shadows and reflections are off by default: on software GL shadows cost 5-15x in speed and
-    add little for the critic. `antialias=True` is 4x MSAA (2-4x slower on software GL);
-    `shadow_size` is the shadow-map side in pixels (MuJoCo's default 4096 is 5x slower than 1024
-    on software GL and no sharper at 224 px). `camera=None` uses a free camera set by lookat/
-    distance/elevation/azimuth (degrees, MuJoCo convention); otherwise a named or indexed model
-    camera. One GL context is cached per (model, width, height, antialias, shadow_size).
+    Shadows and reflections are off by default: on software GL shadows slow rendering several
+    times over and add little for the critic. `antialias=True` is 4x MSAA (slower on software GL);
+    `shadow_size` is the shadow-map side in pixels (MuJoCo's default 4096 is much slower than
+    1024 on software GL and no sharper at 224 px; costs: benchmarks/results/render_speed.json).
+    `camera=None` uses a free camera set by lookat/distance/elevation/azimuth (degrees, MuJoCo
+    convention); otherwise a named or indexed model camera. One GL context is cached per (model,
+    width, height, antialias, shadow_size).
     """
     import mujoco
 

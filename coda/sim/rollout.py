@@ -7,7 +7,8 @@ open-loop; the policy sees the chunk-endpoint state next. Success is ν at the f
   physics substeps, with `mjx.step` vmapped over the per-variant model fields and states. The
   batch axis is sharded over all devices (`jax.sharding`); batch shapes are fixed by padding.
 - `native`: per chunk, the jitted policy produces controls and `mujoco.rollout` steps every
-  variant's own `MjModel` in C across all CPU threads. 20-60x faster than MJX on a CPU.
+  variant's own `MjModel` in C across all CPU threads. Much faster than MJX on a CPU
+  (benchmarks/results/rollout_throughput.json).
 
 Both decode the same sensordata layout into `SimState`, so ν and potentials are shared.
 Variants whose state becomes non-finite or explodes are frozen at their last good state and
@@ -123,7 +124,7 @@ class Bucket:
         self._mjx = None
         self._initial = None
         # ν over [B, C+1] states, jitted once per task structure (not per bucket: the engine
-        # and critic build many small buckets of one structure; retracing ν cost ~2 s each)
+        # and critic build many small buckets of one structure, and retracing ν is slow)
         self.success_over_time = _success_over_time(variants[0])
 
     @property
