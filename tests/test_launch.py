@@ -107,6 +107,18 @@ BAD_INPUTS = {
         ["--config=configs/coda.py:smoke", "--config.strategy=cod"],
         "strategy='cod' is unknown (valid: coda, zero_shot,",
     ),
+    "unknown_critic": (
+        ["--config=configs/coda.py:smoke", "--config.critic.name=oracle"],
+        "critic.name='oracle' is unknown (valid: offline, vlm)",
+    ),
+    "unknown_engine": (
+        ["--config=configs/coda.py:smoke", "--config.engine.name=gpt"],
+        "engine.name='gpt' is unknown (valid: offline, llm)",
+    ),
+    "unknown_family": (
+        ["--config=configs/coda.py:smoke", "--config.sim.families=('pick_place','pick_plac')"],
+        "sim.families: unknown ['pick_plac'] (valid: articulated, pick_place, put_inside,",
+    ),
     "bad_band": (
         ["--config=configs/coda.py:smoke", "--config.loop.band=(0.9,0.1)"],
         "loop.band=(0.9, 0.1) must be (lo, hi) with 0 <= lo < hi <= 1",
