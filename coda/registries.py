@@ -71,9 +71,9 @@ COMPILERS: Registry = Registry(
 LLM_BACKENDS: Registry = Registry(
     "LLM backend",
     {
+        "offline": "coda.llm.backends:OfflineBackend",
         "openai": "coda.llm.backends:OpenAIBackend",
         "openai_compatible": "coda.llm.backends:OpenAICompatibleBackend",
-        "offline": "coda.llm.backends:OfflineBackend",
     },
 )
 

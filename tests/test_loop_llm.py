@@ -83,17 +83,16 @@ def test_a_saved_config_without_a_later_field_still_matches():
 
 
 def test_config_choices_name_what_the_code_registers():
+    """The names a config is checked against are the registries the code builds from."""
+    from coda import registries
     from coda.critic.base import CRITICS
     from coda.engine.engines import ENGINES
     from coda.llm.backends import BACKENDS
     from coda.llm.record import RECORD_MODES
-
-    assert set(runconfig.CRITICS) == set(CRITICS)
-    assert set(runconfig.ENGINES) == set(ENGINES)
     from coda.potentials.task import COMPILERS
 
-    assert runconfig.COMPILERS == COMPILERS
-    assert set(runconfig.LLM_BACKENDS) <= set(BACKENDS)
+    assert CRITICS is registries.CRITICS and ENGINES is registries.ENGINES
+    assert COMPILERS is registries.COMPILERS and BACKENDS is registries.LLM_BACKENDS
     assert runconfig.LLM_RECORD_MODES == RECORD_MODES
 
 

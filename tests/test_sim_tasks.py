@@ -134,7 +134,7 @@ def test_no_family_name_switches_outside_the_family_modules():
     bad = []
     for path in sorted((root / "coda").rglob("*.py")):
         rel = path.relative_to(root).as_posix()
-        if rel in FAMILY_MODULES:
+        if rel in FAMILY_MODULES or rel == "coda/registries.py":  # the registry names them once
             continue
         for node in ast.walk(ast.parse(path.read_text(), rel)):
             if isinstance(node, ast.Compare):
