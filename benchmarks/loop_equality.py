@@ -28,25 +28,21 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# History keys that measure the machine, not the run: wall-clock seconds.
-VOLATILE = ("seconds", "wall_seconds", "rollout_seconds", "update_seconds", "llm_seconds")
-
 
 def _strip(x: Any) -> Any:
-    """The value without wall-clock entries (any key in VOLATILE or ending in '_seconds')."""
+    """The value without wall-clock entries (keys 'seconds' or '*_seconds': they measure the
+    machine, not the run)."""
     if isinstance(x, dict):
-        return {
-            k: _strip(v)
-            for k, v in x.items()
-            if k not in VOLATILE and not str(k).endswith("_seconds")
-        }
+        wall = lambda k: k == "seconds" or str(k).endswith("_seconds")  # noqa: E731
+        return {k: _strip(v) for k, v in x.items() if not wall(k)}
     if isinstance(x, list):
         return [_strip(v) for v in x]
     return x
 
 
-def machine() -> dict[str, Any]:
-    """What decides the floats of a CPU run: the CPU's instruction set and the library versions."""
+def machine(xla_flags: str | None = None) -> dict[str, Any]:
+    """What decides the floats of a CPU run: the CPU's instruction set, the library versions and
+    the XLA flags (`xla_flags`; None: this process's XLA_FLAGS)."""
     from importlib import metadata
 
     flags, model = set(), ""
@@ -72,7 +68,7 @@ def machine() -> dict[str, Any]:
         "avx2": "avx2" in flags,
         "fma": "fma" in flags,
         "versions": versions,
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "xla_flags": os.environ.get("XLA_FLAGS", "") if xla_flags is None else xla_flags,
     }
 
 

@@ -32,6 +32,7 @@ from absl import logging
 from flax import struct
 
 from coda import lifetime, registries
+from coda.registry import UnknownName
 from coda.sim import robot
 from coda.sim.compile import PER_VARIANT_FIELDS, CompiledScene, role_binding
 from coda.sim.observe import render_qpos
@@ -604,9 +605,11 @@ def make_backend(name: str = "auto", nthread: int | None = None) -> NativeBacken
     """
     if name == "auto":
         name = "mjx" if has_accelerator() else "native"
-    cls = BACKENDS[name]  # UnknownName (a KeyError) lists the valid names
-    # local devices: in a multi-host run every host runs the rollouts on its own devices
-    return cls(nthread) if cls is NativeBackend else cls(jax.local_devices())
+    if name not in BACKENDS:
+        raise UnknownName(f"unknown physics backend {name!r}; valid: auto, {', '.join(BACKENDS)}")
+    # each backend takes what it names; local devices: in a multi-host run every host runs the
+    # rollouts on its own devices
+    return BACKENDS.build(name, nthread=nthread, devices=jax.local_devices())
 
 
 def make_buckets(
