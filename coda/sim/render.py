@@ -9,12 +9,13 @@ instead of a crash.
 MuJoCo picks its own GL backend from ``MUJOCO_GL`` once, when ``mujoco`` is imported. This module
 does not rely on that choice: it loads the GL context class of the backend it selected itself, so
 it renders correctly whichever module imported ``mujoco`` first.
+
+Writing frames (GIF / MP4 / PNG, contact sheets) is in :mod:`coda.sim.media`, re-exported here.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import subprocess
 import sys
@@ -24,6 +25,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+# writing frames lives in coda.sim.media; re-exported here, where callers use it from
+from coda.sim.media import (  # noqa: F401
+    VideoUnavailable,
+    contact_sheet,
+    save_gif,
+    save_mp4,
+    save_png,
+    subsample,
+)
 
 if TYPE_CHECKING:  # mujoco is imported lazily: an invalid MUJOCO_GL makes `import mujoco` raise.
     import mujoco
@@ -51,10 +62,6 @@ DEFAULT_AZIMUTH = 0.0
 
 class RenderUnavailable(RuntimeError):
     """No usable OpenGL backend; the message says what was tried and what to install."""
-
-
-class VideoUnavailable(RuntimeError):
-    """MP4 encoding needs ffmpeg through imageio-ffmpeg; GIF always works."""
 
 
 def _install_hint() -> str:
@@ -541,122 +548,3 @@ def render_batch(
         w, h = _check_size(kwargs.get("width", 224), kwargs.get("height", 224))
         return np.empty((0, qpos.shape[1], h, w, 3), np.uint8)
     return np.stack([render_states(m, q, **kwargs) for m, q in zip(model_list, qpos, strict=True)])
-
-
-# --------------------------------------------------------------------------------------------
-# Writing frames
-# --------------------------------------------------------------------------------------------
-
-
-def _check_frames(frames: np.ndarray, what: str = "frames") -> np.ndarray:  # [T, H, W, 3] uint8
-    frames = np.asarray(frames)
-    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[0] == 0:
-        raise ValueError(f"{what} must have shape [T>0, H, W, 3], got {frames.shape}")
-    if frames.dtype != np.uint8:
-        raise TypeError(f"{what} must be uint8 RGB, got dtype {frames.dtype}")
-    return frames
-
-
-def _check_fps(fps: float) -> float:
-    if not (isinstance(fps, (int, float)) and math.isfinite(fps) and fps > 0):
-        raise ValueError(f"fps must be a positive number, got {fps!r}")
-    return float(fps)
-
-
-def save_gif(frames: np.ndarray, path: str | os.PathLike, fps: float = 10) -> None:
-    """Write frames ([T, H, W, 3] uint8) as a looping GIF.
-
-    GIF stores 10 ms ticks, so fps above 50 play slower than asked. Pillow merges consecutive
-    identical frames into one longer frame; the total duration is kept.
-    """
-    from PIL import Image
-
-    frames = _check_frames(frames)
-    duration = max(10, int(round(1000.0 / _check_fps(fps) / 10.0)) * 10)
-    images = [Image.fromarray(f, mode="RGB") for f in frames]
-    images[0].save(
-        os.fspath(path),
-        format="GIF",
-        save_all=True,
-        append_images=images[1:],
-        duration=duration,
-        loop=0,
-        disposal=1,
-    )
-
-
-def save_mp4(frames: np.ndarray, path: str | os.PathLike, fps: float = 20) -> None:
-    """Write frames ([T, H, W, 3] uint8) as H.264 MP4 through imageio-ffmpeg."""
-    frames = _check_frames(frames)
-    fps = _check_fps(fps)
-    try:
-        import imageio.v2 as iio
-        import imageio_ffmpeg
-
-        imageio_ffmpeg.get_ffmpeg_exe()
-    except Exception as err:
-        raise VideoUnavailable(
-            f"MP4 writing needs ffmpeg via the imageio-ffmpeg package ({err}). "
-            "Install it (`pip install imageio-ffmpeg`, which ships an ffmpeg binary) or write a "
-            "GIF with save_gif() instead."
-        ) from err
-    # yuv420p (playable everywhere) needs even sizes: pad the last row / column if odd.
-    pad_h, pad_w = frames.shape[1] % 2, frames.shape[2] % 2
-    if pad_h or pad_w:
-        frames = np.pad(frames, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), mode="edge")
-    with iio.get_writer(
-        os.fspath(path),
-        format="FFMPEG",
-        mode="I",
-        fps=fps,
-        codec="libx264",
-        pixelformat="yuv420p",
-        macro_block_size=2,
-    ) as writer:
-        for f in frames:
-            writer.append_data(f)
-
-
-def save_png(image: np.ndarray, path: str | os.PathLike) -> None:
-    """Write one [H, W, 3] uint8 image (a frame or a contact sheet) as PNG."""
-    from PIL import Image
-
-    image = _check_frames(np.asarray(image)[None], "image")[0]
-    Image.fromarray(image, mode="RGB").save(os.fspath(path), format="PNG")
-
-
-def subsample(frames: np.ndarray, n: int) -> np.ndarray:  # [T, ...] -> [min(n, T), ...]
-    """n evenly spaced frames including the first and last (keyframes for a report / critic)."""
-    frames = np.asarray(frames)
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if len(frames) <= n:
-        return frames
-    idx = np.round(np.linspace(0, len(frames) - 1, n)).astype(np.int64)
-    return frames[idx]
-
-
-def contact_sheet(
-    frames: np.ndarray,  # [N, H, W, 3] uint8
-    cols: int = 4,
-    *,
-    pad: int = 2,
-    pad_value: int = 255,
-) -> np.ndarray:  # [rows*H + (rows+1)*pad, cols*W + (cols+1)*pad, 3] uint8
-    """Tile frames row-major into one image (one PNG for a Markdown report or a VLM prompt)."""
-    frames = _check_frames(frames)
-    if int(cols) != cols or cols < 1:
-        raise ValueError(f"cols must be a positive integer, got {cols!r}")
-    if int(pad) != pad or pad < 0 or not 0 <= pad_value <= 255:
-        raise ValueError(f"pad must be >= 0 and pad_value in [0, 255], got {pad}, {pad_value}")
-    n, h, w, _ = frames.shape
-    cols = min(int(cols), n)
-    rows = -(-n // cols)
-    sheet = np.full(
-        (rows * h + (rows + 1) * pad, cols * w + (cols + 1) * pad, 3), pad_value, np.uint8
-    )
-    for i, f in enumerate(frames):
-        r, c = divmod(i, cols)
-        y, x = pad + r * (h + pad), pad + c * (w + pad)
-        sheet[y : y + h, x : x + w] = f
-    return sheet
