@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from coda.memory.store import MemoryStore, _dumps
+from coda.memory.store import MemoryStore, Mode, _dumps
 
 __all__ = ["META_KEY", "TransferResult", "recorded_transfer", "transfer_modes"]
 
@@ -92,6 +92,31 @@ def transfer_modes(
     (run folder, snapshot round, strategy, policy, ...), stored with every copied record.
     `mode_ids`: which validated modes (default: all); another status is a `ValueError`.
     """
+    _check_compatible(src, dst)
+    done = recorded_transfer(dst)
+    if done is not None:
+        return done
+    validated = {m.id: m for m in src.modes(status="validated")}
+    ids = _chosen_modes(validated, mode_ids)
+    prov = {k: v for k, v in dict(source).items()}
+    cp = _Copy(src, dst, round, prov, time.time())
+    with dst.batch():
+        conn = dst._conn
+        _copy_corpus(cp)
+        mode_map = {old: _copy_mode(cp, validated[old]) for old in ids}
+        scene_map: dict[int, int] = {}
+        for old, new in mode_map.items():
+            _copy_generation_programs(cp, old, new, scene_map)
+            _copy_training_programs(cp, old, new)
+        result = TransferResult(mode_map, cp.counts, prov, True)
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?)", (META_KEY, _dumps(result.as_dict()))
+        )
+        dst._load_corpus(conn)
+    return result
+
+
+def _check_compatible(src: MemoryStore, dst: MemoryStore) -> None:
     if src.memory_mode != "full" or dst.memory_mode != "full":
         raise ValueError(
             f"memory transfer needs full memories (modes keyed by (δ, p)); got "
@@ -102,146 +127,167 @@ def transfer_modes(
             f"source memory clusters causes with {src.similarity.name!r}, this one with "
             f"{dst.similarity.name!r}: its mode centroids would not be comparable"
         )
-    done = recorded_transfer(dst)
-    if done is not None:
-        return done
-    validated = {m.id: m for m in src.modes(status="validated")}
+
+
+def _chosen_modes(validated: Mapping[int, Mode], mode_ids: Sequence[int] | None) -> list[int]:
+    """The source mode ids to copy (default: every validated one); each must be validated."""
     ids = sorted(validated) if mode_ids is None else [int(i) for i in mode_ids]
     missing = [i for i in ids if i not in validated]
     if missing:
         raise ValueError(
             f"source modes {missing} are not validated (validated: {sorted(validated)})"
         )
-    prov = {k: v for k, v in dict(source).items()}
-    counts = dict.fromkeys(
-        ("modes", "generation_programs", "training_programs", "scene_programs", "cause_terms"), 0
+    return ids
+
+
+# What `TransferResult.counts` counts, in its order.
+_COUNTED = ("modes", "generation_programs", "training_programs", "scene_programs", "cause_terms")
+
+
+@dataclass
+class _Copy:
+    """One transfer in progress: both memories, the target round, provenance, counts."""
+
+    src: MemoryStore
+    dst: MemoryStore
+    round: int
+    prov: dict[str, Any]
+    now: float
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTED, 0))
+
+
+def _copy_corpus(cp: _Copy) -> None:
+    """Add the corpus statistics the centroids' IDF weights come from (aggregate term counts)."""
+    src, conn = cp.src, cp.dst._conn
+    terms = src._conn.execute("SELECT feature, df FROM cause_df").fetchall()
+    conn.executemany(
+        "INSERT INTO cause_df(feature, df) VALUES (?, ?) "
+        "ON CONFLICT(feature) DO UPDATE SET df = df + excluded.df",
+        [(int(f), int(d)) for f, d in terms],
     )
-    mode_map: dict[int, int] = {}
-    now = time.time()
-    with dst.batch():
-        conn = dst._conn
-        # corpus statistics the centroids' IDF weights come from (aggregate term counts)
-        terms = src._conn.execute("SELECT feature, df FROM cause_df").fetchall()
-        conn.executemany(
-            "INSERT INTO cause_df(feature, df) VALUES (?, ?) "
-            "ON CONFLICT(feature) DO UPDATE SET df = df + excluded.df",
-            [(int(f), int(d)) for f, d in terms],
+    cp.counts["cause_terms"] = len(terms)
+    n_docs = int(src._meta_get(src._conn, "n_docs") or 0)
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('n_docs', ?) ON CONFLICT(key) DO "
+        "UPDATE SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT)",
+        (str(n_docs), n_docs),
+    )
+
+
+def _copy_mode(cp: _Copy, m: Mode) -> int:
+    """Insert a validated mode with its cause centroid and reset statistics; -> its new id."""
+    old = m.id
+    (cause_state,) = cp.src._conn.execute(
+        "SELECT cause_state FROM modes WHERE id=?", (old,)
+    ).fetchone()
+    new = cp.dst._insert(
+        "modes",
+        {
+            "factor": m.factor,
+            "phase": m.phase,
+            "label": m.label,
+            "status": "validated",
+            "created_round": int(cp.round),
+            "cause_state": cause_state,
+            "updated_at": cp.now,
+        },
+    )
+    cp.counts["modes"] += 1
+    stats = {
+        "n_diagnoses": m.n_diagnoses,
+        "n_trials": m.n_trials,
+        "n_successes": m.n_successes,
+        "hardness": m.hardness,
+        "hardness_round": m.hardness_round,
+        "importance": m.importance,
+        "n_progress": m.n_progress,
+        "created_round": m.created_round,
+    }
+    cp.dst._event(
+        new, int(cp.round), "transferred", {**cp.prov, "from_mode": old, "statistics": stats}
+    )
+    return new
+
+
+def _copy_parent_scene(cp: _Copy, parent: int, new_mode: int) -> int:
+    """Copy the scene program an Ω entry names as its parent; -> its new id."""
+    sp = cp.src.get_scene_program(parent)
+    new_id = cp.dst._insert(
+        "scene_programs",
+        {
+            "round": int(cp.round),
+            "mode_id": new_mode,
+            "parent_id": None,
+            "factor": sp.factor,
+            "source": sp.source,
+            "meta": _dumps({**(sp.meta or {}), "transfer": {**cp.prov, "from_id": sp.id}}),
+            "created_at": cp.now,
+        },
+    )
+    cp.counts["scene_programs"] += 1
+    return new_id
+
+
+def _copy_generation_programs(cp: _Copy, old: int, new: int, scene_map: dict[int, int]) -> None:
+    """Copy the Ω entries of source mode `old` (oldest first) into mode `new`, with parents."""
+    for gp in reversed(cp.src.generation_programs(mode_id=old)):  # oldest first
+        parent = gp.parent_scene_program_id
+        if parent is not None and parent not in scene_map:
+            scene_map[parent] = _copy_parent_scene(cp, parent, new)
+        cp.dst._insert(
+            "generation_programs",
+            {
+                "round": int(cp.round),
+                "mode_id": new,
+                "parent_scene_program_id": None if parent is None else scene_map[parent],
+                "factor": gp.factor,
+                "variants": _dumps(gp.variants),
+                "compile_checks": _dumps(gp.compile_checks),
+                "roles": _dumps(gp.roles),
+                "role_signature": gp.role_signature,
+                "meta": _dumps(
+                    {
+                        **(gp.meta or {}),
+                        "transfer": {**cp.prov, "from_id": gp.id, "from_round": gp.round},
+                    }
+                ),
+                "created_at": cp.now,
+            },
         )
-        counts["cause_terms"] = len(terms)
-        n_docs = int(src._meta_get(src._conn, "n_docs") or 0)
-        conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('n_docs', ?) ON CONFLICT(key) DO "
-            "UPDATE SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT)",
-            (str(n_docs), n_docs),
-        )
-        for old in ids:
-            m = validated[old]
-            (cause_state,) = src._conn.execute(
-                "SELECT cause_state FROM modes WHERE id=?", (old,)
-            ).fetchone()
-            new = dst._insert(
-                "modes",
-                {
-                    "factor": m.factor,
-                    "phase": m.phase,
-                    "label": m.label,
-                    "status": "validated",
-                    "created_round": int(round),
-                    "cause_state": cause_state,
-                    "updated_at": now,
-                },
-            )
-            mode_map[old] = new
-            counts["modes"] += 1
-            stats = {
-                "n_diagnoses": m.n_diagnoses,
-                "n_trials": m.n_trials,
-                "n_successes": m.n_successes,
-                "hardness": m.hardness,
-                "hardness_round": m.hardness_round,
-                "importance": m.importance,
-                "n_progress": m.n_progress,
-                "created_round": m.created_round,
-            }
-            dst._event(
-                new, int(round), "transferred", {**prov, "from_mode": old, "statistics": stats}
-            )
-        scene_map: dict[int, int] = {}
-        for old, new in mode_map.items():
-            for gp in reversed(src.generation_programs(mode_id=old)):  # oldest first
-                parent = gp.parent_scene_program_id
-                if parent is not None and parent not in scene_map:
-                    sp = src.get_scene_program(parent)
-                    scene_map[parent] = dst._insert(
-                        "scene_programs",
-                        {
-                            "round": int(round),
-                            "mode_id": new,
-                            "parent_id": None,
-                            "factor": sp.factor,
-                            "source": sp.source,
-                            "meta": _dumps(
-                                {**(sp.meta or {}), "transfer": {**prov, "from_id": sp.id}}
-                            ),
-                            "created_at": now,
+        cp.counts["generation_programs"] += 1
+
+
+def _copy_training_programs(cp: _Copy, old: int, new: int) -> None:
+    """Copy the accepted Φ entries of source mode `old` (oldest first) into mode `new`; their
+    evidence starts empty (kept in ``meta.transfer``)."""
+    for tp in reversed(cp.src.training_programs(mode_id=old)):
+        if not (tp.meta or {}).get("accepted"):
+            continue
+        cp.dst._insert(
+            "training_programs",
+            {
+                "round": int(cp.round),
+                "mode_id": new,
+                "phase": tp.phase,
+                "subgoals": _dumps(tp.subgoals),
+                "potential_source": tp.potential_source,
+                "tools": _dumps(tp.tools),
+                "evidence": _dumps([]),
+                "improved": None,
+                "role_signature": tp.role_signature,
+                "meta": _dumps(
+                    {
+                        **(tp.meta or {}),
+                        "transfer": {
+                            **cp.prov,
+                            "from_id": tp.id,
+                            "from_round": tp.round,
+                            "evidence": tp.evidence,
+                            "improved": tp.improved,
                         },
-                    )
-                    counts["scene_programs"] += 1
-                dst._insert(
-                    "generation_programs",
-                    {
-                        "round": int(round),
-                        "mode_id": new,
-                        "parent_scene_program_id": None if parent is None else scene_map[parent],
-                        "factor": gp.factor,
-                        "variants": _dumps(gp.variants),
-                        "compile_checks": _dumps(gp.compile_checks),
-                        "roles": _dumps(gp.roles),
-                        "role_signature": gp.role_signature,
-                        "meta": _dumps(
-                            {
-                                **(gp.meta or {}),
-                                "transfer": {**prov, "from_id": gp.id, "from_round": gp.round},
-                            }
-                        ),
-                        "created_at": now,
-                    },
-                )
-                counts["generation_programs"] += 1
-            for tp in reversed(src.training_programs(mode_id=old)):
-                if not (tp.meta or {}).get("accepted"):
-                    continue
-                dst._insert(
-                    "training_programs",
-                    {
-                        "round": int(round),
-                        "mode_id": new,
-                        "phase": tp.phase,
-                        "subgoals": _dumps(tp.subgoals),
-                        "potential_source": tp.potential_source,
-                        "tools": _dumps(tp.tools),
-                        "evidence": _dumps([]),
-                        "improved": None,
-                        "role_signature": tp.role_signature,
-                        "meta": _dumps(
-                            {
-                                **(tp.meta or {}),
-                                "transfer": {
-                                    **prov,
-                                    "from_id": tp.id,
-                                    "from_round": tp.round,
-                                    "evidence": tp.evidence,
-                                    "improved": tp.improved,
-                                },
-                            }
-                        ),
-                        "created_at": now,
-                    },
-                )
-                counts["training_programs"] += 1
-        result = TransferResult(mode_map, counts, prov, True)
-        conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?)", (META_KEY, _dumps(result.as_dict()))
+                    }
+                ),
+                "created_at": cp.now,
+            },
         )
-        dst._load_corpus(conn)
-    return result
+        cp.counts["training_programs"] += 1
