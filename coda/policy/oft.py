@@ -31,6 +31,7 @@ from coda.policy.base import (
     pad_actions,
     weighted_mean,
 )
+from coda.policy.config_utils import spec_fields
 from coda.policy.gemma import ExpertConfig, GemmaMoE, make_attn_mask
 from coda.policy.pi05 import PolicyCore, embed_observation
 from coda.policy.siglip import SigLIP, SiglipConfig
@@ -56,27 +57,13 @@ class OFTSpec:
 
     @classmethod
     def from_config(cls, c: ConfigDict) -> OFTSpec:
-        cams = tuple(c.camera_names)
-        if len(cams) > 3:
-            raise ValueError(f"at most 3 cameras are supported, got {cams}")
+        common = spec_fields(c, experts=("vlm",))  # checks the cameras first
         if not 0.0 <= c.candidate_dropout < 1.0:
             raise ValueError(f"candidate_dropout must be in [0, 1), got {c.candidate_dropout}")
         return cls(
-            vlm=ExpertConfig(**dict(c.vlm)),
-            siglip=SiglipConfig(**dict(c.siglip)) if cams else None,
-            camera_names=cams,
-            vocab_size=int(c.vocab_size),
-            action_dim=int(c.action_dim),
-            action_horizon=int(c.action_horizon),
-            max_token_len=int(c.max_token_len),
-            max_state_dim=int(c.max_state_dim),
-            num_state_tokens=int(c.num_state_tokens),
-            state_hidden=int(c.state_hidden),
+            **common,
             head_hidden=int(c.head_hidden),
             candidate_dropout=float(c.candidate_dropout),
-            dtype=str(c.dtype),
-            proprio_dims=int(c.get("proprio_dims", 0)),
-            scan_unroll=int(c.get("scan_unroll", 1)),
         )
 
 

@@ -30,6 +30,7 @@ from coda.policy.base import (
     to_model_image,
     weighted_mean,
 )
+from coda.policy.config_utils import spec_fields
 from coda.policy.gemma import ExpertConfig, GemmaMoE, make_attn_mask
 from coda.policy.siglip import SigLIP, SiglipConfig
 
@@ -55,25 +56,7 @@ class Pi05Spec:
 
     @classmethod
     def from_config(cls, c: ConfigDict) -> Pi05Spec:
-        cams = tuple(c.camera_names)
-        if len(cams) > 3:
-            raise ValueError(f"at most 3 cameras are supported, got {cams}")
-        return cls(
-            vlm=ExpertConfig(**dict(c.vlm)),
-            expert=ExpertConfig(**dict(c.expert)),
-            siglip=SiglipConfig(**dict(c.siglip)) if cams else None,
-            camera_names=cams,
-            vocab_size=int(c.vocab_size),
-            action_dim=int(c.action_dim),
-            action_horizon=int(c.action_horizon),
-            max_token_len=int(c.max_token_len),
-            max_state_dim=int(c.max_state_dim),
-            num_state_tokens=int(c.num_state_tokens),
-            state_hidden=int(c.state_hidden),
-            dtype=str(c.dtype),
-            proprio_dims=int(c.get("proprio_dims", 0)),
-            scan_unroll=int(c.get("scan_unroll", 1)),
-        )
+        return cls(**spec_fields(c, experts=("vlm", "expert")))
 
 
 def posemb_sincos(
