@@ -232,99 +232,135 @@ def check_program(
     except Exception as e:  # noqa: BLE001 - untrusted code: every failure is a report
         return CheckReport((_error_failure("runtime", e),), metrics)
     done, prog = np.asarray(done), np.asarray(prog, np.float64)
-    bad = ~np.isfinite(prog)
-    if bad.any():
-        k = int(np.argmax(bad.any(0)))
-        return CheckReport(
-            (
-                CheckFailure(
-                    "runtime",
-                    f"subgoal_{k}_potential ({names[k]!r}) is not finite on "
-                    f"{int(bad[:, k].sum())} of {len(prog)} states",
-                    {"subgoal": k, "n_bad": int(bad[:, k].sum())},
-                ),
-            ),
-            metrics,
-        )
-    lo, hi = prog.min(0), prog.max(0)
-    out = np.nonzero((lo < -atol) | (hi > 1 + atol))[0]
-    if len(out):
-        k = int(out[0])
-        return CheckReport(
-            (
-                CheckFailure(
-                    "range",
-                    f"subgoal_{k}_potential ({names[k]!r}) must lie in [0, 1]; observed "
-                    f"[{lo[k]:.4g}, {hi[k]:.4g}] on rollout states",
-                    {"subgoal": k, "min": float(lo[k]), "max": float(hi[k])},
-                ),
-            ),
-            metrics,
-        )
+    failure = _finite_failure(prog, names) or _range_failure(prog, names, atol)
+    if failure is not None:
+        return CheckReport((failure,), metrics)
     phi_e = np.asarray(phi_j)
-    mism = float(np.max(np.abs(phi_a - phi_b), initial=0.0))
-    metrics["batch_coupling_max_abs_diff"] = mism
-    if mism > 1e-5:
-        return CheckReport(
-            (
-                CheckFailure(
-                    "jit",
-                    f"Φ of a state changes with the other states of the batch (max |Δ| "
-                    f"{mism:.3g}): the program must treat every state independently (index "
-                    "with [..., i], reduce over the last axes only), so Φ can be vmapped",
-                    {"max_abs_diff": mism},
-                ),
-            ),
-            metrics,
-        )
+    failure = _coupling_failure(phi_a, phi_b, metrics)
+    if failure is not None:
+        return CheckReport((failure,), metrics)
     phi = phi_e.reshape(n_traj, horizon)
     stage = np.asarray(stage).reshape(n_traj, horizon)
     metrics["phi_range"] = [float(phi.min()), float(phi.max())]
     metrics["initial_phi_max"] = float(phi[:, 0].max())
     failures: list[CheckFailure] = []
-    # usefulness
     if success_mask is not None:
-        succ = np.asarray(success_mask, bool)
-        metrics["num_successful_demos"] = int(succ.sum())
-        if succ.any():
-            rho = rank_correlation_with_time(phi[succ])
-            metrics["final_phi_min"] = float(phi[succ, -1].min())
-            metrics["rank_corr_mean"] = float(rho.mean())
-            metrics["rank_corr_min"] = float(rho.min())
-            if rho.mean() < min_rank_corr:
-                w = int(np.argmin(rho))
-                worst = np.nonzero(succ)[0][w]
-                failures.append(
-                    CheckFailure(
-                        "usefulness",
-                        f"Φ does not rise along successful demonstrations: mean Spearman ρ(Φ, t) "
-                        f"= {rho.mean():.3f} < {min_rank_corr} (worst {rho.min():.3f})",
-                        {
-                            "rank_corr": [round(float(r), 4) for r in rho],
-                            "worst_phi": [round(float(v), 3) for v in phi[worst]],
-                            "worst_stage": [int(v) for v in stage[worst]],
-                            "subgoals": names,
-                        },
-                    )
-                )
-    # completion where ν holds
+        failure = _usefulness_failure(phi, stage, success_mask, names, min_rank_corr, metrics)
+        if failure is not None:
+            failures.append(failure)
     if nu is not None:
         nu = np.asarray(nu, bool).reshape(n_traj, horizon)
-        n_nu = int(nu.sum())
-        metrics["num_nu_states"] = n_nu
-        if n_nu:
-            complete = stage[nu] == potential.num_stages
-            rate = float(complete.mean())
-            metrics["completion_rate"] = rate
-            if rate < min_completion:
-                stuck = np.bincount(stage[nu][~complete], minlength=potential.num_stages)
-                failures.append(
-                    CheckFailure(
-                        "completion",
-                        f"where ν (task success) holds, the last stage is complete on only "
-                        f"{rate:.1%} of {n_nu} states; states stop at subgoals "
-                        + ", ".join(f"{names[k]!r} ({int(c)})" for k, c in enumerate(stuck) if c),
-                        {"rate": rate, "stuck_at": {names[k]: int(c) for k, c in enumerate(stuck)}},
-                    )
-                )
+        failure = _completion_failure(
+            stage, nu, potential.num_stages, names, min_completion, metrics
+        )
+        if failure is not None:
+            failures.append(failure)
     return CheckReport(tuple(failures), metrics)
+
+
+def _finite_failure(prog: np.ndarray, names: list[str]) -> CheckFailure | None:
+    """``runtime``: a subgoal output that is not finite on some state."""
+    bad = ~np.isfinite(prog)
+    if not bad.any():
+        return None
+    k = int(np.argmax(bad.any(0)))
+    return CheckFailure(
+        "runtime",
+        f"subgoal_{k}_potential ({names[k]!r}) is not finite on "
+        f"{int(bad[:, k].sum())} of {len(prog)} states",
+        {"subgoal": k, "n_bad": int(bad[:, k].sum())},
+    )
+
+
+def _range_failure(prog: np.ndarray, names: list[str], atol: float) -> CheckFailure | None:
+    """``range``: a raw subgoal potential outside [0, 1] (beyond ``atol``)."""
+    lo, hi = prog.min(0), prog.max(0)
+    out = np.nonzero((lo < -atol) | (hi > 1 + atol))[0]
+    if not len(out):
+        return None
+    k = int(out[0])
+    return CheckFailure(
+        "range",
+        f"subgoal_{k}_potential ({names[k]!r}) must lie in [0, 1]; observed "
+        f"[{lo[k]:.4g}, {hi[k]:.4g}] on rollout states",
+        {"subgoal": k, "min": float(lo[k]), "max": float(hi[k])},
+    )
+
+
+def _coupling_failure(
+    phi_a: np.ndarray, phi_b: np.ndarray, metrics: dict[str, Any]
+) -> CheckFailure | None:
+    """``jit``: Φ of a state differs between the batch and the remixed batch."""
+    mism = float(np.max(np.abs(phi_a - phi_b), initial=0.0))
+    metrics["batch_coupling_max_abs_diff"] = mism
+    if not mism > 1e-5:  # not "<=": a NaN difference does not fail this check
+        return None
+    return CheckFailure(
+        "jit",
+        f"Φ of a state changes with the other states of the batch (max |Δ| "
+        f"{mism:.3g}): the program must treat every state independently (index "
+        "with [..., i], reduce over the last axes only), so Φ can be vmapped",
+        {"max_abs_diff": mism},
+    )
+
+
+def _usefulness_failure(
+    phi: np.ndarray,
+    stage: np.ndarray,
+    success_mask: np.ndarray,
+    names: list[str],
+    min_rank_corr: float,
+    metrics: dict[str, Any],
+) -> CheckFailure | None:
+    """``usefulness``: Φ [N, T] does not rise with time along the successful demos."""
+    succ = np.asarray(success_mask, bool)
+    metrics["num_successful_demos"] = int(succ.sum())
+    if not succ.any():
+        return None
+    rho = rank_correlation_with_time(phi[succ])
+    metrics["final_phi_min"] = float(phi[succ, -1].min())
+    metrics["rank_corr_mean"] = float(rho.mean())
+    metrics["rank_corr_min"] = float(rho.min())
+    if not rho.mean() < min_rank_corr:
+        return None
+    w = int(np.argmin(rho))
+    worst = np.nonzero(succ)[0][w]
+    return CheckFailure(
+        "usefulness",
+        f"Φ does not rise along successful demonstrations: mean Spearman ρ(Φ, t) "
+        f"= {rho.mean():.3f} < {min_rank_corr} (worst {rho.min():.3f})",
+        {
+            "rank_corr": [round(float(r), 4) for r in rho],
+            "worst_phi": [round(float(v), 3) for v in phi[worst]],
+            "worst_stage": [int(v) for v in stage[worst]],
+            "subgoals": names,
+        },
+    )
+
+
+def _completion_failure(
+    stage: np.ndarray,
+    nu: np.ndarray,
+    num_stages: int,
+    names: list[str],
+    min_completion: float,
+    metrics: dict[str, Any],
+) -> CheckFailure | None:
+    """``completion``: where ν [N, T] holds, the last stage is not complete often enough."""
+    n_nu = int(nu.sum())
+    metrics["num_nu_states"] = n_nu
+    if not n_nu:
+        return None
+    complete = stage[nu] == num_stages
+    rate = float(complete.mean())
+    metrics["completion_rate"] = rate
+    if not rate < min_completion:
+        return None
+    stuck = np.bincount(stage[nu][~complete], minlength=num_stages)
+    return CheckFailure(
+        "completion",
+        f"where ν (task success) holds, the last stage is complete on only "
+        f"{rate:.1%} of {n_nu} states; states stop at subgoals "
+        + ", ".join(f"{names[k]!r} ({int(c)})" for k, c in enumerate(stuck) if c),
+        {"rate": rate, "stuck_at": {names[k]: int(c) for k, c in enumerate(stuck)}},
+    )
