@@ -105,6 +105,31 @@ class _Outcome:
     cost: float | None
 
 
+@dataclass
+class _Reply:
+    """A chat call's result so far: the latest raw reply and its parse, summed over round-trips."""
+
+    raw: RawCompletion | None
+    failure: LLMFailure | None
+    usage: Usage
+    attempts: int
+    cost: float | None
+    replayed: bool
+    parsed: Any = None
+    repaired: bool = False
+
+    @classmethod
+    def first(cls, out: _Outcome) -> _Reply:
+        return cls(out.raw, out.failure, _usage(out.raw), out.attempts, out.cost, out.replayed)
+
+    def add(self, out: _Outcome) -> None:
+        """Count a repair round-trip: attempts, tokens, cost (unknown if either is), replay."""
+        self.attempts += out.attempts
+        self.usage = self.usage + _usage(out.raw)
+        self.cost = None if self.cost is None or out.cost is None else self.cost + out.cost
+        self.replayed = self.replayed and out.replayed
+
+
 class LLMClient:
     """Chat with the engine, critic and compiler roles through configured backends.
 
@@ -185,55 +210,19 @@ class LLMClient:
         """
         rc = self._role(role)
         rnd = self._round if round is None else int(round)
-        msgs = [dict(m) for m in messages]
-        try:
-            json.dumps(msgs)
-            json.dumps(schema)
-            json.dumps(tools)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"messages/schema/tools must be JSON-serialisable: {e}") from None
-        response_format = None
-        if schema is not None:
-            response_format = {
-                "type": "json_schema",
-                "json_schema": {"name": schema_name, "schema": dict(schema), "strict": True},
-            }
+        msgs = _serialisable_messages(messages, schema, tools)
+        response_format = _response_format(schema, schema_name)
+
+        def request(m: list[dict[str, Any]]) -> CompletionRequest:
+            return self._request(rc, m, response_format, tools, tool_choice)
+
         t0 = time.monotonic()
-        req = self._request(rc, msgs, response_format, tools, tool_choice)
+        req = request(msgs)
         out = self._call(role, rnd, req)
-        usage = _usage(out.raw)
-        attempts, cost, replayed, repaired = out.attempts, out.cost, out.replayed, False
-        parsed: Any = None
-        failure = out.failure
-        raw = out.raw
-        if raw is not None and schema is not None:
-            parsed, errors = _parse_and_validate(raw.text, schema)
-            if errors and self.config.repair:
-                repair_msgs = msgs + [
-                    {"role": "assistant", "content": raw.text},
-                    {"role": "user", "content": _repair_prompt(errors)},
-                ]
-                out2 = self._call(
-                    role, rnd, self._request(rc, repair_msgs, response_format, tools, tool_choice)
-                )
-                attempts += out2.attempts
-                usage = usage + _usage(out2.raw)
-                cost = None if cost is None or out2.cost is None else cost + out2.cost
-                replayed = replayed and out2.replayed
-                if out2.raw is None:
-                    failure, raw = out2.failure, None
-                else:
-                    raw = out2.raw
-                    parsed, errors = _parse_and_validate(raw.text, schema)
-                    repaired = not errors
-            if errors:
-                failure = LLMFailure(
-                    "schema",
-                    "reply does not satisfy the schema: " + "; ".join(errors[:5]),
-                    attempts=attempts,
-                )
-                parsed = None
-                self._log_failure(role, rnd, req, failure)
+        reply = _Reply.first(out)
+        if out.raw is not None and schema is not None:
+            self._parse_reply(reply, role, rnd, req, msgs, schema, request)
+        raw, failure = reply.raw, reply.failure
         tool_calls = tuple(_tool_calls(raw)) if raw is not None else ()
         return LLMResponse(
             role=role,
@@ -241,18 +230,55 @@ class LLMClient:
             model=req.model,
             ok=failure is None,
             text="" if raw is None else raw.text,
-            parsed=parsed,
+            parsed=reply.parsed,
             tool_calls=tool_calls,
-            usage=usage,
-            cost_usd=cost,
-            attempts=attempts,
-            replayed=replayed,
-            repaired=repaired,
+            usage=reply.usage,
+            cost_usd=reply.cost,
+            attempts=reply.attempts,
+            replayed=reply.replayed,
+            repaired=reply.repaired,
             request_hash=out.key,
             failure=failure,
             latency_s=time.monotonic() - t0,
             round=rnd,
         )
+
+    def _parse_reply(
+        self,
+        reply: _Reply,
+        role: str,
+        rnd: int | None,
+        req: CompletionRequest,
+        msgs: list[dict[str, Any]],
+        schema: Mapping[str, Any],
+        request: Callable[[list[dict[str, Any]]], CompletionRequest],
+    ) -> None:
+        """Parse and validate ``reply`` against ``schema``, with one repair round-trip quoting
+        the errors (when the config allows it); a reply still invalid becomes a ``schema``
+        failure, logged against the first request."""
+        assert reply.raw is not None
+        reply.parsed, errors = _parse_and_validate(reply.raw.text, schema)
+        if errors and self.config.repair:
+            repair_msgs = msgs + [
+                {"role": "assistant", "content": reply.raw.text},
+                {"role": "user", "content": _repair_prompt(errors)},
+            ]
+            out2 = self._call(role, rnd, request(repair_msgs))
+            reply.add(out2)
+            if out2.raw is None:
+                reply.failure, reply.raw = out2.failure, None
+            else:
+                reply.raw = out2.raw
+                reply.parsed, errors = _parse_and_validate(out2.raw.text, schema)
+                reply.repaired = not errors
+        if errors:
+            reply.failure = LLMFailure(
+                "schema",
+                "reply does not satisfy the schema: " + "; ".join(errors[:5]),
+                attempts=reply.attempts,
+            )
+            reply.parsed = None
+            self._log_failure(role, rnd, req, reply.failure)
 
     def chat_many(
         self, calls: Sequence[ChatCall], *, max_concurrency: int | None = None
@@ -421,6 +447,33 @@ class LLMClient:
 
 def _usage(raw: RawCompletion | None) -> Usage:
     return Usage() if raw is None else Usage(raw.prompt_tokens, raw.completion_tokens)
+
+
+def _serialisable_messages(
+    messages: Sequence[Mapping[str, Any]],
+    schema: Mapping[str, Any] | None,
+    tools: Sequence[Mapping[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    """The messages as plain dicts; a ``ValueError`` unless they, the schema and the tools are
+    JSON-serialisable."""
+    msgs = [dict(m) for m in messages]
+    try:
+        json.dumps(msgs)
+        json.dumps(schema)
+        json.dumps(tools)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"messages/schema/tools must be JSON-serialisable: {e}") from None
+    return msgs
+
+
+def _response_format(schema: Mapping[str, Any] | None, schema_name: str) -> dict[str, Any] | None:
+    """``json_schema`` structured output for ``schema`` (None: free text)."""
+    if schema is None:
+        return None
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": schema_name, "schema": dict(schema), "strict": True},
+    }
 
 
 def _parse_and_validate(text: str, schema: Mapping[str, Any]) -> tuple[Any, list[str]]:
