@@ -172,184 +172,222 @@ def infer_cause(ep: Episode) -> Finding:
 
 
 def _phase_rules(ep: Episode, kind: str, t0: int, num: dict[str, float]) -> Finding:
-    f = ep.features
-    t_last = ep.num_endpoints - 1
-    p = ep.stopped_phase
-    obj = ep.roles.obj_name
-    grasped, left, right = f["grasped"], f["left"], f["right"]
-    touched = left | right
-    t_grasp = _first(grasped)
+    """The finding for the phase kind the episode stopped in: one rule set per kind, tried in
+    this order; `num` collects the measured numbers the finding reports."""
     if kind == "reach":
-        hit = _distractor_hit(ep, t_last)
-        if hit is not None:
-            name, t, d = hit
-            num["distractor_disp_m"] = d
-            return Finding(
-                "collision_with_distractor",
-                f"the gripper hit {name} at endpoint {t} (moved {d:.3f} m) before reaching {obj}",
-                (t,),
-                num,
-            )
-        t = int(np.argmin(f["tcp_gap"]))
+        return _reach_rules(ep, num)
+    if kind == "grasp":
+        return _grasp_rules(ep, t0, num)
+    if kind == "lift":
+        return _lift_rules(ep, t0, num)
+    if kind == "transport":
+        return _transport_rules(ep, t0, num)
+    if kind == "final" and "joint_frac" in ep.features:
+        return _joint_final_rules(ep, t0, num)
+    if kind == "final":
+        return _final_rules(ep, t0, num)
+    t_last = ep.num_endpoints - 1
+    return Finding("other", f"no rule for phase {ep.stopped_phase!r}", (t0, t_last), num)
+
+
+def _contacts(ep: Episode) -> tuple[np.ndarray, np.ndarray]:
+    """(grasped, touched) per endpoint: touched = either pad touches the object."""
+    f = ep.features
+    return f["grasped"], f["left"] | f["right"]
+
+
+def _reach_rules(ep: Episode, num: dict[str, float]) -> Finding:
+    """Stopped reaching: a distractor hit on the way, or the tcp never approached."""
+    f, obj = ep.features, ep.roles.obj_name
+    hit = _distractor_hit(ep, ep.num_endpoints - 1)
+    if hit is not None:
+        name, t, d = hit
+        num["distractor_disp_m"] = d
         return Finding(
-            "did_not_approach",
-            f"the tcp came no closer than {num['min_tcp_gap_m']:.3f} m to {obj}",
+            "collision_with_distractor",
+            f"the gripper hit {name} at endpoint {t} (moved {d:.3f} m) before reaching {obj}",
             (t,),
             num,
         )
-    if kind == "grasp":
-        width = object_width(ep)
-        t_touch = _first(touched)
-        before = t_last if t_touch is None else t_touch
-        seen = max_opening(ep, before)
-        num.update(
-            {
-                "object_width_m": width,
-                "max_opening_m": seen,
-                "gripper_max_opening_m": 2 * robot.FINGER_OPEN,
-            }
+    t = int(np.argmin(f["tcp_gap"]))
+    return Finding(
+        "did_not_approach",
+        f"the tcp came no closer than {num['min_tcp_gap_m']:.3f} m to {obj}",
+        (t,),
+        num,
+    )
+
+
+def _grasp_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
+    """Stopped at the grasp: too wide, a distractor hit, pushed away, one pad or none."""
+    f, obj = ep.features, ep.roles.obj_name
+    t_last = ep.num_endpoints - 1
+    left, right = f["left"], f["right"]
+    _, touched = _contacts(ep)
+    width = object_width(ep)
+    t_touch = _first(touched)
+    before = t_last if t_touch is None else t_touch
+    seen = max_opening(ep, before)
+    num.update(
+        {
+            "object_width_m": width,
+            "max_opening_m": seen,
+            "gripper_max_opening_m": 2 * robot.FINGER_OPEN,
+        }
+    )
+    if width > min(seen, 2 * robot.FINGER_OPEN) + WIDTH_MARGIN:
+        return Finding(
+            "object_too_wide",
+            f"{obj} is {width:.3f} m wide; the fingers opened to {seen:.3f} m "
+            f"(max {2 * robot.FINGER_OPEN:.3f} m)",
+            (before,),
+            num,
         )
-        if width > min(seen, 2 * robot.FINGER_OPEN) + WIDTH_MARGIN:
+    hit = _distractor_hit(ep, before)
+    if hit is not None:
+        name, t, d = hit
+        num["distractor_disp_m"] = d
+        return Finding(
+            "collision_with_distractor",
+            f"the gripper hit {name} at endpoint {t} (moved {d:.3f} m) before the grasp",
+            (t,),
+            num,
+        )
+    num["max_obj_disp_m"] = float(f["obj_disp"].max())
+    if num["max_obj_disp_m"] > PUSHED:
+        t = _first(f["obj_disp"] > PUSHED) or 0
+        return Finding(
+            "object_pushed_away",
+            f"{obj} slid {num['max_obj_disp_m']:.3f} m without being grasped",
+            (t,),
+            num,
+        )
+    n_left, n_right = int(left[t0:].sum()), int(right[t0:].sum())
+    num.update({"left_contact_endpoints": float(n_left), "right_contact_endpoints": n_right})
+    if n_left or n_right:
+        t = _first(touched, t0) or t0
+        return Finding(
+            "one_finger_contact",
+            f"only the {'left' if n_left else 'right'} pad touched {obj}",
+            (t,),
+            num,
+        )
+    return Finding(
+        "no_finger_contact",
+        f"no pad touched {obj} while in {ep.stopped_phase!r} (closest tcp gap "
+        f"{float(f['tcp_gap'][t0:].min()):.3f} m)",
+        (t0, t_last),
+        num,
+    )
+
+
+def _lift_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
+    """Stopped lifting: too heavy for the grip, contact lost, or not raised high enough."""
+    f, obj = ep.features, ep.roles.obj_name
+    grasped, touched = _contacts(ep)
+    t_grasp = _first(grasped)
+    cap, mu, force = grip_capacity(ep)
+    mass = float(ep.scene.attributes[obj]["mass"])
+    num.update({"mass_kg": mass, "grip_capacity_kg": cap, "grip_mu": mu, "finger_force_n": force})
+    if mass > cap:
+        return Finding(
+            "object_too_heavy",
+            f"{obj} weighs {mass:.2f} kg; a {force:.0f} N grip at μ={mu:.2f} holds {cap:.2f} kg",
+            (t0,),
+            num,
+        )
+    lost = _lost_after(grasped, touched, t0)
+    if lost is not None:
+        num["lift_height_at_loss_m"] = float(f["obj_height"][lost])
+        return Finding(
+            "contact_lost",
+            f"the grasp on {obj} was lost at endpoint {lost} while lifting "
+            f"(height {float(f['obj_height'][lost]):.3f} m, needed {ph.LIFT_HEIGHT} m)",
+            (t_grasp if t_grasp is not None else t0, lost),
+            num,
+        )
+    return Finding(
+        "not_lifted",
+        f"{obj} held but raised only {num['max_obj_height_m']:.3f} m",
+        (t0, ep.num_endpoints - 1),
+        num,
+    )
+
+
+def _transport_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
+    """Stopped carrying: dropped, or never over the destination."""
+    f, obj = ep.features, ep.roles.obj_name
+    lost = _lost_after(*_contacts(ep), t0)
+    if lost is not None:
+        return Finding(
+            "contact_lost", f"{obj} was dropped at endpoint {lost} while carried", (t0, lost), num
+        )
+    if "dest_dist" in f:
+        num["min_dest_dist_m"] = float(f["dest_dist"][t0:].min())
+    return Finding(
+        "destination_not_reached",
+        f"{obj} carried to within {num.get('min_dest_dist_m', float('nan')):.3f} m (xy) "
+        "of the destination, never over it",
+        (t0, ep.num_endpoints - 1),
+        num,
+    )
+
+
+def _joint_final_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
+    """An articulated task at its final phase: contact lost, the joint stuck or short."""
+    t_last = ep.num_endpoints - 1
+    jf = ep.features["joint_frac"]
+    moved = float(np.abs(jf[t0:] - jf[t0]).max())
+    num.update({"joint_moved_frac": moved, "joint_frac_end": float(jf[-1])})
+    lost = _lost_after(*_contacts(ep), t0)
+    if lost is not None:
+        return Finding(
+            "contact_lost",
+            f"the grasp on the handle was lost at endpoint {lost} while pulling",
+            (t0, lost),
+            num,
+        )
+    if moved < JOINT_MOVE:
+        return Finding(
+            "joint_not_moving",
+            f"the handle was held but the joint moved only {moved:.3f} of its range",
+            (t0, t_last),
+            num,
+        )
+    return Finding(
+        "joint_short_of_goal",
+        f"the joint moved {moved:.3f} of its range and ended at {float(jf[-1]):.3f}",
+        (t0, t_last),
+        num,
+    )
+
+
+def _final_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
+    """The final phase: still wedged or held at the end, or released off the destination."""
+    f, obj = ep.features, ep.roles.obj_name
+    t_last = ep.num_endpoints - 1
+    if "dest_dist" in f:
+        num["end_dest_dist_m"] = float(f["dest_dist"][-1])
+    num["end_obj_height_m"] = float(f["obj_height"][-1])
+    if bool(f["grasped"][-1]):
+        width, seen = object_width(ep), max_opening(ep, t_last)
+        num.update({"object_width_m": width, "max_opening_m": seen})
+        if width > seen + WIDTH_MARGIN:
             return Finding(
                 "object_too_wide",
-                f"{obj} is {width:.3f} m wide; the fingers opened to {seen:.3f} m "
-                f"(max {2 * robot.FINGER_OPEN:.3f} m)",
-                (before,),
-                num,
-            )
-        hit = _distractor_hit(ep, before)
-        if hit is not None:
-            name, t, d = hit
-            num["distractor_disp_m"] = d
-            return Finding(
-                "collision_with_distractor",
-                f"the gripper hit {name} at endpoint {t} (moved {d:.3f} m) before the grasp",
-                (t,),
-                num,
-            )
-        num["max_obj_disp_m"] = float(f["obj_disp"].max())
-        if num["max_obj_disp_m"] > PUSHED:
-            t = _first(f["obj_disp"] > PUSHED) or 0
-            return Finding(
-                "object_pushed_away",
-                f"{obj} slid {num['max_obj_disp_m']:.3f} m without being grasped",
-                (t,),
-                num,
-            )
-        n_left, n_right = int(left[t0:].sum()), int(right[t0:].sum())
-        num.update({"left_contact_endpoints": float(n_left), "right_contact_endpoints": n_right})
-        if n_left or n_right:
-            t = _first(touched, t0) or t0
-            return Finding(
-                "one_finger_contact",
-                f"only the {'left' if n_left else 'right'} pad touched {obj}",
-                (t,),
-                num,
-            )
-        return Finding(
-            "no_finger_contact",
-            f"no pad touched {obj} while in {p!r} (closest tcp gap "
-            f"{float(f['tcp_gap'][t0:].min()):.3f} m)",
-            (t0, t_last),
-            num,
-        )
-    if kind == "lift":
-        cap, mu, force = grip_capacity(ep)
-        mass = float(ep.scene.attributes[obj]["mass"])
-        num.update(
-            {"mass_kg": mass, "grip_capacity_kg": cap, "grip_mu": mu, "finger_force_n": force}
-        )
-        if mass > cap:
-            return Finding(
-                "object_too_heavy",
-                f"{obj} weighs {mass:.2f} kg; a {force:.0f} N grip at μ={mu:.2f} holds "
-                f"{cap:.2f} kg",
-                (t0,),
-                num,
-            )
-        lost = _lost_after(grasped, touched, t0)
-        if lost is not None:
-            num["lift_height_at_loss_m"] = float(f["obj_height"][lost])
-            return Finding(
-                "contact_lost",
-                f"the grasp on {obj} was lost at endpoint {lost} while lifting "
-                f"(height {float(f['obj_height'][lost]):.3f} m, needed {ph.LIFT_HEIGHT} m)",
-                (t_grasp if t_grasp is not None else t0, lost),
-                num,
-            )
-        return Finding(
-            "not_lifted",
-            f"{obj} held but raised only {num['max_obj_height_m']:.3f} m",
-            (t0, t_last),
-            num,
-        )
-    if kind == "transport":
-        lost = _lost_after(grasped, touched, t0)
-        if lost is not None:
-            return Finding(
-                "contact_lost",
-                f"{obj} was dropped at endpoint {lost} while carried",
-                (t0, lost),
-                num,
-            )
-        if "dest_dist" in f:
-            num["min_dest_dist_m"] = float(f["dest_dist"][t0:].min())
-        return Finding(
-            "destination_not_reached",
-            f"{obj} carried to within {num.get('min_dest_dist_m', float('nan')):.3f} m (xy) "
-            "of the destination, never over it",
-            (t0, t_last),
-            num,
-        )
-    if kind == "final" and "joint_frac" in f:
-        jf = f["joint_frac"]
-        moved = float(np.abs(jf[t0:] - jf[t0]).max())
-        num.update({"joint_moved_frac": moved, "joint_frac_end": float(jf[-1])})
-        lost = _lost_after(grasped, touched, t0)
-        if lost is not None:
-            return Finding(
-                "contact_lost",
-                f"the grasp on the handle was lost at endpoint {lost} while pulling",
-                (t0, lost),
-                num,
-            )
-        if moved < JOINT_MOVE:
-            return Finding(
-                "joint_not_moving",
-                f"the handle was held but the joint moved only {moved:.3f} of its range",
+                f"{obj} ({width:.3f} m) is still wedged between the fingers at the end: "
+                f"they never opened wider than {seen:.3f} m",
                 (t0, t_last),
                 num,
             )
-        return Finding(
-            "joint_short_of_goal",
-            f"the joint moved {moved:.3f} of its range and ended at {float(jf[-1]):.3f}",
-            (t0, t_last),
-            num,
-        )
-    if kind == "final":
-        if "dest_dist" in f:
-            num["end_dest_dist_m"] = float(f["dest_dist"][-1])
-        num["end_obj_height_m"] = float(f["obj_height"][-1])
-        if bool(grasped[-1]):
-            width, seen = object_width(ep), max_opening(ep, t_last)
-            num.update({"object_width_m": width, "max_opening_m": seen})
-            if width > seen + WIDTH_MARGIN:
-                return Finding(
-                    "object_too_wide",
-                    f"{obj} ({width:.3f} m) is still wedged between the fingers at the end: "
-                    f"they never opened wider than {seen:.3f} m",
-                    (t0, t_last),
-                    num,
-                )
-            return Finding("not_released", f"{obj} is still held at the end", (t0, t_last), num)
-        return Finding(
-            "misplaced",
-            f"{obj} released {num.get('end_dest_dist_m', float('nan')):.3f} m (xy) from the "
-            f"destination's centre, bottom at {num['end_obj_height_m']:.3f} m",
-            (t0, t_last),
-            num,
-        )
-    return Finding("other", f"no rule for phase {p!r}", (t0, t_last), num)
+        return Finding("not_released", f"{obj} is still held at the end", (t0, t_last), num)
+    return Finding(
+        "misplaced",
+        f"{obj} released {num.get('end_dest_dist_m', float('nan')):.3f} m (xy) from the "
+        f"destination's centre, bottom at {num['end_obj_height_m']:.3f} m",
+        (t0, t_last),
+        num,
+    )
 
 
 def max_opening(ep: Episode, until: int) -> float:

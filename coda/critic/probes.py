@@ -33,6 +33,7 @@ import jax
 import numpy as np
 
 from coda.critic.episode import Episode
+from coda.eval import split_map
 from coda.sim.compile import CompiledScene, compile_scene
 from coda.sim.rollout import Bucket, ChunkPolicy, make_buckets
 from coda.sim.scene import FACTORS, Scene, resample
@@ -120,7 +121,56 @@ def run_probes(
     k_seed, k_roll = jax.random.split(key)
     base = int(jax.random.randint(k_seed, (), 0, 2**31 - 1))
     stats = [ProbeStats() for _ in episodes]
-    owner: dict[int, tuple[int, str]] = {}  # id(compiled) -> (episode, factor or "repeat")
+    probes, owner = _verified_probes(
+        episodes,
+        stats,
+        base,
+        n_probes=n_probes,
+        n_repeats=n_repeats,
+        max_tries=max_tries,
+        factors=factors,
+    )
+    if not probes:
+        return stats
+    multiple = int(np.lcm(max(pad_to, 1), int(getattr(backend, "n_devices", 1))))
+    buckets = make_buckets(probes, multiple_of=multiple)
+
+    def one(b: int) -> list[bool]:
+        bucket = buckets[b]
+        result = backend.rollout(
+            bucket, policy_for(policy, bucket), params, jax.random.fold_in(k_roll, b), num_chunks
+        )
+        return np.asarray(result.success).tolist()
+
+    outcomes = split_map(len(buckets), one, split)
+    if sorted(outcomes) != list(range(len(buckets))):
+        raise RuntimeError(f"hosts returned probe buckets {sorted(outcomes)} of {len(buckets)}")
+    # an episode's repeats are the same object n times: map rows by position, not by id
+    for b, bucket in enumerate(buckets):
+        ok = outcomes[b]
+        for c, s in zip(bucket.variants, ok, strict=False):
+            i, f = owner[id(c)]
+            if f == "repeat":
+                stats[i].repeat_success += int(s)
+            else:
+                stats[i].success[f] = stats[i].success.get(f, 0) + int(s)
+    return stats
+
+
+def _verified_probes(
+    episodes: Sequence[Episode],
+    stats: list[ProbeStats],
+    base: int,
+    *,
+    n_probes: int,
+    n_repeats: int,
+    max_tries: int,
+    factors: Sequence[str],
+) -> tuple[list[CompiledScene], dict[int, tuple[int, str]]]:
+    """(probes, owner): each episode's scene `n_repeats` times, then up to `n_probes` verified
+    resamples per (episode, factor), drawn in `max_tries` rounds from seeds derived from `base`;
+    owner maps id(compiled) -> (episode, factor or "repeat"). Counts go into `stats`."""
+    owner: dict[int, tuple[int, str]] = {}
     probes: list[CompiledScene] = []
     for i, ep in enumerate(episodes):
         for _ in range(n_repeats):
@@ -161,33 +211,7 @@ def run_probes(
             break
     for i, ep in enumerate(episodes):
         owner.setdefault(id(ep.compiled), (i, "repeat"))
-    if not probes:
-        return stats
-    multiple = int(np.lcm(max(pad_to, 1), int(getattr(backend, "n_devices", 1))))
-    from coda.eval import split_map
-
-    buckets = make_buckets(probes, multiple_of=multiple)
-
-    def one(b: int) -> list[bool]:
-        bucket = buckets[b]
-        result = backend.rollout(
-            bucket, policy_for(policy, bucket), params, jax.random.fold_in(k_roll, b), num_chunks
-        )
-        return np.asarray(result.success).tolist()
-
-    outcomes = split_map(len(buckets), one, split)
-    if sorted(outcomes) != list(range(len(buckets))):
-        raise RuntimeError(f"hosts returned probe buckets {sorted(outcomes)} of {len(buckets)}")
-    # an episode's repeats are the same object n times: map rows by position, not by id
-    for b, bucket in enumerate(buckets):
-        ok = outcomes[b]
-        for c, s in zip(bucket.variants, ok, strict=False):
-            i, f = owner[id(c)]
-            if f == "repeat":
-                stats[i].repeat_success += int(s)
-            else:
-                stats[i].success[f] = stats[i].success.get(f, 0) + int(s)
-    return stats
+    return probes, owner
 
 
 def attribute(stats: ProbeStats, hint: str | None = None) -> tuple[str, dict[str, float]]:
