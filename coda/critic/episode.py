@@ -27,7 +27,7 @@ import numpy as np
 
 from coda import lifetime
 from coda.sim import geometry as G
-from coda.sim import tasks
+from coda.sim import render, tasks
 from coda.sim.compile import CompiledScene
 from coda.sim.rollout import Bucket, RolloutResult
 from coda.sim.scene import Scene
@@ -308,9 +308,7 @@ def render_keyframes(
     ep: Episode, indices: Sequence[int], width: int = 224, height: int = 224
 ) -> np.ndarray:  # [K, H, W, 3] uint8
     """Frames of the episode at the given chunk endpoints (headless GL; `RenderUnavailable`
-    when none works). Imported lazily: only the VLM critic renders."""
-    from coda.sim import render
-
+    when none works; GL is set up on the first render, not on import)."""
     return render.render_states(
         ep.compiled.model, ep.qpos[np.asarray(indices, int)], width=width, height=height
     )

@@ -52,7 +52,7 @@ from coda.engine.engines import Engine, mode_spec, resolve_program
 from coda.engine.programs import Program, apply_many, bind, store_program
 from coda.engine.roles import RoleBindingError
 from coda.engine.seeding import seed_scenes, verify_scenes
-from coda.sim.compile import CompiledScene
+from coda.sim.compile import CompiledScene, compile_scene
 from coda.sim.rollout import make_buckets
 from coda.sim.scene import Scene
 from coda.sim.verify import Verdict
@@ -400,8 +400,6 @@ def rollout_success(
     Variants are grouped into same-structure buckets (`make_buckets`); each bucket gets its own
     key split from `key`.
     """
-    from coda.sim.compile import compile_scene
-
     compiled = []
     for v in variants:
         if isinstance(v, CompiledScene):

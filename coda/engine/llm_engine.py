@@ -43,6 +43,7 @@ from coda.engine.programs import (
 from coda.engine.roles import RoleBindingError, available_roles, resolve_role
 from coda.engine.rules import NoProgram, candidate_programs
 from coda.engine.seeding import verify_scenes
+from coda.llm import LLMClient, offline_handlers, register_offline_handler
 from coda.sim import sdk
 from coda.sim.scene import Scene
 from coda.sim.verify import CHECKS
@@ -170,8 +171,6 @@ class LLMEngine:
         if max_attempts < 1 or probe_variants < 1 or not 0.0 < min_pass <= 1.0:
             raise ValueError("need max_attempts >= 1, probe_variants >= 1, 0 < min_pass <= 1")
         if client is None:
-            from coda.llm import LLMClient
-
             client = LLMClient()  # offline backend: the rule table, as SDK source
         self.client, self.role, self.memory = client, role, memory
         self.max_attempts, self.probe_variants, self.min_pass = (
@@ -341,8 +340,6 @@ def offline_engine_handler(request: Any, role: str) -> dict[str, str]:
 
 
 def _register_offline() -> None:
-    from coda.llm import offline_handlers, register_offline_handler
-
     if "engine" not in offline_handlers():
         register_offline_handler("engine", offline_engine_handler)
 

@@ -41,6 +41,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from coda import sandbox
 from coda.engine.edits import (
     EDGE_SIDES,
     FACTORS,
@@ -400,8 +401,6 @@ def _run_source(
     time_limit_s: float,
 ) -> list[Scene]:
     """Runs a source program once per (parent, seed) in ONE sandbox call (see `_Batch`)."""
-    from coda import sandbox
-
     builders = [EditBuilder(scene, int(seed), program.factor) for scene, seed in jobs]
     names = tuple(builders[0].namespace())
     sandbox.validate(program.source, names)  # the program alone: its own line numbers
@@ -470,7 +469,6 @@ def apply_many(
     retried alone so that one bad parent does not sink the others.
     """
     program = Program.from_dict(program)
-    from coda import sandbox
 
     if program.source is not None and len(jobs) > 1:
         try:

@@ -29,7 +29,12 @@ from typing import Any
 import jax
 import numpy as np
 
+from coda.sandbox import SandboxError
 from coda.sim import assets
+from coda.sim.compile import compile_scene
+from coda.sim.planner import RandomPolicy, planner_for
+from coda.sim.rollout import make_buckets
+from coda.sim.sdk import SceneProgramError, exec_program
 
 SUITES = ("train_layouts", "heldout_layouts", "heldout_instances", "heldout_categories")
 
@@ -113,10 +118,6 @@ def _task_objects(source: str) -> list[tuple[str, str, str]]:
 
 def _accepted(source: str, seed: int) -> bool:
     """Does the program run and compile with a verifier ν (the family accepts the swap)?"""
-    from coda.sandbox import SandboxError
-    from coda.sim.compile import compile_scene
-    from coda.sim.sdk import SceneProgramError, exec_program
-
     try:
         compile_scene(exec_program(source, seed=seed, split="all", isolation="inprocess"))
     except (SandboxError, SceneProgramError):
@@ -197,8 +198,6 @@ def build_buckets(
 ) -> list:
     """Compile (program, seed) episodes and group them into same-structure buckets (padded to
     `batch_size` so that every bucket of a structure shares one compiled policy step)."""
-    from coda.sim.rollout import make_buckets
-
     if len(programs) != len(seeds):
         raise ValueError(f"{len(programs)} programs but {len(seeds)} layout seeds")
     compiled = [compile_episode(p, int(s), split) for p, s in zip(programs, seeds, strict=True)]
@@ -208,15 +207,12 @@ def build_buckets(
 def compile_episode(program: str, seed: int, split: str = "all"):
     """One episode of a suite: an SDK scene program at a layout seed, or a LIBERO episode
     program (`coda.libero.episodes`: task, initial state, layout shift; `seed` the shift's)."""
-    from coda.libero.episodes import is_libero
+    from coda.libero.episodes import is_libero  # lazy: LIBERO is an optional heavy dependency
 
     if is_libero(program):
-        from coda.libero.episodes import compile_episode as libero_episode
+        from coda.libero.episodes import compile_episode as libero_episode  # lazy: as above
 
         return libero_episode(program, seed)
-    from coda.sim.compile import compile_scene
-    from coda.sim.sdk import exec_program
-
     return compile_scene(exec_program(program, seed=seed, split=split, isolation="inprocess"))
 
 
@@ -365,15 +361,11 @@ def evaluate_all(
 
 def planner_agent(bucket) -> tuple[Any, None]:
     """The scripted planner (privileged state): an upper reference for every suite."""
-    from coda.sim.planner import planner_for
-
     return planner_for(bucket), None
 
 
 def random_agent(bucket) -> tuple[Any, None]:
     """Uniform random actions: the floor."""
-    from coda.sim.planner import RandomPolicy
-
     return RandomPolicy(), None
 
 
@@ -386,6 +378,8 @@ def policy_agent(
     of one structure and batch size reuses one compiled chunk step; pass the same `agents`
     dict to later calls (new weights) to keep reusing it.
     """
+    # lazy: coda.train.agent brings orbax and the policy models (~450 modules, +1.3 s) into
+    # coda.eval, which coda.critic imports (split_map) without needing them
     from coda.train.agent import AgentParams, PolicyAgent, bucket_prompts, instruction_tokens
 
     agents = {} if agents is None else agents

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ml_collections import ConfigDict
 
+from coda.policy.oft import OFTSpec
 from coda.policy.pi05 import Pi05Spec
 
 
@@ -73,8 +74,6 @@ def pi05_train_flops_per_sample(config: ConfigDict, token_len: int | None = None
 
 def oft_forward_flops(config: ConfigDict, token_len: int | None = None) -> dict[str, int]:
     """Forward FLOPs per sample of OFT's parallel-decoding pass (prefix + H queries) + head."""
-    from coda.policy.oft import OFTSpec
-
     s = OFTSpec.from_config(config)
     out: dict[str, int] = {}
     n_prefix = _prefix_flops(s, out, token_len)

@@ -28,6 +28,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from coda.llm import LLMClient, offline_handlers, register_offline_handler
+from coda.memory import role_signature
 from coda.potentials import library
 from coda.potentials.checks import CheckFailure, CheckReport, Demos, check_program
 from coda.potentials.program import (
@@ -276,8 +278,6 @@ def retrieve_examples(memory: Any, request: CompileRequest, limit: int = 3) -> l
     if request.mode_id is not None:
         rows = memory.training_programs(mode_id=request.mode_id)
     if not rows:
-        from coda.memory import role_signature
-
         roles = request.task.get("roles") or {}
         if roles:
             rows = memory.training_programs(role_signature=role_signature(roles))
@@ -293,8 +293,6 @@ class LLMCompiler:
 
     def __init__(self, client: Any | None = None, *, role: str = "compiler") -> None:
         if client is None:
-            from coda.llm import LLMClient
-
             client = LLMClient()
         self.client = client
         self.role = role
@@ -480,8 +478,6 @@ def _jsonable(x: Any) -> Any:
 
 
 def _register_offline() -> None:
-    from coda.llm import offline_handlers, register_offline_handler
-
     if "compiler" not in offline_handlers():
         register_offline_handler("compiler", offline_compiler_handler)
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from coda import sandbox
 from coda.runconfig import SPLITS
 from coda.sim import assets
 from coda.sim.scene_data import (
@@ -305,8 +306,6 @@ def run_program(
     generators, which are trusted and need to be fast. SDK misuse surfaces as `SandboxError`
     (stage "runtime") carrying the SDK's message, so the writer can repair the program.
     """
-    from coda import sandbox
-
     builder = SceneBuilder(seed, split, families=families)
     ns = dict(builder.namespace())
     ns["finish_scene"] = functools.partial(_finish, builder, source)

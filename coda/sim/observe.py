@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from coda.sim import render as R
 from coda.sim.compile import AGENT_CAMERA, WRIST_CAMERA
 
 # pi0.5 image key -> the scene camera that feeds it (coda.policy.configs.OPENPI_CAMERAS)
@@ -112,8 +113,6 @@ def render_qpos(
     """Every camera of `spec` for one state per (same-structure) model, one GL context shared
     by all of them (`coda.sim.render.render_variants`). Padding rows (`valid` False) are not
     rendered: their frames are zeros and nothing learns from them."""
-    from coda.sim import render as R
-
     qpos = np.asarray(qpos)
     b = qpos.shape[0]
     out = np.zeros((b, len(spec.cameras), spec.size, spec.size, 3), np.uint8)

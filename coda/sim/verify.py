@@ -33,8 +33,9 @@ from collections.abc import Sequence
 import mujoco
 import numpy as np
 
-from coda.sim import assets, robot
+from coda.sim import assets, render, robot
 from coda.sim.compile import TABLE_GEOM, CompiledScene, group_buckets
+from coda.sim.tasks import get_family
 
 PENETRATION_TOL = 0.003  # m
 SUPPORT_TOL = 0.004  # m: a fixed object's gap to its support (objects are placed 0.5 mm clear)
@@ -245,8 +246,6 @@ def planner_waypoints(c: CompiledScene, d: mujoco.MjData) -> list[tuple[str, str
     waypoints, e.g. every grasp offset the planner allows, or a door's handle over the joint's
     whole range); tests/test_sim_verify.py checks it against the planner's own waypoints.
     """
-    from coda.sim.tasks import get_family
-
     return get_family(c.scene.task["family"]).reach_targets(c, d)
 
 
@@ -276,8 +275,6 @@ def cameras(c: CompiledScene, d: mujoco.MjData) -> list[tuple[str, np.ndarray, n
     model's fixed cameras and of the renderer's default free camera (what reports show). Cameras
     on moving bodies (the wrist camera on the gripper) are left out: what they see changes with
     the motion, so a scene's objects need not start inside them."""
-    from coda.sim import render
-
     m = c.model
     out = []
     for k in range(m.ncam):
