@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 import mujoco
 import numpy as np
 
-from coda.sim import assets, robot
+from coda.sim import assets, robot, tasks
 from coda.sim.predicates import Predicate
 from coda.sim.scene import Scene, check_table
 from coda.sim.state import FLOOR, LEFT, N_FIXED_ENTITIES, RIGHT, StateLayout, SymbolTable
@@ -103,6 +103,16 @@ def _yaw_quat(yaw: float) -> list[float]:
 
 def build_spec(scene: Scene):
     """MjSpec of a scene, with the sensors of the shared state layout."""
+    spec = _new_spec()
+    _add_fixed_world(spec, scene)
+    tracked, joints, geoms_of, movable = _add_objects(spec.worldbody, scene)
+    body_index = {name: i for i, (name, _, _) in enumerate(tracked)}
+    pairs = _contact_pairs(body_index, geoms_of, movable)
+    return spec, tracked, joints, pairs, body_index
+
+
+def _new_spec() -> mujoco.MjSpec:
+    """An empty spec with the project's physics options (radians, implicit-fast, no autoreset)."""
     spec = mujoco.MjSpec()
     spec.modelname = "coda_scene"
     spec.compiler.degree = False  # every angle in this project is in radians
@@ -114,7 +124,12 @@ def build_spec(scene: Scene):
     opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_AUTORESET  # let NaNs surface; we isolate them
     spec.visual.global_.offwidth = 640
     spec.visual.global_.offheight = 480
+    return spec
 
+
+def _add_fixed_world(spec: mujoco.MjSpec, scene: Scene) -> None:
+    """What every scene has: the table, the floor, a light, the agent camera and the gripper
+    with its wrist camera. Raises when an object takes a reserved name."""
     wb = spec.worldbody
     reserved = {o.name for o in scene.objects} & set(RESERVED_NAMES)
     if reserved:
@@ -141,6 +156,10 @@ def build_spec(scene: Scene):
     robot.add_gripper(spec)
     add_wrist_camera(spec)
 
+
+def _add_objects(wb, scene: Scene):
+    """Builds every object under the world body, in scene order -> (tracked [(body name, half,
+    inner[4])], joints [(name, range)], collision geoms per tracked body, movable names)."""
     tracked: list[tuple[str, np.ndarray, np.ndarray]] = []  # (body name, half, inner[4])
     joints: list[tuple[str, tuple[float, float]]] = []
     geoms_of: dict[str, list[str]] = {}
@@ -167,9 +186,14 @@ def build_spec(scene: Scene):
             geoms_of[pname] = list(built.part_geoms[part.suffix])
         if built.joint:
             joints.append((built.joint, built.joint_range))
+    return tracked, joints, geoms_of, movable
 
-    body_index = {name: i for i, (name, _, _) in enumerate(tracked)}
-    # contact sensors: finger pads x (movable geoms + handles); movable x (floor, others)
+
+def _contact_pairs(
+    body_index: dict[str, int], geoms_of: dict[str, list[str]], movable: set[str]
+) -> list[tuple[int, int, str, str]]:
+    """Contact sensor pairs (entity, entity, geom, geom): finger pads x (movable geoms +
+    handles); movable x (floor, others)."""
     pairs: list[tuple[int, int, str, str]] = []
     ent = {name: N_FIXED_ENTITIES + i for name, i in body_index.items()}
     grippable = [n for n in body_index if n in movable or n.endswith("/handle")]
@@ -187,7 +211,7 @@ def build_spec(scene: Scene):
             if b.startswith(a + "/"):
                 continue
             pairs += [(ent[a], ent[b], ga, gb) for ga in geoms_of[a] for gb in geoms_of[b]]
-    return spec, tracked, joints, pairs, body_index
+    return pairs
 
 
 # Observation cameras of our scenes (image-mode policies, `coda.sim.observe`): the fixed agent
@@ -284,8 +308,6 @@ def add_state_sensors(
 
 
 def compile_scene(scene: Scene) -> CompiledScene:
-    from coda.sim import tasks
-
     spec, tracked, joints, pairs, body_index = build_spec(scene)
     add_state_sensors(
         spec,
