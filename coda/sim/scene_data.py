@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -85,7 +86,19 @@ def check_record(d: Any, where: str = "scene") -> None:
     missing = [k for k in ("objects", "task", "layout", "attributes") if k not in d]
     if missing:
         raise bad(", ".join(missing), "missing")
-    objects = d["objects"]
+    names = _check_objects(d["objects"], bad)
+    _check_task(d["task"], names, bad)
+    _check_layout(d, names, bad)
+    _check_attributes(d, bad)
+    seed = d.get("seed", 0)
+    if not _finite(seed) or int(seed) != seed:
+        raise bad("seed", f"must be an integer, got {seed!r}")
+    if d.get("program") is not None and not isinstance(d["program"], str):
+        raise bad("program", f"must be a string or null, got {type(d['program']).__name__}")
+
+
+def _check_objects(objects: Any, bad: Callable[[str, str], SceneFormatError]) -> list[str]:
+    """The object list of a record (keys, known category / instance, unique names) -> names."""
     if not isinstance(objects, list) or not objects:
         raise bad("objects", "must be a non-empty list")
     names: list[str] = []
@@ -108,7 +121,11 @@ def check_record(d: Any, where: str = "scene") -> None:
         if o["name"] in names:
             raise bad(f"{f}.name", f"{o['name']!r} is used twice")
         names.append(o["name"])
-    task = d["task"]
+    return names
+
+
+def _check_task(task: Any, names: list[str], bad: Callable[[str, str], SceneFormatError]) -> None:
+    """The task: a family string, and roles bound to objects of the record."""
     if not isinstance(task, dict) or not isinstance(task.get("family"), str):
         raise bad("task", "must be an object with a 'family' string")
     roles = task.get("roles", {})
@@ -117,6 +134,10 @@ def check_record(d: Any, where: str = "scene") -> None:
     for r, n in roles.items():
         if n not in names:
             raise bad(f"task.roles.{r}", f"refers to unknown object {n!r}; objects: {names}")
+
+
+def _check_layout(d: dict, names: list[str], bad: Callable[[str, str], SceneFormatError]) -> None:
+    """Layout and attributes name exactly the record's objects; every pose is finite."""
     for factor in ("layout", "attributes"):
         if not isinstance(d[factor], dict):
             raise bad(factor, "must be an object {object name: ...}")
@@ -132,7 +153,12 @@ def check_record(d: Any, where: str = "scene") -> None:
         for k, v in pose.items():
             if k not in ("x", "y", "yaw", "z") or not _finite(v):
                 raise bad(f"layout.{n}.{k}", f"must be a finite number, got {v!r}")
-    cats = {o["name"]: assets.get_category(o["category"]) for o in objects}
+
+
+def _check_attributes(d: dict, bad: Callable[[str, str], SceneFormatError]) -> None:
+    """Every object's sizes (its category's dims), mass and friction are positive and finite;
+    rgba is 4 finite numbers."""
+    cats = {o["name"]: assets.get_category(o["category"]) for o in d["objects"]}
     for n, a in d["attributes"].items():
         f = f"attributes.{n}"
         if not isinstance(a, dict) or not isinstance(a.get("dims"), dict):
@@ -147,11 +173,6 @@ def check_record(d: Any, where: str = "scene") -> None:
         rgba = a.get("rgba")
         if not isinstance(rgba, list) or len(rgba) != 4 or not all(map(_finite, rgba)):
             raise bad(f"{f}.rgba", f"must be 4 finite numbers, got {rgba!r}")
-    seed = d.get("seed", 0)
-    if not _finite(seed) or int(seed) != seed:
-        raise bad("seed", f"must be an integer, got {seed!r}")
-    if d.get("program") is not None and not isinstance(d["program"], str):
-        raise bad("program", f"must be a string or null, got {type(d['program']).__name__}")
 
 
 @dataclasses.dataclass
