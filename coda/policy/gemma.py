@@ -155,6 +155,54 @@ class FeedForward(nn.Module):
 KVCache = tuple[jax.Array, jax.Array]  # k, v: [B, S, K, H] per layer
 
 
+def _check_heads(configs: Sequence[ExpertConfig]) -> ExpertConfig:
+    """Expert 0's config, after checking that every expert shares its attention heads and that
+    they are multi-query (num_kv_heads < num_heads)."""
+    c0 = configs[0]
+    for c in configs:
+        if (c.num_heads, c.num_kv_heads, c.head_dim) != (
+            c0.num_heads,
+            c0.num_kv_heads,
+            c0.head_dim,
+        ):
+            raise ValueError("all experts must share num_heads, num_kv_heads and head_dim")
+    if c0.num_kv_heads == c0.num_heads:
+        raise ValueError("pi0.5 layout uses multi-query attention (num_kv_heads < num_heads)")
+    return c0
+
+
+def _attend(
+    q: jax.Array,  # [B, T, N, H], roped and scaled
+    k: jax.Array,  # [B, S, K, H]
+    v: jax.Array,  # [B, S, K, H]
+    attn_mask: jax.Array,  # [B, T, S]
+    kh: int,  # K, the kv heads
+    dtype,
+) -> jax.Array:  # [B, T, N, H]
+    """Masked softmax attention of N query heads over K kv heads (logits in float32)."""
+    b, t, n, h = q.shape
+    if attn_mask.shape != (b, t, k.shape[1]):
+        raise ValueError(f"attn_mask shape {attn_mask.shape} != {(b, t, k.shape[1])}")
+    if kh == 1:
+        # One kv head (pi0.5's Gemmas): the N query heads of a token are N more rows of one
+        # [B, T*N, H] x [B, S, H] product, so no operand needs a transposed copy.
+        logits = jnp.einsum(
+            "BQH,BSH->BQS",
+            q.reshape(b, t * n, h),
+            k[:, :, 0],
+            preferred_element_type=jnp.float32,
+        ).reshape(b, t, n, -1)  # [B, T, N, S]
+        logits = jnp.where(attn_mask[:, :, None, :], logits, BIG_NEG)
+        probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
+        enc = jnp.einsum("BQS,BSH->BQH", probs.reshape(b, t * n, -1), v[:, :, 0])
+        return enc.reshape(b, t, n, h)
+    q = q.reshape(b, t, kh, n // kh, h)  # query head n uses kv head n // (N/K)
+    logits = jnp.einsum("BTKGH,BSKH->BKGTS", q, k, preferred_element_type=jnp.float32)
+    logits = jnp.where(attn_mask[:, None, None, :, :], logits, BIG_NEG)
+    probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
+    return jnp.einsum("BKGTS,BSKH->BTKGH", probs, v).reshape(b, t, n, h)
+
+
 class Attention(nn.Module):
     """Joint multi-query attention over the tokens of all present experts."""
 
@@ -168,16 +216,7 @@ class Attention(nn.Module):
         attn_mask: jax.Array,  # [B, T, S]
         kv_cache: KVCache | None,
     ) -> tuple[list[jax.Array | None], KVCache]:
-        c0 = self.configs[0]
-        for c in self.configs:
-            if (c.num_heads, c.num_kv_heads, c.head_dim) != (
-                c0.num_heads,
-                c0.num_kv_heads,
-                c0.head_dim,
-            ):
-                raise ValueError("all experts must share num_heads, num_kv_heads and head_dim")
-        if c0.num_kv_heads == c0.num_heads:
-            raise ValueError("pi0.5 layout uses multi-query attention (num_kv_heads < num_heads)")
+        c0 = _check_heads(self.configs)
         qs, ks, vs = [], [], []
         for i, (x, c) in enumerate(zip(xs, self.configs, strict=True)):
             if x is None:
@@ -205,29 +244,7 @@ class Attention(nn.Module):
         if kv_cache is not None:
             k = jnp.concatenate([kv_cache[0].astype(dtype), k], axis=1)  # [B, S, K, H]
             v = jnp.concatenate([kv_cache[1].astype(dtype), v], axis=1)
-        b, t, n, h = q.shape
-        kh = c0.num_kv_heads
-        if attn_mask.shape != (b, t, k.shape[1]):
-            raise ValueError(f"attn_mask shape {attn_mask.shape} != {(b, t, k.shape[1])}")
-        if kh == 1:
-            # One kv head (pi0.5's Gemmas): the N query heads of a token are N more rows of one
-            # [B, T*N, H] x [B, S, H] product, so no operand needs a transposed copy.
-            logits = jnp.einsum(
-                "BQH,BSH->BQS",
-                q.reshape(b, t * n, h),
-                k[:, :, 0],
-                preferred_element_type=jnp.float32,
-            ).reshape(b, t, n, -1)  # [B, T, N, S]
-            logits = jnp.where(attn_mask[:, :, None, :], logits, BIG_NEG)
-            probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
-            enc = jnp.einsum("BQS,BSH->BQH", probs.reshape(b, t * n, -1), v[:, :, 0])
-            enc = enc.reshape(b, t, n, h)
-        else:
-            q = q.reshape(b, t, kh, n // kh, h)  # query head n uses kv head n // (N/K)
-            logits = jnp.einsum("BTKGH,BSKH->BKGTS", q, k, preferred_element_type=jnp.float32)
-            logits = jnp.where(attn_mask[:, None, None, :, :], logits, BIG_NEG)
-            probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
-            enc = jnp.einsum("BKGTS,BSKH->BTKGH", probs, v).reshape(b, t, n, h)
+        enc = _attend(q, k, v, attn_mask, c0.num_kv_heads, dtype)  # [B, T, N, H]
         out: list[jax.Array | None] = []
         start = 0
         for i, (x, c) in enumerate(zip(xs, self.configs, strict=True)):
