@@ -308,8 +308,8 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     STRATEGIES = registries.STRATEGIES  # noqa: N806 - the registry, read by name
 
     strategy = STRATEGIES.get(_get(config, "strategy"))
-    if strategy is not None and strategy.critique:
-        ok = sorted(n for n, x in STRATEGIES.items() if not x.critique)
+    if strategy is not None and strategy.critique.tests_modes:
+        ok = sorted(n for n, x in STRATEGIES.items() if not x.critique.tests_modes)
         out.append(
             f"strategy={strategy.name!r} critiques failures and tests modes against a control "
             "factor; a LIBERO source resamples one factor in training (layout: its object and "

@@ -126,10 +126,10 @@ def _check_transfer(config: ConfigDict) -> None:
             f"study.transfer: source strategy {source!r} is not one of study.strategies "
             f"({', '.join(names)}): its finished cells are the memory the pair transfers"
         )
-    if STRATEGIES[source].memory != "full":
+    if STRATEGIES[source].memory.name != "full":
         raise StudyError(
             f"study.transfer: source strategy {source!r} keeps no full memory "
-            f"(memory {STRATEGIES[source].memory!r})"
+            f"(memory {STRATEGIES[source].memory.name!r})"
         )
     why = usable_strategy(TRANSFER_STRATEGY)
     if why:  # a registry change would break the pair: say so rather than run it
@@ -154,8 +154,8 @@ def cell_config(
     c.strategy = strategy
     c.seed = int(seed)
     if workdir is not None and config.study.get("share_start", False):
-        first = next((s for s in config.study.strategies if get_strategy(s).bc_start), None)
-        if first is not None and first != strategy and get_strategy(strategy).bc_start:
+        first = next((s for s in config.study.strategies if get_strategy(s).start.clones), None)
+        if first is not None and first != strategy and get_strategy(strategy).start.clones:
             c.loop.start_from = cell_dir(workdir, first, seed)
     return c
 

@@ -83,8 +83,9 @@ def test_digests_ignore_wall_times_and_see_decisions():
 
     a = RunState(round=1, history=[{"round": 1, "seconds": 3.0, "accepted": 4}])
     b = RunState(round=1, history=[{"round": 1, "seconds": 9.5, "accepted": 4}])
-    b.budgets.rollout_seconds = 2.0
-    b.budgets.llm_tokens, b.budgets.llm = 1050, {"critic": {"calls": 1}}  # host 0's record
+    # host 0's record: wall times and LLM spend differ
+    spent = b.budgets.plus(rollout_seconds=2.0, llm_tokens=1050, set_llm={"critic": {"calls": 1}})
+    b = b.replace(budgets=spent)
     assert D.state_digest(a) == D.state_digest(b)
     b.history[0]["accepted"] = 5
     assert D.state_digest(a) != D.state_digest(b)
@@ -145,11 +146,11 @@ DEVICES_SCRIPT = textwrap.dedent("""
     assert len(jax.devices()) == 8
     out, leaves = {}, {}
     captured = {}
-    real = driver.Context.__init__
-    def keep(self, *a, **k):
-        real(self, *a, **k)
-        captured["ctx"] = self
-    driver.Context.__init__ = keep
+    real = driver.make_services
+    def keep(*a, **k):
+        captured["ctx"] = real(*a, **k)
+        return captured["ctx"]
+    driver.make_services = keep
     for mode in ("off", "on"):
         cfg = _smoke()
         for k, v in TINY.items():

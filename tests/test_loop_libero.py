@@ -120,7 +120,8 @@ def test_the_libero_source_builds_pool_and_held_out_suites():
     for c in fresh:
         e = E.parse(c.scene.program)
         assert e.level in tuple(cfg.libero.shift_levels) and e.index < int(cfg.libero.heldout_from)
-    tried, made = src.resample(pool[0], src.resample_factors("domain_randomization"), 2, rng)
+    assert src.resamplable(("layout", "attributes", "task")) == ("layout",)
+    tried, made = src.resample(pool[0], src.resamplable(("layout", "attributes")), 2, rng)
     assert tried == 2 and {f for _, f in made} <= {"layout"}
     assert all(E.parse(c.scene.program).task == SPATIAL[0] for c, _ in made)
 

@@ -132,19 +132,19 @@ def _tally(calls, prompt, completion, usd, replayed=0):
 
 
 def test_usage_sync_adds_only_the_growth_and_counts_replays_once():
-    ledger, budgets = _Ledger(), Budgets(llm_tokens=50, llm={"critic": {"calls": 1, "tokens": 50}})
-    budgets.llm["critic"]["usd"] = 0.5  # restored from a checkpoint: earlier rounds' spend
-    sync = loop_llm.UsageSync(ledger)
+    # restored from a checkpoint: earlier rounds' spend
+    start = Budgets(llm_tokens=50, llm={"critic": {"calls": 1, "tokens": 50, "usd": 0.5}})
+    sync = loop_llm.UsageSync(ledger := _Ledger())
     ledger.by_role = {"critic": _tally(2, 100, 20, 1.0, replayed=30)}
-    sync(budgets)
+    budgets = sync(start)
+    assert start.llm["critic"]["calls"] == 1  # a new value; the old one is unchanged
     assert budgets.llm["critic"] == {"calls": 3, "tokens": 200, "usd": pytest.approx(1.5, abs=1e-9)}
     ledger.by_role["engine"] = _tally(1, 10, 5, 0.0)
-    sync(budgets)  # critic unchanged: nothing added twice
+    budgets = sync(budgets)  # critic unchanged: nothing added twice
     assert budgets.llm["critic"]["tokens"] == 200
     assert budgets.llm["engine"] == {"calls": 1, "tokens": 15, "usd": pytest.approx(0.0, abs=1e-9)}
     assert budgets.llm_tokens == 215
-    loop_llm.UsageSync(None)(budgets)  # offline run: no client, no change
-    assert budgets.llm_tokens == 215
+    assert loop_llm.UsageSync(None)(budgets) is budgets  # offline run: no client, no change
 
 
 # ----------------------------------------------------------------------------- slow: end to end

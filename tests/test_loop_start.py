@@ -70,7 +70,7 @@ def test_refuses_another_round_0_or_a_missing_one(tmp_path):
         adopt_start(cfg, str(tmp_path), get_strategy("sft"))
     cfg = smoke_config("zero_shot")  # no BC at round 0: not the same start
     cfg.loop.start_from = src
-    with pytest.raises(runconfig.ConfigError, match="bc_start"):
+    with pytest.raises(runconfig.ConfigError, match="clones the planner"):
         adopt_start(cfg, str(tmp_path), get_strategy("zero_shot"))
     cfg.loop.start_from = str(tmp_path / "nowhere")
     with pytest.raises(runconfig.ConfigError, match="holds no complete round 0"):

@@ -4,6 +4,7 @@ transferred modes drive round 1's allocation and generation (fast: a hand-built 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -17,9 +18,10 @@ from coda.engine.edits import changed_factors
 from coda.engine.programs import Program, load_programs, store_program
 from coda.engine.seeding import seed_scenes
 from coda.loop import checkpoint as ckpt
-from coda.loop import rounds, transfer
+from coda.loop import transfer
 from coda.loop.sources import FamilySource
 from coda.loop.state import RunState
+from coda.loop.steps.generate import generate
 from coda.loop.strategies import get_strategy
 from coda.memory import MemoryStore
 from coda.memory.transfer import recorded_transfer, transfer_modes
@@ -156,7 +158,7 @@ def test_copies_validated_modes_omega_phi_parents_with_provenance_and_reset_stat
 ):
     src, ids = make_source(tmp_path, parents)
     ctx, state, work = target(tmp_path, src)
-    rec = transfer.seed_run(ctx, state, work)
+    state, rec = transfer.seed_run(ctx, state, work)
     dst = ctx.memory
     assert rec["created"] and rec["validated_in_source"] == 2
     assert set(rec["mode_map"]) == {str(ids["A"])}  # B candidate, C refuted: not validated
@@ -210,7 +212,7 @@ def test_copies_validated_modes_omega_phi_parents_with_provenance_and_reset_stat
 def test_phi_source_only_between_strategies_with_the_same_potential(tmp_path, parents):
     src, ids = make_source(tmp_path, parents)
     ctx, state, work = target(tmp_path, src, strategy="taskdesc_potential")
-    rec = transfer.seed_run(ctx, state, work)
+    state, rec = transfer.seed_run(ctx, state, work)
     assert len(rec["mode_map"]) == 1 and state.mode_potentials == {}  # recompiled there
     assert rec["counts"]["training_programs"] == 1  # memory still holds the source's Φ
 
@@ -220,15 +222,15 @@ def test_rerunning_round_0_never_duplicates(tmp_path, parents):
     ctx, state, work = target(tmp_path, src)
     before = str(tmp_path / "before.sqlite")
     ckpt.backup_sqlite(ctx.memory, before)  # the round-0 checkpoint as first saved
-    first = transfer.seed_run(ctx, state, work)
+    state, first = transfer.seed_run(ctx, state, work)
     after = ctx.memory.counts()
-    again = transfer.seed_run(ctx, state, work)  # the same process, or a resume after re-save
+    _, again = transfer.seed_run(ctx, state, work)  # the same process, or a resume after re-save
     assert not again["created"] and again["mode_map"] == first["mode_map"]
     assert ctx.memory.counts() == after
     # killed before round 0 was saved again: resume restores the first snapshot, copies again
     ckpt.restore_sqlite(before, ctx.memory)
     state2 = RunState(round=0, history=[{"round": 0}])
-    third = transfer.seed_run(ctx, state2, work)
+    state2, third = transfer.seed_run(ctx, state2, work)
     assert third["created"] and third["mode_map"] == first["mode_map"]  # same ids
     assert ctx.memory.counts() == after and state2.mode_parents == state.mode_parents
 
@@ -249,22 +251,24 @@ def test_a_copy_killed_halfway_leaves_nothing(tmp_path, parents, monkeypatch):
         transfer.seed_run(ctx, state, work)
     monkeypatch.setattr(MemoryStore, "_insert", real)
     assert ctx.memory.counts() == empty and recorded_transfer(ctx.memory) is None
-    assert transfer.seed_run(ctx, state, work)["created"]
+    assert transfer.seed_run(ctx, state, work)[1]["created"]
 
 
 def test_transferred_modes_drive_round_1_allocation_and_generation(tmp_path, parents):
     src, ids = make_source(tmp_path, parents)
     ctx, state, work = target(tmp_path, src, budget=6)
-    new = transfer.seed_run(ctx, state, work)["mode_map"][str(ids["A"])]
-    reqs, record = rounds.plan(ctx, state, 1)
-    targeted = [r for r in reqs if r[0] == "targeted"]
-    n_novel = sum(n for k, _, n in reqs if k == "novel")
+    state, rec = transfer.seed_run(ctx, state, work)
+    new = rec["mode_map"][str(ids["A"])]
+    plan = ctx.strategy.allocator.plan(ctx, state, 1)
+    targeted = [r for r in plan.requests if r[0] == "targeted"]
+    n_novel = sum(n for k, _, n in plan.requests if k == "novel")
     assert targeted and all(m == new for _, m, _ in targeted)
     assert sum(n for *_, n in targeted) + n_novel == 6 and sum(n for *_, n in targeted) >= 4
-    assert state.times_allocated == {new: 1}
+    assert plan.times_allocated == {new: 1}
     # round 1 generates variants of the validated difficulty with its transferred Ω program
-    gens, info = rounds.generate(ctx, state, 1, targeted)
-    assert len(gens) == sum(n for *_, n in targeted) and info["accepted"] >= len(gens)
+    made = generate(ctx, state, 1, dataclasses.replace(plan, requests=tuple(targeted)))
+    gens = made.scenes
+    assert len(gens) == sum(n for *_, n in targeted) and made.accepted >= len(gens)
     pp = parents["pick_place"]
     for g in gens:
         assert (g.kind, g.mode_id, g.phase) == ("targeted", new, "grasp")
@@ -278,7 +282,8 @@ def test_transferred_modes_drive_round_1_allocation_and_generation(tmp_path, par
         engine=NoEngine(),
         pool=[],
     )
-    assert rounds.plan(blank, RunState(round=0), 1)[0] == [("novel", None, 6)]
+    plan = ctx.strategy.allocator.plan(blank, RunState(round=0), 1)
+    assert plan.requests == (("novel", None, 6),)
 
 
 def test_config_checks_name_the_problem(tmp_path, parents):

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from coda import report
+from coda.loop import report
 from coda.loop.evaluation import learning
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

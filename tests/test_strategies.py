@@ -42,13 +42,24 @@ def test_registry_has_the_issue_strategies():
     }  # fmt: skip
 
 
+def _expected_kinds(s) -> set[str]:
+    """The request kinds each allocator may make."""
+    from coda.loop import allocators as A
+
+    return {
+        A.UCBModes: {"targeted", "novel"},
+        A.UniformModes: {"targeted", "novel"},
+        A.NovelTasks: {"novel"},
+        A.PoolResample: {"resample"},
+        A.NoScenes: set(),
+    }[type(s.allocator)]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_strategy_config_validates_and_plans_its_budget(name):
     """Every variant of configs/coda.py validates with it; the allocation step spends exactly B
     (or nothing, zero-shot)."""
-    from coda.loop import rounds
     from coda.loop.state import RunState
-    from coda.memory import MEMORY_MODES
 
     s = get_strategy(name)
     for arg in (None, "smoke", "gpu", "selfimit"):
@@ -56,26 +67,19 @@ def test_strategy_config_validates_and_plans_its_budget(name):
         assert cfg.strategy == name
         runconfig.validate(cfg)
     assert s.learner_mode in ("shaped", "sparse", "frozen_policy")
-    memory = MEMORY_MODES[s.memory](":memory:" if s.memory != "none" else None)
+    memory = s.memory.open(":memory:")
     # one validated mode with a parent, so mode-based allocations have something to split
     a = memory.add_diagnosis(round=0, factor="spatial", phase="grasp", cause="target blocked")
     memory.set_mode_status(a.mode_id, "validated", round=0)
     pool = [types.SimpleNamespace(scene=types.SimpleNamespace(program=f"p{i}")) for i in range(3)]
-    ctx = types.SimpleNamespace(strategy=s, config=cfg, memory=memory, pool=pool)
+    svc = types.SimpleNamespace(strategy=s, config=cfg, memory=memory, pool=pool)
     state = RunState(mode_parents={a.mode_id: [{}]})
-    reqs, record = rounds.plan(ctx, state, 1)
-    total = sum(n for _, _, n in reqs)
-    assert total == (0 if s.allocation == "none" else cfg.loop.budget)
-    kinds = {k for k, _, _ in reqs}
-    expect = {
-        "ucb": {"targeted", "novel"},
-        "uniform_modes": {"targeted", "novel"},
-        "novel": {"novel"},
-        "success_rate": {"resample"},
-        "domain_randomization": {"resample"},
-        "none": set(),
-    }[s.allocation]
-    assert kinds <= expect and (kinds or s.allocation == "none")
+    plan = s.allocator.plan(svc, state, 1)
+    total = sum(n for _, _, n in plan.requests)
+    kinds = {k for k, _, _ in plan.requests}
+    assert total == (cfg.loop.budget if kinds else 0)
+    assert kinds <= _expected_kinds(s) and (kinds or not _expected_kinds(s))
+    assert state.times_allocated == {}  # the plan is a value; the state is not touched
     memory.close()
 
 
@@ -83,7 +87,6 @@ def test_no_mode_budget_pool_resamples_the_pool_until_a_mode_is_usable():
     """loop.no_mode_budget: with nothing validated the UCB share goes to fresh seeded tasks
     ("novel", the default) or to resampled pool scenes ("pool"), ε novel either way; once a mode
     is usable the allocator decides as before."""
-    from coda.loop import rounds
     from coda.loop.state import RunState
     from coda.memory import MEMORY_MODES
 
@@ -91,19 +94,24 @@ def test_no_mode_budget_pool_resamples_the_pool_until_a_mode_is_usable():
     cfg.loop.budget, cfg.loop.epsilon = 12, 0.25
     memory = MEMORY_MODES["full"](":memory:")
     pool = [types.SimpleNamespace(scene=types.SimpleNamespace(program=f"p{i}")) for i in range(3)]
-    ctx = types.SimpleNamespace(strategy=get_strategy("coda"), config=cfg, memory=memory, pool=pool)
-    assert rounds.plan(ctx, RunState(), 1)[0] == [("novel", None, 12)]
+    svc = types.SimpleNamespace(strategy=get_strategy("coda"), config=cfg, memory=memory, pool=pool)
+    ucb = svc.strategy.allocator
+    assert ucb.plan(svc, RunState(), 1).requests == (("novel", None, 12),)
     cfg.loop.no_mode_budget = "pool"
     runconfig.validate(cfg)
-    reqs, record = rounds.plan(ctx, RunState(), 1)
-    assert reqs == [("resample", 0, 3), ("resample", 1, 3), ("resample", 2, 3), ("novel", None, 3)]
-    assert record == {"pool0": 3, "pool1": 3, "pool2": 3, "novel": 3}
+    plan = ucb.plan(svc, RunState(), 1)
+    reqs = plan.requests
+    assert reqs == (("resample", 0, 3), ("resample", 1, 3), ("resample", 2, 3), ("novel", None, 3))
+    assert plan.record == {"pool0": 3, "pool1": 3, "pool2": 3, "novel": 3}
+    assert plan.factors == ("layout", "attributes")
     a = memory.add_diagnosis(round=0, factor="spatial", phase="grasp", cause="target blocked")
     state = RunState(mode_parents={a.mode_id: [{}]})  # a candidate with parents: not allocated
-    assert rounds.plan(ctx, state, 1)[0] == reqs
+    assert ucb.plan(svc, state, 1).requests == reqs
     memory.set_mode_status(a.mode_id, "validated", round=0)
-    reqs, _ = rounds.plan(ctx, state, 1)
-    assert {k for k, _, _ in reqs} <= {"targeted", "novel"} and sum(n for *_, n in reqs) == 12
+    plan = ucb.plan(svc, state, 1)
+    assert {k for k, _, _ in plan.requests} <= {"targeted", "novel"}
+    assert sum(n for *_, n in plan.requests) == 12
+    assert plan.times_allocated == {a.mode_id: 1} and state.times_allocated == {}
     cfg.loop.no_mode_budget = "poool"
     with pytest.raises(runconfig.ConfigError, match="no_mode_budget='poool' is unknown"):
         runconfig.validate(cfg)
@@ -113,7 +121,7 @@ def test_no_mode_budget_pool_resamples_the_pool_until_a_mode_is_usable():
 def test_validation_bases_pool_first_then_parents():
     """loop.validation_bases: "pool" edits the pool's scenes of the parents' families first
     (the parents if none bind), "parents" the diagnosed failures only; typos fail."""
-    from coda.loop import rounds
+    from coda.loop.steps.generate import validation_bases
 
     cfg = _config("coda")
     assert cfg.loop.validation_bases == "pool" and cfg.loop.validation_control == "resample"
@@ -122,13 +130,13 @@ def test_validation_bases_pool_first_then_parents():
         return types.SimpleNamespace(task={"family": fam}, name=name)
 
     pool = [types.SimpleNamespace(scene=scene(f, f"{f}{i}")) for f in ("a", "b") for i in (0, 1)]
-    ctx = types.SimpleNamespace(config=cfg, pool=pool)
+    svc = types.SimpleNamespace(config=cfg, pool=pool)
     parents = [scene("b", "fail")]
-    got = rounds.validation_bases(ctx, parents)
+    got = validation_bases(svc, parents)
     assert [[s.name for s in b] for b in got] == [["b0", "b1"], ["fail"]]
-    assert [[s.name for s in b] for b in rounds.validation_bases(ctx, [scene("c", "x")])] == [["x"]]
+    assert [[s.name for s in b] for b in validation_bases(svc, [scene("c", "x")])] == [["x"]]
     cfg.loop.validation_bases = "parents"
-    assert rounds.validation_bases(ctx, parents) == [parents]
+    assert validation_bases(svc, parents) == [parents]
     for field in ("validation_bases", "validation_control"):
         setattr(cfg.loop, field, "nope")
         with pytest.raises(runconfig.ConfigError, match=f"{field}='nope' is unknown"):
@@ -146,5 +154,5 @@ def test_strategy_runs_one_round_of_the_smoke_loop(name, tmp_path):
     summary = loop.run(cfg, str(tmp_path))
     assert [h["round"] for h in summary["history"]] == [0, 1]
     assert summary["history"][-1]["suites"]["id"]["n"] == cfg.eval.episodes
-    if get_strategy(name).update == "none":
+    if not get_strategy(name).update.trains:
         assert summary["history"][-1]["budgets"]["policy_updates"] == 0

@@ -67,9 +67,10 @@ def adopt_start(config: ConfigDict, workdir: str, strategy: Strategy) -> None:
     """Round 0 of another run (`loop.start_from`) as this run's round 0.
 
     Round 0 (seeding, planner demos, BC, suites, first evaluation) depends on the strategy only
-    through `bc_start`, so runs that differ in strategy (and critic / engine / LLM settings, which
-    round 0 does not use) can share it: a study trains the SFT start once per seed. The copy
-    carries round 0's budgets, so every run is charged for the start it uses.
+    through its `start` (whether it clones the planner), so runs that differ in strategy (and
+    critic / engine / LLM settings, which round 0 does not use) can share it: a study trains the
+    SFT start once per seed. The copy carries round 0's budgets, so every run is charged for the
+    start it uses.
     """
     src = str(config.loop.start_from)
     if not os.path.exists(os.path.join(ckpt.round_dir(src, 0), ckpt.MARKER)):
@@ -87,10 +88,11 @@ def adopt_start(config: ConfigDict, workdir: str, strategy: Strategy) -> None:
             f"loop.start_from={src!r} ran another round 0 ({'; '.join(diff[:5])})"
         )
     theirs = get_strategy(old["strategy"])
-    if theirs.bc_start != strategy.bc_start:
+    if theirs.start.clones != strategy.start.clones:
         raise runconfig.ConfigError(
-            f"loop.start_from={src!r}: its strategy {theirs.name!r} has bc_start="
-            f"{theirs.bc_start}, {strategy.name!r} has {strategy.bc_start}"
+            f"loop.start_from={src!r}: its strategy {theirs.name!r} "
+            f"{'clones' if theirs.start.clones else 'does not clone'} the planner at round 0, "
+            f"{strategy.name!r} {'does' if strategy.start.clones else 'does not'}"
         )
     for name in START_FILES:
         shutil.copy2(os.path.join(src, name), os.path.join(workdir, name))

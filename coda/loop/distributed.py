@@ -425,7 +425,7 @@ def adopt_primary_state(state: Any) -> Any:
     if process_count() == 1:
         return state
     text = broadcast_bytes(state.to_json().encode() if is_primary() else None).decode()
-    return type(state).from_json(text)
+    return type(state).from_json(text, demos=state.demos)
 
 
 def env_default(name: str, fallback: Any) -> Any:

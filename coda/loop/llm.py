@@ -56,9 +56,12 @@ class UsageSync:
         self.client = client
         self._seen: dict[str, tuple[int, int, float]] = {}
 
-    def __call__(self, budgets: Budgets) -> None:
+    def __call__(self, budgets: Budgets) -> Budgets:
+        """`budgets` with the ledger's growth since the last call added (itself if none)."""
         if self.client is None:
-            return
+            return budgets
+        llm = {role: dict(v) for role, v in budgets.llm.items()}
+        tokens_added, usd_added = 0, 0.0
         for role, t in self.client.usage_summary()["by_role"].items():
             calls = int(t["calls"])
             tokens = int(
@@ -70,9 +73,10 @@ class UsageSync:
             usd = float(t["cost_usd"])
             c0, k0, u0 = self._seen.get(role, (0, 0, 0.0))
             self._seen[role] = (calls, tokens, usd)
-            row = budgets.llm.setdefault(role, {"calls": 0, "tokens": 0, "usd": 0.0})
+            row = llm.setdefault(role, {"calls": 0, "tokens": 0, "usd": 0.0})
             row["calls"] += calls - c0
             row["tokens"] += tokens - k0
             row["usd"] += usd - u0
-            budgets.llm_tokens += tokens - k0
-            budgets.llm_usd += usd - u0
+            tokens_added += tokens - k0
+            usd_added += usd - u0
+        return budgets.plus(llm_tokens=tokens_added, llm_usd=usd_added, set_llm=llm)

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -88,13 +89,12 @@ def process(workdir: str, r: int, primary: bool) -> lifetime.ProcessStats:
     return s
 
 
-def save_failures(ctx: Any, r: int) -> None:
-    """Diagnosed failures of this round (qpos trace + ψ + scene) for the report's GIFs."""
-    keep = [c for rr, c in ctx.failures if rr == r][: int(ctx.config.render.failures_per_round)]
-    ctx.failures = []
+def save_failures(svc: Any, failures: Sequence[Any], r: int) -> None:
+    """Diagnosed failures of round r (qpos trace + ψ + scene) for the report's GIFs."""
+    keep = list(failures)[: int(svc.config.render.failures_per_round)]
     if not keep or not distributed.is_primary():
         return
-    d = os.path.join(ctx.workdir, "failures")
+    d = os.path.join(svc.workdir, "failures")
     os.makedirs(d, exist_ok=True)
     for i, c in enumerate(keep):
         stem = os.path.join(d, f"round{r:03d}_{i}")

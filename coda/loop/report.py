@@ -33,11 +33,11 @@ def what_ran(config: ConfigDict) -> dict[str, Any]:
         "strategy_kind": s.kind,
         "description": s.description,
         "scripted_planner": "demos only (privileged; BC targets and the pool's solvability)",
-        "learned_policy": s.update != "none" or s.bc_start,
-        "critic": config.critic.name if s.critique else "not run",
+        "learned_policy": s.update.trains or s.start.clones,
+        "critic": s.critique.critic_name(config),
         "engine": config.engine.name,
-        "memory": s.memory,
-        "potential": s.potential,
+        "memory": s.memory.name,
+        "potential": s.potential.name,
     }
 
 
@@ -448,7 +448,7 @@ def _inline(text: str) -> str:
     return t
 
 
-def write_report(workdir: str, config: ConfigDict, state: Any, ctx: Any, wall: float) -> dict:
+def write_report(workdir: str, config: ConfigDict, state: Any, svc: Any, wall: float) -> dict:
     """summary.json, report.md, report.html, plots/ and failure GIFs from the run state."""
     import jax
 
@@ -458,7 +458,7 @@ def write_report(workdir: str, config: ConfigDict, state: Any, ctx: Any, wall: f
     summary = {
         "what_ran": what_ran(config),
         "strategy": config.strategy,
-        "backend": ctx.backend.name,
+        "backend": svc.backend.name,
         "devices": [str(d) for d in jax.devices()],
         "rounds": state.round,
         "stopped": state.stopped,

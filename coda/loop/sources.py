@@ -26,6 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from coda.engine.seeding import propose_scenes, verify_scenes
+from coda.eval import Suite
+from coda.loop.evaluation import build_suites
+from coda.sim import tasks
+from coda.sim.compile import compile_scene
+from coda.sim.planner import planner_for
+from coda.sim.scene import Scene, resample
+from coda.sim.sdk import exec_program
+
 log = logging.getLogger(__name__)
 
 SOURCES = ("families", "libero")
@@ -61,9 +70,6 @@ class FamilySource:
     def seed_pool(self) -> tuple[list, list[str], list[dict], int]:
         """(pool of verified compiled scenes, held-out task programs, scenes.jsonl rows,
         scenes generated), deterministic in the seed."""
-        from coda.engine.seeding import verify_scenes
-        from coda.sim import tasks
-        from coda.sim.sdk import exec_program
 
         c = self.config
         rng = np.random.default_rng(c.seed)
@@ -108,8 +114,6 @@ class FamilySource:
         """`loop.demo_seeds` more verified layouts of every pool program, for planner demos
         only (the pool, and so the ID suite and the engine's parents, stay as seeded): BC from
         a handful of layouts memorises them and fails on new ones (results/finetune.md)."""
-        from coda.engine.seeding import verify_scenes
-        from coda.sim.sdk import exec_program
 
         c = self.config
         n = int(c.loop.demo_seeds)
@@ -128,13 +132,9 @@ class FamilySource:
         return [comp for comp, v in verify_scenes(scenes) if v.ok]
 
     def planner(self, bucket: Any) -> Any:
-        from coda.sim.planner import planner_for
-
         return planner_for(bucket)
 
     def build_suites(self, pool: Sequence[Any], held: Sequence[str]) -> dict:
-        from coda.loop.evaluation import build_suites
-
         c = self.config
         train = [(p.scene.program, int(p.scene.seed)) for p in pool]
         return build_suites(
@@ -146,15 +146,12 @@ class FamilySource:
             tuple(c.eval.suites),
         )
 
-    def resample_factors(self, allocation: str) -> tuple[str, ...]:
-        if allocation == "success_rate":
-            return ("layout", "attributes", "task")
-        return ("layout", "attributes")
+    def resamplable(self, factors: Sequence[str]) -> tuple[str, ...]:
+        """The factors of `factors` this source can resample (all of ours)."""
+        return tuple(factors)
 
     def resample(self, base: Any, factors: Sequence[str], n: int, rng) -> tuple[int, list]:
         """(tried, [(compiled, factor)] verified): `n` resamples of one factor of a pool scene."""
-        from coda.engine.seeding import verify_scenes
-        from coda.sim.scene import resample
 
         scenes = []
         for _ in range(n):
@@ -171,7 +168,6 @@ class FamilySource:
 
     def novel(self, n: int, rng) -> tuple[int, list]:
         """(tried, verified compiled scenes): `n` fresh seeded tasks, families in turn."""
-        from coda.engine.seeding import propose_scenes, verify_scenes
 
         fams = list(self.config.sim.families)
         tried, out = 0, []
@@ -183,8 +179,6 @@ class FamilySource:
 
     def compile(self, scene: dict) -> Any:
         """A pool scene again from its pool.jsonl record (resume)."""
-        from coda.sim.compile import compile_scene
-        from coda.sim.scene import Scene
 
         return compile_scene(Scene.from_dict(scene))
 
@@ -199,7 +193,7 @@ class LiberoSource:
     native_only = True  # LIBERO's body-matched contact sensors: native MuJoCo only
 
     def __init__(self, config: Any, suite: str) -> None:
-        from coda.libero import suites as LS
+        from coda.libero import suites as LS  # lazy: LIBERO's data (the [libero] extra)
 
         self.config, self.suite = config, suite  # checked by coda.runconfig
         lc = config.libero
@@ -214,13 +208,13 @@ class LiberoSource:
         self._planners: dict[str, Any] = {}
 
     def _compiled(self, ep: Any, seed: int = 0) -> Any:
-        from coda.libero.episodes import compile_episode
+        from coda.libero.episodes import compile_episode  # lazy: LIBERO's data (the [libero] extra)
 
         return compile_episode(ep.program, seed)
 
     def seed_pool(self) -> tuple[list, list[str], list[dict], int]:
         """Every task at its training initial states, verified (LIBERO's checks)."""
-        from coda.libero.episodes import Episode, verify
+        from coda.libero.episodes import Episode, verify  # lazy: LIBERO's data (the [libero] extra)
 
         pool, rows = [], []
         for t in self.tasks:
@@ -235,7 +229,7 @@ class LiberoSource:
     def demo_scenes(self, pool: Sequence[Any]) -> list:
         """`loop.demo_seeds` more initial states per task, after the training ones and before
         the held-out ones (demos only)."""
-        from coda.libero.episodes import Episode, verify
+        from coda.libero.episodes import Episode, verify  # lazy: LIBERO's data (the [libero] extra)
 
         n = min(int(self.config.loop.demo_seeds), self.heldout_from - self.train_states)
         out = []
@@ -249,7 +243,7 @@ class LiberoSource:
     def planner(self, bucket: Any) -> Any:
         """The LIBERO planner of a bucket's task (one per task; None for a goal it cannot
         script: such tasks get no demos)."""
-        from coda.libero.planner import planner_for
+        from coda.libero.planner import planner_for  # lazy: LIBERO's data (the [libero] extra)
 
         c = bucket.variants[0]
         key = c.scene.task["params"]["suite"] + "/" + c.scene.task["params"]["task"]
@@ -262,8 +256,8 @@ class LiberoSource:
         return self._planners[key]
 
     def _ood_episodes(self, data_suite: str, level: int, n: int) -> list:
-        from coda.libero import suites as LS
-        from coda.libero.episodes import Episode
+        from coda.libero import suites as LS  # lazy: LIBERO's data (the [libero] extra)
+        from coda.libero.episodes import Episode  # lazy: LIBERO's data (the [libero] extra)
 
         names = LS.tasks(data_suite)
         base = LS.tasks(self.suite)
@@ -281,8 +275,7 @@ class LiberoSource:
         """ID: the pool's episodes; OOD: held-out initial states (`ood_layouts`), their layout
         shifted (`ood_shift`, LIBERO-Plus), LIBERO-PRO's swap / object / lan / task suites.
         Success as LIBERO counts it: the goal held at any chunk endpoint (`Suite.success`)."""
-        from coda.eval import Suite
-        from coda.libero import suites as LS
+        from coda.libero import suites as LS  # lazy: LIBERO's data (the [libero] extra)
 
         c = self.config
         n, bs = int(c.eval.episodes), int(c.loop.bucket_size)
@@ -307,11 +300,12 @@ class LiberoSource:
             out[name] = Suite(name, [e.program for e in eps], seeds, "train", bs, "any")
         return out
 
-    def resample_factors(self, allocation: str) -> tuple[str, ...]:
+    def resamplable(self, factors: Sequence[str]) -> tuple[str, ...]:
+        """Layout only, whatever is asked: the object and task swaps are LIBERO-PRO's OOD suites."""
         return ("layout",)
 
     def _shifted(self, task: str, index: int, rng) -> tuple[Any, bool]:
-        from coda.libero.episodes import Episode, verify
+        from coda.libero.episodes import Episode, verify  # lazy: LIBERO's data (the [libero] extra)
 
         level = self.shift_levels[int(rng.integers(len(self.shift_levels)))]
         c = self._compiled(Episode(self.suite, task, index, level), int(rng.integers(2**31)))
@@ -319,7 +313,7 @@ class LiberoSource:
 
     def resample(self, base: Any, factors: Sequence[str], n: int, rng) -> tuple[int, list]:
         """`n` layout shifts (levels `libero.shift_levels`) of a pool episode's initial state."""
-        from coda.libero.episodes import parse
+        from coda.libero.episodes import parse  # lazy: LIBERO's data (the [libero] extra)
 
         ep = parse(base.scene.program)
         out = []
@@ -341,7 +335,7 @@ class LiberoSource:
 
     def compile(self, scene: dict) -> Any:
         """A pool episode again from its pool.jsonl record (its program and seed)."""
-        from coda.libero.episodes import compile_episode
+        from coda.libero.episodes import compile_episode  # lazy: LIBERO's data (the [libero] extra)
 
         return compile_episode(scene["program"], int(scene["seed"]))
 

@@ -32,7 +32,7 @@ Resume safety: the copy is one transaction recorded in memory; the round-0 check
 again right after it. A crash before that save restores a memory without the record and the
 copy runs again on it (same ids); after it, the record makes the call a no-op.
 
-Module top is stdlib only: `coda.runconfig` calls `source_problems` before JAX is imported.
+No JAX here: `coda.runconfig` calls `source_problems` before JAX is imported.
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ import os
 import shutil
 import tempfile
 from typing import Any
+
+from coda import registries, runconfig
+from coda.loop.state import RunState
+from coda.memory import MemoryStore
+from coda.memory.transfer import recorded_transfer, transfer_modes
 
 # the checkpoint layout of `coda.loop.checkpoint` (which imports JAX; repeated here on purpose)
 _CKPT_DIR, _MARKER = "checkpoints", "COMPLETE"
@@ -64,22 +69,23 @@ def final_snapshot(run_dir: str) -> tuple[int, str] | None:
 
 def usable_strategy(name: str) -> str:
     """'' if strategy `name` can use a transferred memory, else why not (pure Python)."""
-    from coda.loop.strategies import STRATEGIES
-
-    s = STRATEGIES.get(name)
+    s = registries.STRATEGIES.get(name)
     if s is None:
         return ""  # the strategy check itself reports unknown names
-    ok = [n for n, t in STRATEGIES.items() if t.memory == "full" and t.allocation in _MODE_ALLOC]
-    if s.memory != "full" or s.allocation not in _MODE_ALLOC:
+    ok = [n for n, t in registries.STRATEGIES.items() if _drives_modes(t)]
+    if not _drives_modes(s):
+        alloc = type(s.allocator).__name__
         return (
-            f"strategy {name!r} (memory {s.memory!r}, allocation {s.allocation!r}) does not "
+            f"strategy {name!r} (memory {s.memory.name!r}, allocator {alloc}) does not "
             f"allocate over a full memory's modes, so a transferred memory would drive nothing "
             f"(strategies that can: {', '.join(ok)})"
         )
     return ""
 
 
-_MODE_ALLOC = ("ucb", "uniform_modes")
+def _drives_modes(s: Any) -> bool:
+    """A strategy whose allocator spends on a full memory's modes."""
+    return s.memory.name == "full" and s.allocator.targets_modes
 
 
 def source_problems(path: str, strategy: str | None = None) -> list[str]:
@@ -112,32 +118,26 @@ def source_problems(path: str, strategy: str | None = None) -> list[str]:
             src = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         return out + [f"{where}: unreadable config.json ({e})"]
-    from coda.loop.strategies import STRATEGIES
-
-    theirs = STRATEGIES.get(str(src.get("strategy")))
-    if theirs is None or theirs.memory != "full":
-        kind = "unknown" if theirs is None else theirs.memory
+    theirs = registries.STRATEGIES.get(str(src.get("strategy")))
+    if theirs is None or theirs.memory.name != "full":
+        kind = "unknown" if theirs is None else theirs.memory.name
         out.append(
             f"{where}: its strategy {src.get('strategy')!r} kept no full memory (memory {kind!r})"
         )
     return out
 
 
-def seed_run(ctx: Any, state: Any, workdir: str, round: int = 0) -> dict[str, Any] | None:
-    """Transfer `ctx.config.loop.memory_from`'s final memory into `ctx.memory` and `state`.
+def seed_run(svc: Any, state: Any, workdir: str, round: int = 0) -> tuple[Any, dict | None]:
+    """Transfer `svc.config.loop.memory_from`'s final memory into `svc.memory` and the run state.
 
-    Returns the record put in round `round`'s metrics row (``created`` False when the memory
-    already held this transfer: a resumed run), None when `loop.memory_from` is empty.
+    Returns (the run state with the transferred modes' parents and Φ, and the record in round
+    `round`'s metrics row; ``created`` False when the memory already held this transfer: a
+    resumed run); (state, None) when `loop.memory_from` is empty.
     """
-    from coda import runconfig
-    from coda.loop.state import RunState
-    from coda.memory import MemoryStore
-    from coda.memory.transfer import recorded_transfer, transfer_modes
-
-    cfg = ctx.config
+    cfg = svc.config
     src = str(cfg.loop.get("memory_from", "") or "")
     if not src:
-        return None
+        return state, None
     bad = source_problems(src, cfg.strategy)
     if os.path.realpath(src) == os.path.realpath(workdir):
         bad.append(f"loop.memory_from={src!r} is this run's own folder")
@@ -161,7 +161,7 @@ def seed_run(ctx: Any, state: Any, workdir: str, round: int = 0) -> dict[str, An
         "policy": (src_cfg.get("policy") or {}).get("name"),
         "seed": src_cfg.get("seed"),
     }
-    done = recorded_transfer(ctx.memory)
+    done = recorded_transfer(svc.memory)
     tmp = tempfile.mkdtemp(prefix="coda_memory_from_")
     try:
         # a private copy: opening a store writes (WAL, schema, meta), the source stays untouched
@@ -181,7 +181,7 @@ def seed_run(ctx: Any, state: Any, workdir: str, round: int = 0) -> dict[str, An
             }
             if done is None:
                 res = transfer_modes(
-                    source, ctx.memory, round=round, source=provenance, mode_ids=take
+                    source, svc.memory, round=round, source=provenance, mode_ids=take
                 )
             else:
                 res = done
@@ -189,14 +189,15 @@ def seed_run(ctx: Any, state: Any, workdir: str, round: int = 0) -> dict[str, An
             source.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    same_phi = get_potential(src_cfg.get("strategy")) == ctx.strategy.potential != "none"
-    n_phi = 0
+    same_phi = get_potential(src_cfg.get("strategy")) == svc.strategy.potential.name != "none"
+    new_parents, new_phi = {}, {}
     for old, new in res.mode_map.items():
-        state.mode_parents[new] = list(parents.get(old, []))
+        new_parents[new] = list(parents.get(old, []))
         phi = src_state.mode_potentials.get(old)
         if same_phi and phi is not None:
-            state.mode_potentials[new] = phi
-            n_phi += 1
+            new_phi[new] = phi
+    state = state.with_modes(parents=new_parents, potentials=new_phi)
+    n_phi = len(new_phi)
     record = {
         **res.as_dict(),
         "created": bool(done is None),
@@ -206,12 +207,12 @@ def seed_run(ctx: Any, state: Any, workdir: str, round: int = 0) -> dict[str, An
         "loop_potentials": n_phi,
     }
     if state.history and state.history[0].get("round") == 0:
-        state.history[0].setdefault("memory_transfer", record)
-    return record
+        first = {**state.history[0]}
+        first.setdefault("memory_transfer", record)
+        state = state.replace(history=[first, *state.history[1:]])
+    return state, record
 
 
 def get_potential(strategy: str | None) -> str | None:
-    from coda.loop.strategies import STRATEGIES
-
-    s = STRATEGIES.get(str(strategy))
-    return None if s is None else s.potential
+    s = registries.STRATEGIES.get(str(strategy))
+    return None if s is None else s.potential.name

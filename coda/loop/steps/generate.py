@@ -1,0 +1,127 @@
+"""Step 2: verified scenes for an allocator's plan (targeted variants, resamples, novel tasks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections import Counter
+from typing import Any
+
+from coda.engine.generate import GenerationError, generate_targeted
+from coda.loop.allocators import Plan
+from coda.loop.evaluation import coverage_entropy
+from coda.loop.state import RunState, round_rng
+from coda.sim.compile import CompiledScene
+from coda.sim.scene import Scene
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gen:
+    """One verified scene of a round: where it came from and what it targets."""
+
+    compiled: CompiledScene
+    mode_id: int | None
+    kind: str  # "targeted" | "resample" | "novel"
+    factor: str | None
+    phase: str
+
+    @property
+    def family(self) -> str:
+        return self.compiled.scene.task["family"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Generated:
+    """The round's scenes and the metrics row's generation entries."""
+
+    scenes: tuple[Gen, ...]
+    tried: int  # variants proposed (Budgets.scenes_generated)
+    accepted: int  # variants that passed verification
+
+    def row(self) -> dict[str, Any]:
+        cells = [(g.family, g.factor or "novel", g.phase) for g in self.scenes]
+        return {
+            "generated": self.tried,
+            "accepted": self.accepted,
+            "verification_pass_rate": self.accepted / self.tried if self.tried else math.nan,
+            "coverage_entropy": coverage_entropy(cells),
+            "kinds": dict(Counter(g.kind for g in self.scenes)),
+        }
+
+
+def validation_bases(svc: Any, parents: list[Scene]) -> list[list[Scene]]:
+    """The scenes a mode's targeted / control pairs (and, once it is validated, its targeted
+    variants) are edited from, in the order to try.
+
+    ``loop.validation_bases="pool"``: the training pool's scenes of the parents' families
+    first, then the parents. The parents are the diagnosed *failures*, where the policy rarely
+    succeeds whatever is edited, so both batches sit near 0 % and no test can separate them
+    (benchmarks/results/validation_power.md); pool scenes are in the success band, where
+    recreating the difficulty can show. ``"parents"``: the parents only (the method's reading).
+    """
+    if str(svc.config.loop.get("validation_bases", "parents")) != "pool":
+        return [parents]
+    fams = {p.task["family"] for p in parents}
+    pool = [c.scene for c in svc.pool if c.scene.task["family"] in fams]
+    return [pool, parents] if pool else [parents]
+
+
+def _targeted(svc: Any, state: RunState, mode_id: int, n: int, rng) -> tuple[list[Gen], int]:
+    """(variants, tried) of a mode's generation program on its bases; ([], 0) when no base
+    gives any (the request then falls back to novel tasks)."""
+    mode = svc.memory.get_mode(mode_id)
+    parents = [Scene.from_dict(d) for d in state.mode_parents.get(mode_id, [])]
+    g, seed = None, int(rng.integers(2**31))
+    for bases in validation_bases(svc, parents):  # the bases its test was run on
+        try:
+            g = generate_targeted(
+                mode,
+                None,
+                bases,
+                n,
+                seed,
+                0.0,
+                split=svc.config.sim.split,
+                engine=svc.engine,
+                memory=svc.memory,
+                strict=False,
+            )
+            break
+        except (GenerationError, ValueError, KeyError) as e:
+            log.info("mode %s: no targeted variants on %d bases (%s)", mode_id, len(bases), e)
+    if g is None:
+        return [], 0
+    gens = [Gen(v.compiled, mode_id, "targeted", v.factor, mode.phase) for v in g.variants]
+    return gens, g.attempted
+
+
+def generate(svc: Any, state: RunState, r: int, plan: Plan) -> Generated:
+    """Verified scenes for every request of `plan`; what a targeted request could not make is
+    made up with novel tasks."""
+    rng = round_rng(svc.config.seed, r, 2)
+    out: list[Gen] = []
+    tried = accepted = novel_needed = 0
+    factors = svc.source.resamplable(plan.factors)
+    for kind, ref, n in plan.requests:
+        if kind == "targeted":
+            gens, n_tried = _targeted(svc, state, ref, n, rng)
+            tried += n_tried
+            accepted += len(gens)
+            out += gens
+            novel_needed += n - len(gens)
+        elif kind == "novel":
+            novel_needed += n
+        else:  # resample one pool scene's factor (no diagnosis)
+            n_tried, made = svc.source.resample(svc.pool[ref], factors, n, rng)
+            tried += n_tried
+            accepted += len(made)
+            out += [Gen(c, None, "resample", f, "-") for c, f in made]
+    if novel_needed:
+        n_tried, made = svc.source.novel(novel_needed, rng)
+        tried += n_tried
+        accepted += len(made)
+        out += [Gen(c, None, "novel", None, "-") for c in made]
+    return Generated(tuple(out), tried, accepted)
