@@ -35,7 +35,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
-from coda.libero.scene import collision_geoms, geom_half_extents
+from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.sim import robot
 from coda.sim.planner import CLOSE, OPEN, Waypoint
 from coda.sim.state import SimState
@@ -343,9 +343,98 @@ def goal_q(op: str, bound: float, lo: float, hi: float, hinge: bool) -> float:
     return float(np.clip(q, lo, hi))
 
 
-def articulation_for(compiled, atom: tuple) -> Articulation:
-    """The stage of a ("joint", op, bound, joints, any) atom, its geometry read from the model
-    at the task's initial state; a clear error for joints it cannot operate."""
+@dataclasses.dataclass(frozen=True)
+class _Joint:
+    """A joint atom's joint and moving part at the task's initial state (host side)."""
+
+    atom: tuple
+    name: str  # the joint's name
+    j: int  # index into SimState.joint_pos
+    body: int  # tracked index of the moving part
+    m: mujoco.MjModel
+    d: mujoco.MjData
+    bid: int  # the part's body id
+    rb: np.ndarray  # the part's rotation [3, 3]
+    pb: np.ndarray  # the part's position [3]
+    lo: float  # joint range
+    hi: float
+    q0: float  # initial joint position
+    qg: float  # joint position aimed at
+    axis_w: np.ndarray  # joint axis, world
+    anchor_w: np.ndarray  # joint anchor, world
+    boxes: list  # (centre [3], world half extents [3]) of the part's collision geoms
+
+    def local(self, p, point=True) -> tuple:
+        """A world point (or direction) in the part's frame, as floats."""
+        return tuple(float(v) for v in self.rb.T @ (np.asarray(p) - (self.pb if point else 0.0)))
+
+    def stage(self, mode: str, handle, handle_top, handle_depth, ridge, anchor=None):
+        anchor = self.anchor_w if anchor is None else anchor
+        return Articulation(mode, self.atom, self.body, self.j, self.local(self.axis_w, False),
+                            self.local(anchor), handle, handle_top, handle_depth, ridge,
+                            self.qg)  # fmt: skip
+
+
+def _slide_stage(jt: _Joint) -> Articulation:
+    """A drawer: pulled open or pushed shut by its outermost geom (the handle)."""
+    outward = -jt.axis_w if abs(jt.lo) > abs(jt.hi) else jt.axis_w
+    c, ext = max(jt.boxes, key=lambda b: float(b[0] @ outward))
+    depth = float(np.abs(jt.axis_w) @ ext)
+    mode = "pull" if (jt.qg - jt.q0) * float(jt.axis_w @ outward) > 0 else "push"
+    return jt.stage(mode, jt.local(c), float(ext[2]), depth, (0.0, 0.0, 0.0))
+
+
+def _door_stage(jt: _Joint, anchor: np.ndarray, reach: float) -> Articulation:
+    """A door on a vertical hinge: opened by its handle bar, or swung shut from behind."""
+    axis_w, boxes = jt.axis_w, jt.boxes
+    opening = (jt.qg - jt.q0) * float(np.sign(axis_w[2])) * (1 if abs(jt.lo) > abs(jt.hi) else -1)
+    if opening < 0:
+        bar = _door_bar(jt.m, jt.d, jt.bid, anchor)
+        if bar is None:
+            raise ValueError(
+                f"joint {jt.name}: opening a door ({reach:.2f} m) needs its handle "
+                "pulled round the hinge; it has no vertical handle bar to hold"
+            )
+        return jt.stage("open", jt.local(bar), 0.0, 0.0, (0.0, 0.0, 0.0), anchor)
+    far = max(boxes, key=lambda b: float(np.linalg.norm(b[0][:2] - anchor[:2])))
+    v = far[0] - anchor
+    v[2] = 0.0
+    v /= max(float(np.linalg.norm(v)), 1e-9)
+    thick = min(float(b[1][:2].min()) for b in boxes)
+    thick = float(min(b[1][:2].min() for b in boxes if b[1][:2].max() > 0.05) or thick)
+    top = max(float(b[0][2] + b[1][2]) for b in boxes) - float(anchor[2])
+    off = thick + float(robot.FINGER_HALF[0])
+    return jt.stage("swing", (DOOR_AT * reach, 0.0, 0.0), top, off, jt.local(v, False), anchor)
+
+
+def _knob_stage(jt: _Joint, anchor: np.ndarray) -> Articulation:
+    """A knob: the ridge (the part's geom that rises highest) grasped at the reachable point
+    nearest the axis along its long horizontal direction."""
+    boxes = jt.boxes
+    gi = max(range(len(boxes)), key=lambda i: float(boxes[i][0][2] + boxes[i][1][2]))
+    c, ext = boxes[gi]
+    # its long horizontal axis from the geom's own frame (a knob left turned is diagonal)
+    rot, size = _geom_frames(jt.m, jt.d, jt.bid)[gi]
+    flat = [k for k in range(3) if abs(rot[2, k]) < 0.5]
+    k = max(flat, key=lambda k: size[k]) if flat else 0
+    long = rot[:, k] * np.array([1.0, 1.0, 0.0])
+    long = long / max(float(np.linalg.norm(long)), 1e-9)
+    half = float(size[k])
+    ts = np.linspace(-half, half, 41)
+    cand = c[None] + ts[:, None] * long[None]
+    ok = (cand[:, 0] >= REACH_X) & (np.abs(cand[:, 1]) <= robot.TARGET_HIGH[1] - 0.01)
+    if not ok.any():
+        raise ValueError(f"joint {jt.name}: knob ridge out of the gripper's reach")
+    dist = np.linalg.norm(cand[:, :2] - anchor[None, :2], axis=1)
+    g = cand[np.argmin(np.where(ok, dist, np.inf))].copy()
+    g[2] = c[2] + ext[2] - KNOB_BELOW_TOP
+    return jt.stage(
+        "turn", jt.local(g), float(ext[2]), float(ext[:2].min()), jt.local(long, False), anchor
+    )
+
+
+def _joint(compiled, atom: tuple) -> _Joint:
+    """The joint of a ("joint", op, bound, joints, any) atom at the task's initial state."""
     _, op, bound, joints, _ = atom
     m = compiled.model
     names = compiled.layout.joint_names
@@ -359,76 +448,33 @@ def articulation_for(compiled, atom: tuple) -> Articulation:
     d = mujoco.MjData(m)
     d.qpos[:] = compiled.init_qpos
     mujoco.mj_kinematics(m, d)
-    rb, pb = d.xmat[bid].reshape(3, 3), d.xpos[bid].copy()
-
-    def local(p, point=True):
-        return tuple(float(v) for v in rb.T @ (np.asarray(p) - (pb if point else 0.0)))
-
     lo, hi = (float(v) for v in m.jnt_range[jid])
     hinge = m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_HINGE
-    slide = m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE
     q0 = float(d.qpos[m.jnt_qposadr[jid]])
-    qg = goal_q(op, bound, lo, hi, bool(hinge))
-    axis_w = d.xaxis[jid].copy()
     boxes = _geom_boxes(m, d, bid)
     if not boxes:
         raise ValueError(f"joint {names[j]}: its part has no collision geometry")
-    if slide:
-        outward = -axis_w if abs(lo) > abs(hi) else axis_w
-        c, ext = max(boxes, key=lambda b: float(b[0] @ outward))
-        depth = float(np.abs(axis_w) @ ext)
-        mode = "pull" if (qg - q0) * float(axis_w @ outward) > 0 else "push"
-        return Articulation(mode, atom, tracked.index(bname), j, local(axis_w, False),
-                            local(d.xanchor[jid]), local(c), float(ext[2]), depth,
-                            (0.0, 0.0, 0.0), qg)  # fmt: skip
-    if hinge and abs(axis_w[2]) > 0.9:
-        anchor = d.xanchor[jid].copy()
-        reach = max(float(np.linalg.norm(b[0][:2] - anchor[:2]) + b[1][:2].max()) for b in boxes)
+    return _Joint(
+        atom, names[j], j, tracked.index(bname), m, d, bid, d.xmat[bid].reshape(3, 3),
+        d.xpos[bid].copy(), lo, hi, q0, goal_q(op, bound, lo, hi, bool(hinge)),
+        d.xaxis[jid].copy(), d.xanchor[jid].copy(), boxes,
+    )  # fmt: skip
+
+
+def articulation_for(compiled, atom: tuple) -> Articulation:
+    """The stage of a ("joint", op, bound, joints, any) atom, its geometry read from the model
+    at the task's initial state; a clear error for joints it cannot operate."""
+    jt = _joint(compiled, atom)
+    jid = jt.m.joint(jt.name).id
+    if jt.m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE:
+        return _slide_stage(jt)
+    if jt.m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_HINGE and abs(jt.axis_w[2]) > 0.9:
+        anchor = jt.d.xanchor[jid].copy()
+        reach = max(float(np.linalg.norm(b[0][:2] - anchor[:2]) + b[1][:2].max()) for b in jt.boxes)
         if reach > KNOB_RADIUS:
-            if (qg - q0) * float(np.sign(axis_w[2])) * (1 if abs(lo) > abs(hi) else -1) < 0:
-                bar = _door_bar(m, d, bid, anchor)
-                if bar is None:
-                    raise ValueError(
-                        f"joint {names[j]}: opening a door ({reach:.2f} m) needs its handle "
-                        "pulled round the hinge; it has no vertical handle bar to hold"
-                    )
-                return Articulation("open", atom, tracked.index(bname), j,
-                                    local(axis_w, False), local(anchor), local(bar), 0.0, 0.0,
-                                    (0.0, 0.0, 0.0), qg)  # fmt: skip
-            far = max(boxes, key=lambda b: float(np.linalg.norm(b[0][:2] - anchor[:2])))
-            v = far[0] - anchor
-            v[2] = 0.0
-            v /= max(float(np.linalg.norm(v)), 1e-9)
-            thick = min(float(b[1][:2].min()) for b in boxes)
-            thick = float(min(b[1][:2].min() for b in boxes if b[1][:2].max() > 0.05) or thick)
-            top = max(float(b[0][2] + b[1][2]) for b in boxes) - float(anchor[2])
-            off = thick + float(robot.FINGER_HALF[0])
-            return Articulation("swing", atom, tracked.index(bname), j, local(axis_w, False),
-                                local(anchor), (DOOR_AT * reach, 0.0, 0.0), top, off,
-                                local(v, False), qg)  # fmt: skip
-        # the ridge: the part's geom that rises highest; grasp it at the reachable point
-        # nearest the axis along its long horizontal direction
-        gi = max(range(len(boxes)), key=lambda i: float(boxes[i][0][2] + boxes[i][1][2]))
-        c, ext = boxes[gi]
-        # its long horizontal axis from the geom's own frame (a knob left turned is diagonal)
-        rot, size = _geom_frames(m, d, bid)[gi]
-        flat = [k for k in range(3) if abs(rot[2, k]) < 0.5]
-        k = max(flat, key=lambda k: size[k]) if flat else 0
-        long = rot[:, k] * np.array([1.0, 1.0, 0.0])
-        long = long / max(float(np.linalg.norm(long)), 1e-9)
-        half = float(size[k])
-        ts = np.linspace(-half, half, 41)
-        cand = c[None] + ts[:, None] * long[None]
-        ok = (cand[:, 0] >= REACH_X) & (np.abs(cand[:, 1]) <= robot.TARGET_HIGH[1] - 0.01)
-        if not ok.any():
-            raise ValueError(f"joint {names[j]}: knob ridge out of the gripper's reach")
-        dist = np.linalg.norm(cand[:, :2] - anchor[None, :2], axis=1)
-        g = cand[np.argmin(np.where(ok, dist, np.inf))].copy()
-        g[2] = c[2] + ext[2] - KNOB_BELOW_TOP
-        return Articulation("turn", atom, tracked.index(bname), j, local(axis_w, False),
-                            local(anchor), local(g), float(ext[2]), float(ext[:2].min()),
-                            local(long, False), qg)  # fmt: skip
+            return _door_stage(jt, anchor, reach)
+        return _knob_stage(jt, anchor)
     raise ValueError(
-        f"joint {names[j]}: only slides (drawers) and vertical hinges (knobs) are scripted; "
+        f"joint {jt.name}: only slides (drawers) and vertical hinges (knobs) are scripted; "
         "a door hinge (the microwave) is not"
     )

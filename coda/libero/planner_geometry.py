@@ -11,7 +11,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from coda.libero.scene import collision_geoms, geom_half_extents
+from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.planner_articulated import goal_q
 from coda.sim import predicates as SP
 from coda.sim import robot
 from coda.sim.tasks.waypoints import wrap
@@ -86,8 +87,6 @@ def _placement_data(compiled, atom: tuple) -> tuple[mujoco.MjModel, mujoco.MjDat
     """(model, data at the task's initial state with the drawer the placement region moves with
     at its placement position — its initial q if already open, else the pull stage's goal —,
     that drawer's joint id or None when the region is in no drawer), kinematics done."""
-    from coda.libero.planner_articulated import goal_q
-
     m = compiled.model
     d = mujoco.MjData(m)
     d.qpos[:] = compiled.init_qpos

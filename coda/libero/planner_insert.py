@@ -24,14 +24,16 @@ from its own; None when the region is not enclosed, the object has no handle or 
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar, NamedTuple
 
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
+from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.planner_bodies import CARRY_Z, Z_REACH, at_height
 from coda.libero.planner_geometry import quat_matrix
-from coda.libero.scene import collision_geoms, geom_half_extents
 from coda.sim import geometry as G
 from coda.sim import robot
 from coda.sim.planner import CLOSE, OPEN, ScriptedPlanner, Waypoint
@@ -53,9 +55,7 @@ SLIDE = 0.035  # m: the open fingers' move along a sideways handle, off its end
 LONG_HANDLE = 0.06  # m: a handle reaching this far beyond the body is held on its own (a pan)
 HANDLE_ROOT_OUT = 0.02  # m: a long handle's grasp point beyond the body's outer extent
 HANDLE_TOP_DOWN = 0.015  # m: the tcp below a long handle's top at the grasp
-CARRY_Z = 0.22  # m: lowest tcp carry height (as the pick-and-place stage)
 LIFT_CLEAR = 0.03  # m: the object's bottom above the enclosure's top while carried
-Z_REACH = float(robot.TARGET_HIGH[2]) - robot.TCP_OFFSET - 0.005
 
 PHASES = (
     Waypoint("approach", OPEN),
@@ -191,6 +191,66 @@ def _ray_walls(boxes, c: np.ndarray, u: np.ndarray, z: float) -> float:
     return best
 
 
+def _opening(boxes, c: np.ndarray, z: float) -> tuple | None:
+    """(u [2] unit horizontal direction out of the single opening, the back wall's distance
+    along -u, lat [2] the lateral direction, the side walls' distances along +lat and -lat)
+    from c at height z, or None unless exactly one side of the four is open."""
+    dirs = [np.array(v, float) for v in ((1, 0), (-1, 0), (0, 1), (0, -1))]
+    dist = [_ray_walls(boxes, c, u, z) for u in dirs]
+    open_ = [k for k in range(4) if not np.isfinite(dist[k])]
+    if len(open_) != 1:
+        return None
+    u = dirs[open_[0]]
+    back = dist[[1, 0, 3, 2][open_[0]]]  # the wall opposite the opening
+    lat = np.array([-u[1], u[0]])
+    lat_hi = min(dist[k] for k in range(4) if abs(dirs[k] @ lat - 1) < 1e-9)
+    lat_lo = min(dist[k] for k in range(4) if abs(dirs[k] @ lat + 1) < 1e-9)
+    return u, back, lat, lat_hi, lat_lo
+
+
+def _handle_way(cs, es, g, h, c, size, room: tuple, edge: float) -> tuple | None:
+    """(hw the world direction the handle points at the end, the fingers' slide off it, the
+    origin's final offset from the region's centre [2], its distance in front of the opening)
+    of the first handle direction with which the object fits inside and the tcp in front of
+    the opening is in reach, or None.
+
+    The handle pointing out of the opening (the fingers slide off it on the way out); where
+    the tcp cannot reach the point in front of the opening that needs (an opening facing the
+    workspace's edge), the handle pointing sideways: the fingers slide off it sideways under
+    the roof, then leave through the opening."""
+    u, back, lat, lat_hi, lat_lo = room
+    reg_u, reg_l = float(np.abs(size[:2]) @ np.abs(u)), float(np.abs(size[:2]) @ np.abs(lat))
+    rel, ext = cs[:, :2], np.abs(es[:, :2])  # object geoms about its origin, object frame
+    lo_xy = np.asarray(robot.TARGET_LOW[:2]) + 0.01
+    hi_xy = np.asarray(robot.TARGET_HIGH[:2]) - 0.01
+    for hw, slide in ((u, 0.0), (lat, SLIDE), (-lat, SLIDE)):
+        ang = np.arctan2(hw[1], hw[0]) - np.arctan2(h[1], h[0])
+        rot = np.array([[np.cos(ang), -np.sin(ang)], [np.sin(ang), np.cos(ang)]])
+        gw = rot @ g[:2]  # tcp from the origin, world, once turned
+        pw = rot @ np.array([-h[1], h[0]])  # the jaws' closing direction, world
+        corners = [gw + a * pw * PALM_HALF_LONG + b * hw * 0.015 + e * hw * slide
+                   for a in (-1, 1) for b in (-1, 1) for e in (0, 1)]  # fmt: skip
+
+        def reach(w, grip=True, rot=rot, corners=corners):
+            bw = rot.T @ w  # the world direction in the object's frame
+            out = float(np.max(rel @ bw + ext @ np.abs(bw)))
+            return max(out, max(float(p @ w) for p in corners)) if grip else out
+
+        t_lo = -back + reach(-u) + BACK_MARGIN
+        t_hi = edge - reach(u, grip=False) - OPENING_MARGIN
+        l_lo, l_hi = -lat_lo + reach(-lat) + BACK_MARGIN, lat_hi - reach(lat) - BACK_MARGIN
+        if t_lo > t_hi or l_lo > l_hi:
+            continue  # does not fit inside
+        t = float(np.clip((t_lo + t_hi) / 2, -reg_u + 0.01, reg_u - 0.01))
+        lt = float(np.clip((l_lo + l_hi) / 2, -reg_l + 0.01, reg_l - 0.01))
+        final = u * t + lat * lt
+        front = edge - t + reach(-u, grip=False) + FRONT_CLEAR
+        tcp_front = c[:2] + final + u * front + gw + hw * slide
+        if np.all(tcp_front >= lo_xy) and np.all(tcp_front <= hi_xy):
+            return hw, slide, final, front
+    return None
+
+
 def enclosure(compiled, atom: tuple) -> Enclosure | None:
     """The insertion geometry of an In(object, region) atom whose region is enclosed, or None."""
     if atom[0] != "in_region" or atom[2] < 0:
@@ -228,56 +288,18 @@ def enclosure(compiled, atom: tuple) -> Enclosure | None:
     hi = (cs + es).max(0)
     if roof - floor > (hi[2] - lo[2]) + GRIPPER_STACK + 0.02:
         return None  # room to come down from above: the pick-and-place stage
-    mid = (roof + floor) / 2
-    dirs = [np.array(v, float) for v in ((1, 0), (-1, 0), (0, 1), (0, -1))]
-    dist = [_ray_walls(boxes, c, u, mid) for u in dirs]
-    open_ = [k for k in range(4) if not np.isfinite(dist[k])]
-    if len(open_) != 1:
+    room = _opening(boxes, c, (roof + floor) / 2)
+    if room is None:
         return None
-    u = dirs[open_[0]]
-    back = dist[[1, 0, 3, 2][open_[0]]]  # the wall opposite the opening
-    lat = np.array([-u[1], u[0]])
-    lat_hi = min(dist[k] for k in range(4) if abs(dirs[k] @ lat - 1) < 1e-9)
-    lat_lo = min(dist[k] for k in range(4) if abs(dirs[k] @ lat + 1) < 1e-9)
+    u = room[0]
     edge = max(float((bc[:2] - c[:2]) @ u + np.abs(be[:2]) @ np.abs(u)) for bc, be in roofs)
     # the palm's top under the roof with the object's bottom FLOOR_GAP above the floor
     if floor + FLOOR_GAP + (g[2] - lo[2]) + PALM_ABOVE_TCP > roof - ROOF_MARGIN:
         return None
-    reg_u, reg_l = float(np.abs(size[:2]) @ np.abs(u)), float(np.abs(size[:2]) @ np.abs(lat))
-    rel, ext = cs[:, :2], np.abs(es[:, :2])  # object geoms about its origin, object frame
-    lo_xy = np.asarray(robot.TARGET_LOW[:2]) + 0.01
-    hi_xy = np.asarray(robot.TARGET_HIGH[:2]) - 0.01
-    # the handle pointing out of the opening (the fingers slide off it on the way out); where
-    # the tcp cannot reach the point in front of the opening that needs (an opening facing
-    # the workspace's edge), the handle pointing sideways: the fingers slide off it sideways
-    # under the roof, then leave through the opening
-    for hw, slide in ((u, 0.0), (lat, SLIDE), (-lat, SLIDE)):
-        ang = np.arctan2(hw[1], hw[0]) - np.arctan2(h[1], h[0])
-        rot = np.array([[np.cos(ang), -np.sin(ang)], [np.sin(ang), np.cos(ang)]])
-        gw = rot @ g[:2]  # tcp from the origin, world, once turned
-        pw = rot @ np.array([-h[1], h[0]])  # the jaws' closing direction, world
-        corners = [gw + a * pw * PALM_HALF_LONG + b * hw * 0.015 + e * hw * slide
-                   for a in (-1, 1) for b in (-1, 1) for e in (0, 1)]  # fmt: skip
-
-        def reach(w, grip=True, rot=rot, corners=corners):
-            bw = rot.T @ w  # the world direction in the object's frame
-            out = float(np.max(rel @ bw + ext @ np.abs(bw)))
-            return max(out, max(float(p @ w) for p in corners)) if grip else out
-
-        t_lo = -back + reach(-u) + BACK_MARGIN
-        t_hi = edge - reach(u, grip=False) - OPENING_MARGIN
-        l_lo, l_hi = -lat_lo + reach(-lat) + BACK_MARGIN, lat_hi - reach(lat) - BACK_MARGIN
-        if t_lo > t_hi or l_lo > l_hi:
-            continue  # does not fit inside
-        t = float(np.clip((t_lo + t_hi) / 2, -reg_u + 0.01, reg_u - 0.01))
-        lt = float(np.clip((l_lo + l_hi) / 2, -reg_l + 0.01, reg_l - 0.01))
-        final = u * t + lat * lt
-        front = edge - t + reach(-u, grip=False) + FRONT_CLEAR
-        tcp_front = c[:2] + final + u * front + gw + hw * slide
-        if np.all(tcp_front >= lo_xy) and np.all(tcp_front <= hi_xy):
-            break
-    else:
+    way = _handle_way(cs, es, g, h, c, size, room, edge)
+    if way is None:
         return None
+    hw, slide, final, front = way
     top = max(float(bc[2] + be[2]) for bc, be in boxes)
     return Enclosure(
         tuple(float(v) for v in u), tuple(float(v) for v in final), float(front),
@@ -287,38 +309,50 @@ def enclosure(compiled, atom: tuple) -> Enclosure | None:
     )  # fmt: skip
 
 
+class HandleCarry(NamedTuple):
+    """A handle-held object turned while carried so that its handle points a given way."""
+
+    po: jnp.ndarray  # the object's origin [B, 3]
+    rot: jnp.ndarray  # its rotation [B, 3, 3]
+    gw: jnp.ndarray  # the handle's grasp point, world [B, 3]
+    held: jnp.ndarray  # [B] bool
+    turn: jnp.ndarray  # yaw still to turn [B]
+    grasp_yaw: jnp.ndarray  # hand yaw at the grasp [B]
+    carried_yaw: jnp.ndarray  # hand yaw once turned [B]
+    off: jnp.ndarray  # tcp from the origin once turned [B, 2]
+
+
 @dataclasses.dataclass(frozen=True)
-class LiberoInsert(ScriptedPlanner):
-    """An In(object, enclosed region) atom: the object taken by its handle and slid in."""
+class HandleStage(ScriptedPlanner):
+    """A stage that takes its object by a handle and turns it on the way so the handle points
+    out of a region's opening, then brings it in along the opening's normal (`LiberoInsert`,
+    `planner_slide.LiberoSlide`): their phases, carried phases and the handle's turn."""
 
     atom: tuple = ()
-    enc: Enclosure | None = None
+    PHASES: ClassVar[tuple] = ()
+    CARRIED: ClassVar[tuple] = ()  # phases in which the object must be in the jaws
 
     @property
     def phases(self) -> tuple[Waypoint, ...]:
-        return PHASES
+        return self.PHASES
 
     @property
     def carried(self) -> tuple[int, ...]:
-        return CARRIED
+        return self.CARRIED
 
-    def _waypoints(self, s: SimState, target: jnp.ndarray):
-        e = self.enc
+    def _turned(self, s: SimState, handle: tuple, handle_dir: tuple, to) -> HandleCarry:
+        """The handle (`handle`, `handle_dir`: object frame) to be turned to world direction
+        `to` [2]: jaws across the handle (yaw ≡ the handle's heading mod π); of the two, the
+        one whose final yaw (after the turn) stays inside the yaw range, so the turn never
+        hits a stop. The tcp-to-origin offset is the measured one when held, else the planned
+        one."""
         obj = self.atom[1]
         po = G.pos(s, obj)  # [B, 3]
         rot = P._quat_mat(s.body_quat[..., obj, :])  # [B, 3, 3]
-        lo, hi = jnp.asarray(e.box_lo), jnp.asarray(e.box_hi)
-        mid = po[..., 2] + jnp.einsum("...j,j->...", rot[..., 2, :], (lo + hi) / 2)
-        bottom = mid - jnp.sum(jnp.abs(rot[..., 2, :]) * (hi - lo) / 2, -1)  # [B]
-        top = mid + jnp.sum(jnp.abs(rot[..., 2, :]) * (hi - lo) / 2, -1)
-        gw = po + jnp.einsum("...ij,j->...i", rot, jnp.asarray(e.handle))  # [B, 3]
-        hw = jnp.einsum("...ij,j->...i", rot[..., :2, :2], jnp.asarray(e.handle_dir))  # [B, 2]
-        u = jnp.asarray(e.opening)
-        to = jnp.asarray(e.handle_to or e.opening)  # where the handle points at the end
+        gw = po + jnp.einsum("...ij,j->...i", rot, jnp.asarray(handle))  # [B, 3]
+        hw = jnp.einsum("...ij,j->...i", rot[..., :2, :2], jnp.asarray(handle_dir))  # [B, 2]
         a_out = jnp.arctan2(to[1], to[0])
         turn = wrap(a_out - jnp.arctan2(hw[..., 1], hw[..., 0]))  # [B]: still to turn
-        # jaws across the handle (yaw ≡ the handle's heading mod π); of the two, the one whose
-        # final yaw (after `turn`) stays inside the yaw range, so the turn never hits a stop
         f1 = wrap(jnp.full_like(turn, a_out))
         f2 = f1 - jnp.pi * jnp.sign(f1 + 1e-9)
         final = jnp.where(jnp.abs(f1 - turn) <= jnp.pi, f1, f2)
@@ -326,23 +360,45 @@ class LiberoInsert(ScriptedPlanner):
         held = G.grasped(s, obj)  # [B]
         cmd_yaw = s.ee_cmd[..., 3] if s.ee_cmd is not None else grasp_yaw
         carried_yaw = jnp.where(held, wrap(cmd_yaw + turn), final)
-        # tcp-to-origin offset once turned: the measured one when held, else the planned one
         off = jnp.where(held[:, None], s.ee_pos[..., :2] - po[..., :2], gw[..., :2] - po[..., :2])
         c_, s_ = jnp.cos(turn), jnp.sin(turn)
         off = jnp.stack(
             [c_ * off[..., 0] - s_ * off[..., 1], s_ * off[..., 0] + c_ * off[..., 1]], -1
-        )
-        hold = jnp.where(held, s.ee_pos[..., 2] - bottom, gw[..., 2] - bottom)  # tcp over bottom
+        )  # [B, 2]: tcp from the origin once turned
+        return HandleCarry(po, rot, gw, held, turn, grasp_yaw, carried_yaw, off)
+
+    def _ends(self, s: SimState, final: tuple, off, u, front: float):
+        """(tcp xy at the end [B, 2], tcp xy in front of the opening [B, 2]): the object's
+        origin `final` from the region site's centre, `front` outward along `u`."""
         pt, _ = P._site_frame(s, *self.atom[2:5])  # [B, 3]
-        fin = pt[..., :2] + jnp.asarray(e.final) + off  # tcp xy at the end [B, 2]
-        front = fin + u * e.front
+        fin = pt[..., :2] + jnp.asarray(final) + off  # tcp xy at the end [B, 2]
+        return fin, fin + u * front
+
+
+@dataclasses.dataclass(frozen=True)
+class LiberoInsert(HandleStage):
+    """An In(object, enclosed region) atom: the object taken by its handle and slid in."""
+
+    enc: Enclosure | None = None
+    PHASES: ClassVar[tuple] = PHASES
+    CARRIED: ClassVar[tuple] = CARRIED
+
+    def _waypoints(self, s: SimState, target: jnp.ndarray):
+        e = self.enc
+        u = jnp.asarray(e.opening)
+        to = jnp.asarray(e.handle_to or e.opening)  # where the handle points at the end
+        h = self._turned(s, e.handle, e.handle_dir, to)
+        po, rot, gw, held = h.po, h.rot, h.gw, h.held
+        lo, hi = jnp.asarray(e.box_lo), jnp.asarray(e.box_hi)
+        mid = po[..., 2] + jnp.einsum("...j,j->...", rot[..., 2, :], (lo + hi) / 2)
+        bottom = mid - jnp.sum(jnp.abs(rot[..., 2, :]) * (hi - lo) / 2, -1)  # [B]
+        top = mid + jnp.sum(jnp.abs(rot[..., 2, :]) * (hi - lo) / 2, -1)
+        hold = jnp.where(held, s.ee_pos[..., 2] - bottom, gw[..., 2] - bottom)  # tcp over bottom
+        fin, front = self._ends(s, e.final, h.off, u, e.front)
         z_in = e.floor + FLOOR_GAP + hold
         carry = jnp.maximum(CARRY_Z, e.top + hold + LIFT_CLEAR)
         carry = jnp.minimum(carry, Z_REACH)
-
-        def at(xy, z):
-            return jnp.concatenate([xy, jnp.broadcast_to(z, xy.shape[:-1])[..., None]], -1)
-
+        at = at_height
         gxy = gw[..., :2]
         # above the enclosure too: coming down past an open door's top edge swings it into
         # the object
@@ -354,8 +410,7 @@ class LiberoInsert(ScriptedPlanner):
              at(front + to * e.slide, carry)],
             1,
         )  # fmt: skip
-        yaw = jnp.stack(
-            [grasp_yaw, grasp_yaw, grasp_yaw, grasp_yaw] + [carried_yaw] * 7, 1
-        )  # [B, P]
+        g, c = h.grasp_yaw, h.carried_yaw
+        yaw = jnp.stack([g, g, g, g] + [c] * 7, 1)  # [B, P]
         zero = jnp.zeros(yaw.shape)
         return xyz, yaw, zero, zero

@@ -15,7 +15,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
-from coda.libero.planner import CARRY_Z, WIDE_HALF, Z_REACH, _tops_around
+from coda.libero.planner_bodies import CARRY_Z, WIDE_HALF, Z_REACH, at_height, tops_around
 from coda.sim import geometry as G
 from coda.sim.planner import CLOSE, ScriptedPlanner, Waypoint
 from coda.sim.state import SimState
@@ -58,11 +58,8 @@ class LiberoPush(ScriptedPlanner):
         reach = jnp.sum((s.ee_pos[..., :2] - po[..., :2]) * u, -1, keepdims=True)  # [B, 1]
         end = pt[..., :2] + u * jnp.clip(reach, 0.0, self.radius)
         z = po[..., 2] + self.floor + PUSH_Z
-        high = jnp.clip(_tops_around(s, obj) + 0.05, CARRY_Z, Z_REACH)
-
-        def at(xy, zz):
-            return jnp.concatenate([xy, jnp.broadcast_to(zz, xy.shape[:-1])[..., None]], -1)
-
+        high = jnp.clip(tops_around(s, obj) + 0.05, CARRY_Z, Z_REACH)
+        at = at_height
         xyz = jnp.stack([at(start, high), at(start, z), at(end, z), at(end, high)], 1)
         # the closed pads' wide face (their local y span) across the push direction
         raw = jnp.arctan2(u[..., 1], u[..., 0])

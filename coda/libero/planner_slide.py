@@ -19,16 +19,23 @@ chained by `planner.LiberoPlanner` like the others.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 
 from coda.libero import predicates as P
-from coda.libero.planner import CARRY_Z, Z_REACH
+from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.planner_bodies import CARRY_Z, Z_REACH, at_height
 from coda.libero.planner_geometry import quat_matrix
-from coda.libero.planner_insert import _handle_parts, _object_geoms, _ray_walls, long_handle
-from coda.libero.scene import collision_geoms, geom_half_extents
+from coda.libero.planner_insert import (
+    HandleStage,
+    _handle_parts,
+    _object_geoms,
+    _opening,
+    long_handle,
+)
 from coda.sim import geometry as G
 from coda.sim import robot
 from coda.sim.planner import CLOSE, OPEN, ScriptedPlanner, Waypoint
@@ -105,18 +112,12 @@ def _layer(compiled, atom: tuple, bottom: float) -> Layer | None:
     if not roofs or abs(floor - bottom) > LEVEL:
         return None
     roof = min(float(bc[2] - be[2]) for bc, be in roofs)
-    mid = (roof + floor) / 2
-    dirs = [np.array(v, float) for v in ((1, 0), (-1, 0), (0, 1), (0, -1))]
-    dist = [_ray_walls(boxes, c, u, mid) for u in dirs]
-    open_ = [k for k in range(4) if not np.isfinite(dist[k])]
-    if len(open_) != 1:
+    room = _opening(boxes, c, (roof + floor) / 2)
+    if room is None:
         return None
-    u = dirs[open_[0]]
-    back = dist[[1, 0, 3, 2][open_[0]]]
-    lat = np.array([-u[1], u[0]])
+    u, back, _, lat_hi, lat_lo = room
     edge = max(float((bc[:2] - c[:2]) @ u + np.abs(be[:2]) @ np.abs(u)) for bc, be in roofs)
-    lat_room = min(dist[k] for k in range(4) if abs(dirs[k] @ lat) > 0.5)
-    return Layer(c, size, u, float(back), edge, float(lat_room), floor, roof)
+    return Layer(c, size, u, float(back), edge, float(min(lat_hi, lat_lo)), floor, roof)
 
 
 def _object(compiled, body: int):
@@ -179,59 +180,27 @@ def slide_in(compiled, atom: tuple) -> Slide | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class LiberoSlide(ScriptedPlanner):
+class LiberoSlide(HandleStage):
     """An In(object, low roofed layer) atom: the object dragged by its handle and pushed in."""
 
-    atom: tuple = ()
     sl: Slide | None = None
-
-    @property
-    def phases(self) -> tuple[Waypoint, ...]:
-        return PHASES
-
-    @property
-    def carried(self) -> tuple[int, ...]:
-        return CARRIED
+    PHASES: ClassVar[tuple] = PHASES
+    CARRIED: ClassVar[tuple] = CARRIED
 
     def _waypoints(self, s: SimState, target: jnp.ndarray):
         e = self.sl
-        obj = self.atom[1]
-        po = G.pos(s, obj)  # [B, 3]
-        rot = P._quat_mat(s.body_quat[..., obj, :])  # [B, 3, 3]
-        gw = po + jnp.einsum("...ij,j->...i", rot, jnp.asarray(e.handle))  # [B, 3]
-        hw = jnp.einsum("...ij,j->...i", rot[..., :2, :2], jnp.asarray(e.handle_dir))  # [B, 2]
         u = jnp.asarray(e.opening)
-        a_out = jnp.arctan2(u[1], u[0])
-        turn = wrap(a_out - jnp.arctan2(hw[..., 1], hw[..., 0]))  # [B]: still to turn
-        # jaws across the handle (yaw = its heading mod π); of the two, the one whose final yaw
-        # stays inside the yaw range
-        f1 = wrap(jnp.full_like(turn, a_out))
-        f2 = f1 - jnp.pi * jnp.sign(f1 + 1e-9)
-        final_yaw = jnp.where(jnp.abs(f1 - turn) <= jnp.pi, f1, f2)
-        grasp_yaw = final_yaw - turn
-        held = G.grasped(s, obj)  # [B]
-        cmd_yaw = s.ee_cmd[..., 3] if s.ee_cmd is not None else grasp_yaw
-        carried_yaw = jnp.where(held, wrap(cmd_yaw + turn), final_yaw)
-        off = jnp.where(held[:, None], s.ee_pos[..., :2] - po[..., :2], gw[..., :2] - po[..., :2])
-        c_, s_ = jnp.cos(turn), jnp.sin(turn)
-        off = jnp.stack(
-            [c_ * off[..., 0] - s_ * off[..., 1], s_ * off[..., 0] + c_ * off[..., 1]], -1
-        )  # [B, 2]: tcp from the origin once turned
-        pt, _ = P._site_frame(s, *self.atom[2:5])  # [B, 3]
-        fin = pt[..., :2] + jnp.asarray(e.final) + off  # tcp xy at the end [B, 2]
-        front = fin + u * e.front
-        gxy = gw[..., :2]
-        high = jnp.minimum(jnp.maximum(CARRY_Z, po[..., 2] + e.top + 0.08), Z_REACH)
-
-        def at(xy, z):
-            return jnp.concatenate([xy, jnp.broadcast_to(z, xy.shape[:-1])[..., None]], -1)
-
+        h = self._turned(s, e.handle, e.handle_dir, u)
+        fin, front = self._ends(s, e.final, h.off, u, e.front)
+        gxy = h.gw[..., :2]
+        high = jnp.minimum(jnp.maximum(CARRY_Z, h.po[..., 2] + e.top + 0.08), Z_REACH)
+        at, gz = at_height, h.gw[..., 2]
         xyz = jnp.stack(
-            [at(gxy, high), at(gxy, gw[..., 2]), at(gxy, gw[..., 2]), at(front, e.drag_z),
+            [at(gxy, high), at(gxy, gz), at(gxy, gz), at(front, e.drag_z),
              at(fin, e.drag_z), at(fin, e.drag_z), at(fin, high)],
             1,
         )  # fmt: skip
-        yaw = jnp.stack([grasp_yaw] * 3 + [carried_yaw] * 4, 1)  # [B, P]
+        yaw = jnp.stack([h.grasp_yaw] * 3 + [h.carried_yaw] * 4, 1)  # [B, P]
         zero = jnp.zeros(yaw.shape)
         return xyz, yaw, zero, zero
 
@@ -357,10 +326,7 @@ class LiberoTopplePush(ScriptedPlanner):
         side = jnp.clip(side, -e.lat_max, e.lat_max)
         push_end = c0 + lat * side[..., None] + u * (e.t_in + length + PAD_HALF + 0.003)[..., None]
         z_push = e.floor + PUSH_UP
-
-        def at(xy, z):
-            return jnp.concatenate([xy, jnp.broadcast_to(z, xy.shape[:-1])[..., None]], -1)
-
+        at = at_height
         tip = jnp.stack(
             [at(behind, top + 0.04), at(behind, z_tip), at(tip_end, z_tip), at(tip_end, z_high)],
             1,

@@ -34,12 +34,15 @@ import mujoco
 import numpy as np
 
 from coda import lifetime
-from coda.libero import assets, bddl, data
+from coda.libero import assets, bddl, data, suites
+from coda.libero import predicates as P
+from coda.libero.geoms import body_half, geom_half_extents
 from coda.sim import robot
 from coda.sim.compile import (
     LS_ITERATIONS,
     TABLE_GEOM,
     CompiledScene,
+    _look_quat,
     add_state_sensors,
 )
 from coda.sim.scene import ObjectSpec, Scene, check_table
@@ -157,8 +160,6 @@ class LiberoTask:
 def load_task(suite: str, name: str) -> LiberoTask:
     """A LIBERO task by suite (one of `suites.all_suites()`, LIBERO-PRO's perturbed ones too)
     and task name: the wheel's BDDL file and initial states."""
-    from coda.libero import suites
-
     names = suites.tasks(suite)
     if name not in names:
         raise KeyError(f"no task {name!r} in {suite}; tasks: {names}")
@@ -294,12 +295,11 @@ class Built:
     pairs: tuple[tuple[int, int, str, str, int], ...]  # (e1, e2, name1, name2, objtype1)
 
 
-def build_spec(task: LiberoTask, visual: bool = False) -> Built:
-    """MjSpec of a task's scene (layout-independent: free bodies are posed by qpos)."""
-    from coda.sim import compile as C
-
+def _base_spec(task: LiberoTask, scene0: Scene) -> mujoco.MjSpec:
+    """The spec's options, table, floor, light, front camera, gripper, LIBERO's cameras and
+    the workspace regions (as sites of the table: LIBERO's TargetZones, for rendering /
+    lookup)."""
     ws = task.workspace
-    scene0 = scene_of(task, 0)
     spec = mujoco.MjSpec()
     spec.modelname = f"libero_{task.name}"[:60]
     spec.compiler.degree = False
@@ -327,10 +327,9 @@ def build_spec(task: LiberoTask, visual: bool = False) -> Built:
     light.dir = [0, 0, -1]
     eye, at = np.array([-0.15, 0.0, 0.75]), np.array([0.5, 0.0, 0.05])
     cam = wb.add_camera(name="front", pos=list(eye))
-    cam.quat = list(C._look_quat(eye, at))
+    cam.quat = list(_look_quat(eye, at))
     robot.add_gripper(spec)
     add_cameras(spec, task)
-    # workspace regions as sites of the table (LIBERO's TargetZones), for rendering / lookup
     for rname, region in task.problem.regions.items():
         if region.target == ws.name and region.ranges:
             x0, y0, x1, y1 = region.ranges[0]
@@ -339,9 +338,13 @@ def build_spec(task: LiberoTask, visual: bool = False) -> Built:
             s.type = mujoco.mjtGeom.mjGEOM_BOX
             s.size = [(x1 - x0) / 2, (y1 - y0) / 2, REGION_HALF_Z]
             s.rgba = [0, 0, 1, 0]
+    return spec
 
-    tracked: list[str] = []
-    owner: list[str] = []
+
+def _attach_objects(spec: mujoco.MjSpec, task: LiberoTask, scene0: Scene, visual: bool):
+    """(names of the objects then fixtures, the movable ones): their assets attached at the
+    scene's layout, movable objects on free joints."""
+    wb = spec.worldbody
     movable: list[str] = []
     items = [(n, c, False) for n, c in task.problem.objects] + [
         (n, c, True) for n, c in task.fixtures
@@ -357,19 +360,13 @@ def build_spec(task: LiberoTask, visual: bool = False) -> Built:
         if not fixed:
             body.add_freejoint(name=f"{name}/free")
             movable.append(name)
-    # rename sub-bodies "<name>_<sub>" -> "<name>/<sub>" (our "object/part" convention)
-    names = [n for n, _, _ in items]
-    for b in spec.bodies:
-        for n in names:
-            if b.name == n or b.name.startswith(n + "_"):
-                if b.name != n:
-                    b.name = n + "/" + b.name[len(n) + 1 :]
-                tracked.append(b.name)
-                owner.append(n)
-                break
-    joints = tuple(
-        j.name for j in spec.joints if j.name and any(j.name.startswith(n + "_") for n in names)
-    )
+    return [n for n, _, _ in items], movable
+
+
+def _contact_pairs(spec: mujoco.MjSpec, tracked: list[str], owner: list[str], movable: list):
+    """(e1, e2, name1, name2, objtype1) contact sensors: each finger pad with every solid
+    tracked body, each movable object's solid bodies with the table and with every other
+    object's (once per pair)."""
     ent = {b: N_FIXED_ENTITIES + i for i, b in enumerate(tracked)}
     geom_bodies = set()
     m0 = spec.compile()
@@ -391,6 +388,29 @@ def build_spec(task: LiberoTask, visual: bool = False) -> Built:
             if own[b] == own[a] or (own[b] in movable and solid.index(b) < i):
                 continue
             pairs.append((ent[a], ent[b], a, b, body_t))
+    return pairs
+
+
+def build_spec(task: LiberoTask, visual: bool = False) -> Built:
+    """MjSpec of a task's scene (layout-independent: free bodies are posed by qpos)."""
+    scene0 = scene_of(task, 0)
+    spec = _base_spec(task, scene0)
+    names, movable = _attach_objects(spec, task, scene0, visual)
+    # rename sub-bodies "<name>_<sub>" -> "<name>/<sub>" (our "object/part" convention)
+    tracked: list[str] = []
+    owner: list[str] = []
+    for b in spec.bodies:
+        for n in names:
+            if b.name == n or b.name.startswith(n + "_"):
+                if b.name != n:
+                    b.name = n + "/" + b.name[len(n) + 1 :]
+                tracked.append(b.name)
+                owner.append(n)
+                break
+    joints = tuple(
+        j.name for j in spec.joints if j.name and any(j.name.startswith(n + "_") for n in names)
+    )
+    pairs = _contact_pairs(spec, tracked, owner, movable)
     return Built(spec, tuple(tracked), tuple(owner), joints, tuple(pairs))
 
 
@@ -420,39 +440,6 @@ def visual_model(suite: str, name: str) -> mujoco.MjModel:
         raise LiberoImportError(f"{name}: visual model nq {model.nq} != physics nq {physics.nq}")
     model.site_rgba[:, 3] = 0.0  # LIBERO's observations show no sites (our tcp marker)
     return model
-
-
-def geom_half_extents(m: mujoco.MjModel, g: int, rot: np.ndarray) -> np.ndarray:
-    """Half extents [3] of geom `g` along the axes of a frame in which its rotation is `rot`
-    [3, 3]: exact for boxes, the bounding sphere for every other shape."""
-    if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX:
-        return np.abs(rot) @ m.geom_size[g]
-    return np.full(3, m.geom_rbound[g])
-
-
-def collision_geoms(m: mujoco.MjModel, body: int) -> np.ndarray:
-    """Geom ids of `body` that collide (visual-only geoms left out)."""
-    g = np.nonzero(m.geom_bodyid == body)[0]
-    return g[(m.geom_contype[g] != 0) | (m.geom_conaffinity[g] != 0)]
-
-
-def body_box(m: mujoco.MjModel, d: mujoco.MjData, body: int) -> tuple | None:
-    """(lo [3], hi [3]) of a body's collision geoms in its own frame; None without any."""
-    rot_b = d.xmat[body].reshape(3, 3)
-    lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
-    for g in collision_geoms(m, body):
-        c = rot_b.T @ (d.geom_xpos[g] - d.xpos[body])
-        ext = geom_half_extents(m, g, rot_b.T @ d.geom_xmat[g].reshape(3, 3))
-        lo, hi = np.minimum(lo, c - ext), np.maximum(hi, c + ext)
-    return (lo, hi) if np.isfinite(lo).all() else None
-
-
-def _body_half(m: mujoco.MjModel, d: mujoco.MjData, body: int) -> np.ndarray:
-    """Half extents [3] of a body's collision geoms' box around its origin (body frame)."""
-    box = body_box(m, d, body)
-    if box is None:
-        return np.full(3, 1e-3)
-    return np.maximum(np.maximum(-box[0], box[1]), 1e-3)
 
 
 @functools.lru_cache(maxsize=128)  # a LIBERO-seeded run's suites span up to 50 tasks x 2 kinds
@@ -542,8 +529,6 @@ def compile_task(
     physics from LIBERO's stored state; without, the stored state itself (objects mid-air).
     The MjModel is shared by all 50 initial states of a task (one bucket); only `init_qpos`
     differs. ν is `predicates.goal_predicate` of the task's goal."""
-    from coda.libero import predicates as P
-
     task, built, model, layout = _compiled_model(suite, name, visual)
     scene = scene_of(task, index)
     nq_l = _nq_libero(task)
@@ -568,7 +553,7 @@ def compile_task(
         qpos = settled_qpos(model, qpos)
         d.qpos[:] = qpos
     mujoco.mj_kinematics(model, d)
-    half = np.stack([_body_half(model, d, model.body(b).id) for b in built.tracked])
+    half = np.stack([body_half(model, d, model.body(b).id) for b in built.tracked])
     jr = np.array([model.jnt_range[model.joint(j).id] for j in built.joints], np.float32)
     consts = {
         "body_half": half.astype(np.float32),

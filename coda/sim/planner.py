@@ -32,6 +32,7 @@ __all__ = [
     "ScriptedPlanner",
     "Waypoint",
     "planner_for",
+    "servo_chunk",
 ]
 
 
@@ -60,6 +61,69 @@ def scan_chunk(step, carry: PlannerCarry, state: SimState, horizon: int):
         step, (carry, state.ee_cmd.astype(jnp.float32)), None, length=horizon
     )
     return jnp.moveaxis(actions, 0, 1), carry, {"phase": jnp.moveaxis(phase, 0, 1)}
+
+
+def servo_chunk(waypoints, phases: tuple[Waypoint, ...], state: SimState, carry, horizon: int):
+    """One chunk of servoing to the phases' waypoints (every scripted planner's stepping): each
+    control step moves the setpoint towards the current phase's waypoint (at most the phase's
+    speed, the servo's per-step limits), and the phase advances once the setpoint is there
+    (`advance_phase`). `waypoints(state, cmd)` -> tcp xyz [B, P, 3], yaw [B, P], path still to
+    go [B, P]; the hand is held level and each phase's grip is its own. Or -> those and pitch
+    [B, P] and grip command [B, P]: the hand tilted by the pitch about the tcp (a tilted hand
+    reaches a handle under another one), the pitch part of being there.
+    -> actions [B, H, 7], carry, {"phase": [B, H]}."""
+    if state.ee_cmd is None:
+        raise ValueError("the planner needs SimState.ee_cmd (states from decode have it)")
+    grip = jnp.array([p.grip for p in phases])
+    speed = jnp.array([p.speed for p in phases])
+    tol = jnp.array([p.tol for p in phases])
+    settle = jnp.array([p.settle for p in phases])
+    n = len(phases)
+    scale = jnp.array([robot.MAX_DPOS] * 3 + [robot.MAX_DROT] * 3)
+    lo, hi = jnp.asarray(robot.TARGET_LOW), jnp.asarray(robot.TARGET_HIGH)
+
+    def step(ct, _):
+        c, cmd = ct  # PlannerCarry, setpoint [B, 6] integrated along the chunk
+        xyz, yaw, togo, *pitched = waypoints(state, cmd)  # [B, P, 3], [B, P] x 2 (+ 2)
+        k = c.phase
+        wp = jnp.take_along_axis(xyz, k[:, None, None], 1)[:, 0]  # [B, 3]
+        wy = jnp.take_along_axis(yaw, k[:, None], 1)[:, 0]  # [B]
+        if pitched:
+            pitch, grips = pitched
+            wpi = jnp.take_along_axis(pitch, k[:, None], 1)[:, 0]  # [B]
+            # wrist = tcp + Rz(yaw) Ry(pitch) (0, 0, TCP_OFFSET)
+            sp_, cp_ = jnp.sin(wpi), jnp.cos(wpi)
+            off = robot.TCP_OFFSET * jnp.stack(
+                [sp_ * jnp.cos(wy), sp_ * jnp.sin(wy), cp_], -1
+            )  # [B, 3]
+            wrist = wp + off
+        else:
+            wrist = wp + jnp.array([0.0, 0.0, robot.TCP_OFFSET])
+        sp = speed[k][:, None]
+        d_pos = jnp.clip((wrist - cmd[:, :3]) / robot.MAX_DPOS, -sp, sp)
+        d_yaw = jnp.clip(wrap(wy - cmd[:, 3]) / robot.MAX_DROT, -1.0, 1.0)
+        if pitched:
+            d_pitch = jnp.clip((wpi - cmd[:, 4]) / robot.MAX_DROT, -1.0, 1.0)
+        else:
+            d_pitch = jnp.clip(-cmd[:, 4] / robot.MAX_DROT, -1.0, 1.0)
+        d_roll = jnp.clip(-cmd[:, 5] / robot.MAX_DROT, -1.0, 1.0)
+        g = jnp.take_along_axis(grips, k[:, None], 1)[:, 0] if pitched else grip[k]  # [B]
+        action = jnp.concatenate(
+            [d_pos, d_roll[:, None], d_pitch[:, None], d_yaw[:, None], g[:, None]], -1
+        )
+        joint_delta = (
+            jnp.concatenate([d_pos, d_yaw[:, None], d_pitch[:, None], d_roll[:, None]], -1) * scale
+        )
+        target = jnp.clip(cmd + joint_delta, lo, hi)
+        err = jnp.linalg.norm(wrist - target[:, :3], axis=-1)
+        err = err + jnp.take_along_axis(togo, k[:, None], 1)[:, 0]
+        rot_err = jnp.abs(wrap(wy - target[:, 3]))
+        if pitched:
+            rot_err = rot_err + jnp.abs(wpi - target[:, 4])
+        reached = (err < tol[k]) & (rot_err < 0.05)
+        return (advance_phase(c, reached, settle, n), target), (action, k)
+
+    return scan_chunk(step, carry, state, horizon)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,45 +162,7 @@ class ScriptedPlanner:
 
     def act(self, params: Any, state: SimState, carry: PlannerCarry, rng: jax.Array):
         del params, rng
-        if state.ee_cmd is None:
-            raise ValueError("the planner needs SimState.ee_cmd (states from decode have it)")
-        phases = self.phases
-        grip = jnp.array([p.grip for p in phases])
-        speed = jnp.array([p.speed for p in phases])
-        tol = jnp.array([p.tol for p in phases])
-        settle = jnp.array([p.settle for p in phases])
-        n = len(phases)
-        scale = jnp.array([robot.MAX_DPOS] * 3 + [robot.MAX_DROT] * 3)
-        lo, hi = jnp.asarray(robot.TARGET_LOW), jnp.asarray(robot.TARGET_HIGH)
-
-        def step(ct, _):
-            c, cmd = ct  # PlannerCarry, setpoint [B, 6] integrated along the chunk
-            xyz, yaw, togo = self._waypoints(state, cmd)  # [B, P, 3], [B, P], [B, P]
-            k = c.phase
-            wp = jnp.take_along_axis(xyz, k[:, None, None], 1)[:, 0]
-            wy = jnp.take_along_axis(yaw, k[:, None], 1)[:, 0]
-            wrist = wp + jnp.array([0.0, 0.0, robot.TCP_OFFSET])
-            sp = speed[k][:, None]
-            d_pos = jnp.clip((wrist - cmd[:, :3]) / robot.MAX_DPOS, -sp, sp)
-            d_yaw = jnp.clip(wrap(wy - cmd[:, 3]) / robot.MAX_DROT, -1.0, 1.0)
-            d_pitch = jnp.clip(-cmd[:, 4] / robot.MAX_DROT, -1.0, 1.0)
-            d_roll = jnp.clip(-cmd[:, 5] / robot.MAX_DROT, -1.0, 1.0)
-            g = grip[k]
-            action = jnp.concatenate(
-                [d_pos, d_roll[:, None], d_pitch[:, None], d_yaw[:, None], g[:, None]], -1
-            )
-            joint_delta = (
-                jnp.concatenate([d_pos, d_yaw[:, None], d_pitch[:, None], d_roll[:, None]], -1)
-                * scale
-            )
-            target = jnp.clip(cmd + joint_delta, lo, hi)
-            err = jnp.linalg.norm(wrist - target[:, :3], axis=-1)
-            err = err + jnp.take_along_axis(togo, k[:, None], 1)[:, 0]
-            yaw_err = jnp.abs(wrap(wy - target[:, 3]))
-            reached = (err < tol[k]) & (yaw_err < 0.05)
-            return (advance_phase(c, reached, settle, n), target), (action, k)
-
-        return scan_chunk(step, carry, state, self.horizon)
+        return servo_chunk(self._waypoints, self.phases, state, carry, self.horizon)
 
 
 def planner_for(bucket, horizon: int = 10) -> ScriptedPlanner:
