@@ -18,6 +18,7 @@ from coda.libero import predicates as P
 from coda.libero import scene as S
 from coda.libero.reference import Reference
 from coda.sim import robot
+from coda.sim.predicates import LIBERO_JOINT_THRESHOLDS
 from coda.sim.state import decode
 
 DROP_CLEARANCE = 0.01  # m above the target when an object is dropped onto / into it
@@ -36,8 +37,6 @@ class Agreement:
 
 
 def _joint_target(pred: str, cat: str) -> float:
-    from coda.sim.predicates import LIBERO_JOINT_THRESHOLDS
-
     kind = P.JOINT_KIND[cat]
     action = {"open": "open", "close": "close", "turnon": "turn_on", "turnoff": "turn_off"}[pred]
     op, bound = LIBERO_JOINT_THRESHOLDS[kind][action]

@@ -54,8 +54,8 @@ def parse(program: str) -> Episode:
 
 def compile_episode(program: str, seed: int = 0):
     """The `CompiledScene` of a LIBERO episode program; its scene carries (program, seed)."""
-    from coda.libero import perturb
-    from coda.libero import scene as S
+    from coda.libero import perturb  # lazy: the LIBERO data stack (is_libero / parse stay light)
+    from coda.libero import scene as S  # lazy: the LIBERO data stack (as above)
 
     ep = parse(program)
     if ep.level:
@@ -68,6 +68,6 @@ def compile_episode(program: str, seed: int = 0):
 
 def verify(compiled) -> bool:
     """LIBERO's verification of one compiled episode (`verify.verify_task_state`)."""
-    from coda.libero.verify import verify_task_state
+    from coda.libero.verify import verify_task_state  # lazy: the LIBERO data stack (as above)
 
     return bool(verify_task_state(compiled).verdict.ok)

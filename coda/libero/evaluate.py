@@ -24,11 +24,17 @@ import time
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from coda.libero import data, perturb, suites
+from coda.libero import render as LR
 from coda.libero import scene as S
+from coda.libero.planner import planner_for
 from coda.sim import robot
+from coda.sim.planner import RandomPolicy
+from coda.sim.render import gl_available
+from coda.sim.rollout import Bucket, NativeBackend
 
 LIBERO_CONTROL_DT = 0.05  # s: LIBERO's 20 Hz control
 POLICIES = ("planner", "random", "hold")
@@ -47,13 +53,9 @@ class HoldPolicy:
         self.horizon = horizon
 
     def init(self, batch: int, rng: jax.Array):
-        import jax.numpy as jnp
-
         return jnp.zeros(batch, jnp.int32)
 
     def act(self, params, state, carry, rng):
-        import jax.numpy as jnp
-
         b = state.ee_pos.shape[0]
         a = jnp.zeros((b, self.horizon, robot.ACTION_DIM))
         return a, carry, {"phase": jnp.zeros((b, self.horizon), jnp.int32)}
@@ -62,8 +64,6 @@ class HoldPolicy:
 def make_policy(name: str, horizon: int):
     """A policy by name (None for "planner", which is built per task from its goal)."""
     if name == "random":
-        from coda.sim.planner import RandomPolicy
-
         return RandomPolicy(horizon=horizon)
     if name == "hold":
         return HoldPolicy(horizon)
@@ -115,8 +115,6 @@ def write_gifs(
     size: int,
 ) -> list[str]:
     """Agent-view GIFs of episodes (frames at chunk endpoints); paths relative to `out`."""
-    from coda.libero import render as LR
-
     model = LR.render_model(suite, task)
     (out / "gifs").mkdir(exist_ok=True)
     paths = []
@@ -130,80 +128,109 @@ def write_gifs(
     return paths
 
 
-def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
-    """Runs config.suite under config.perturbation with config.policy; writes results.json and
-    results.md into workdir and returns the results dict."""
-    from coda.sim.rollout import Bucket, NativeBackend
-
-    out = pathlib.Path(workdir)
-    out.mkdir(parents=True, exist_ok=True)
-    suite = config.suite
+def _task_names(suite: str, tasks) -> list[str]:
+    """The suite's tasks, or those of the comma-separated ids `tasks` ("" = all)."""
     names = suites.tasks(suite)
-    if config.tasks:
-        idx = [int(x) for x in str(config.tasks).split(",")]
+    if tasks:
+        idx = [int(x) for x in str(tasks).split(",")]
         bad = [i for i in idx if not 0 <= i < len(names)]
         if bad:
             raise ValueError(f"task ids {bad} outside [0, {len(names)}) of {suite}")
         names = [names[i] for i in idx]
-    policy = make_policy(config.policy, config.horizon)
-    obs_pert = perturb.parse_obs(config.perturbation, config.seed)
+    return names
+
+
+def _gif_count(config: Any) -> tuple[int, str | None]:
+    """(GIFs per task, why none are made or None): none without a GL backend."""
     n_gifs, gif_note = int(config.get("gifs", 0)), None
     if n_gifs > 0:
-        from coda.sim.render import gl_available
-
         gl_ok, why = gl_available()
         if not gl_ok:
             n_gifs, gif_note = 0, f"no GIFs: {why}"
+    return n_gifs, gif_note
+
+
+def _evaluate_task(config, out, k: int, name: str, policy, backend, rng, chunks, n_gifs, obs_pert):
+    """(row of results.json's per_task, control steps run) for task `k` of the suite: its
+    initial states rolled out as one bucket, its first episodes' GIFs written."""
+    suite = config.suite
+    task = S.load_task(suite, name)
+    indices = init_indices(task.n_init, int(config.init_states), int(config.get("init_offset", 0)))
+    n = len(indices)
+    src, variants = compile_variants(suite, name, indices, config.perturbation, config.seed)
+    bucket = Bucket(variants)
+    pol, unsupported, steps = policy, None, 0
+    if pol is None:
+        try:
+            pol = planner_for(variants[0], config.horizon)
+        except ValueError as e:  # counted as failed episodes, with the reason
+            unsupported = str(e)
+    t = time.time()
+    if unsupported is None:
+        res = backend.rollout(bucket, pol, None, jax.random.fold_in(rng, k), chunks)
+        ok = np.asarray(res.success_any) & np.asarray(res.valid)
+        failed = int(np.asarray(res.failed).sum())
+        steps = n * chunks * config.horizon
+    else:
+        ok, failed = np.zeros(n, bool), 0
+    wall = time.time() - t
+    gifs: list[str] = []
+    if unsupported is None and n_gifs > 0:
+        g = min(n_gifs, n)
+        gifs = write_gifs(
+            out, src, name, k, np.asarray(res.qpos)[:g], ok[:g], obs_pert, config.gif_size
+        )
+    row = {
+        "unsupported": unsupported,
+        "task": name,
+        "data_suite": src,
+        "instruction": variants[0].scene.task["instruction"],
+        "episodes": n,
+        "successes": int(ok.sum()),
+        "success_rate": float(ok.mean()) if n else 0.0,
+        "failed": failed,
+        "init_indices": indices,
+        "rollout_seconds": round(wall, 2),
+        "gifs": gifs,
+    }
+    return row, steps
+
+
+def _write_results(out: pathlib.Path, config: Any, result: dict) -> None:
+    """results.json and results.md (a per-task table) into the run folder."""
+    rows = result["per_task"]
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    lines = [
+        f"# {config.suite} / perturbation {config.perturbation} / policy {config.policy}",
+        "",
+        "| task | episodes | success |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {r['task']} | {r['episodes']} | {r['success_rate']:.2f} |" for r in rows]
+    lines += ["", f"suite success {result['suite_success']:.3f} over {result['episodes']} episodes"]
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
+    """Runs config.suite under config.perturbation with config.policy; writes results.json and
+    results.md into workdir and returns the results dict."""
+    out = pathlib.Path(workdir)
+    out.mkdir(parents=True, exist_ok=True)
+    suite = config.suite
+    names = _task_names(suite, config.tasks)
+    policy = make_policy(config.policy, config.horizon)
+    obs_pert = perturb.parse_obs(config.perturbation, config.seed)
+    n_gifs, gif_note = _gif_count(config)
     chunks = config.num_chunks or num_chunks(suite, config.horizon)
     backend = NativeBackend(nthread=config.nthread or None)
     rng = jax.random.PRNGKey(config.seed)
     rows, t0, steps = [], time.time(), 0
     for k, name in enumerate(names):
-        task = S.load_task(suite, name)
-        indices = init_indices(
-            task.n_init, int(config.init_states), int(config.get("init_offset", 0))
+        row, n_steps = _evaluate_task(
+            config, out, k, name, policy, backend, rng, chunks, n_gifs, obs_pert
         )
-        n = len(indices)
-        src, variants = compile_variants(suite, name, indices, config.perturbation, config.seed)
-        bucket = Bucket(variants)
-        pol, unsupported = policy, None
-        if pol is None:
-            from coda.libero.planner import planner_for
-
-            try:
-                pol = planner_for(variants[0], config.horizon)
-            except ValueError as e:  # counted as failed episodes, with the reason
-                unsupported = str(e)
-        t = time.time()
-        if unsupported is None:
-            res = backend.rollout(bucket, pol, None, jax.random.fold_in(rng, k), chunks)
-            ok = np.asarray(res.success_any) & np.asarray(res.valid)
-            failed = int(np.asarray(res.failed).sum())
-            steps += n * chunks * config.horizon
-        else:
-            ok, failed = np.zeros(n, bool), 0
-        wall = time.time() - t
-        gifs: list[str] = []
-        if unsupported is None and n_gifs > 0:
-            g = min(n_gifs, n)
-            gifs = write_gifs(
-                out, src, name, k, np.asarray(res.qpos)[:g], ok[:g], obs_pert, config.gif_size
-            )
-        rows.append(
-            {
-                "unsupported": unsupported,
-                "task": name,
-                "data_suite": src,
-                "instruction": variants[0].scene.task["instruction"],
-                "episodes": n,
-                "successes": int(ok.sum()),
-                "success_rate": float(ok.mean()) if n else 0.0,
-                "failed": failed,
-                "init_indices": indices,
-                "rollout_seconds": round(wall, 2),
-                "gifs": gifs,
-            }
-        )
+        rows.append(row)
+        steps += n_steps
     episodes = sum(r["episodes"] for r in rows)
     result = {
         "suite": suite,
@@ -223,14 +250,5 @@ def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
         "versions": data.versions(),
         "per_task": rows,
     }
-    (out / "results.json").write_text(json.dumps(result, indent=1))
-    lines = [
-        f"# {suite} / perturbation {config.perturbation} / policy {config.policy}",
-        "",
-        "| task | episodes | success |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {r['task']} | {r['episodes']} | {r['success_rate']:.2f} |" for r in rows]
-    lines += ["", f"suite success {result['suite_success']:.3f} over {episodes} episodes"]
-    (out / "results.md").write_text("\n".join(lines) + "\n")
+    _write_results(out, config, result)
     return result

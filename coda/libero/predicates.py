@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from coda.libero import assets
 from coda.sim import geometry as G
 from coda.sim import predicates as SP
 from coda.sim.state import N_FIXED_ENTITIES, SimState, SymbolTable
@@ -163,39 +164,41 @@ def checkable_init_atoms(task) -> tuple[tuple[str, ...], ...]:
     return tuple(out)
 
 
-def resolve(task, model: mujoco.MjModel, built, atoms=None) -> tuple:
-    """BDDL atoms (default: the task's :goal) -> static atoms with tracked-body / joint indices
-    and site frames read from the compiled model (sites relative to their tracked body)."""
-    atoms = task.problem.goal if atoms is None else atoms
-    from coda.libero import assets
+class _Names:
+    """A task's BDDL names resolved against its compiled model: tracked bodies, region sites,
+    joints."""
 
-    tracked = {b: i for i, b in enumerate(built.tracked)}
-    owner = dict(zip(built.tracked, built.owner, strict=True))
-    objects = {n for n, _ in task.problem.objects} | {n for n, _ in task.fixtures}
+    def __init__(self, task, model: mujoco.MjModel, built):
+        self.task, self.model, self.built = task, model, built
+        self.tracked = {b: i for i, b in enumerate(built.tracked)}
+        self.owner = dict(zip(built.tracked, built.owner, strict=True))
+        self.objects = {n for n, _ in task.problem.objects} | {n for n, _ in task.fixtures}
 
-    def bodies_of(obj: str) -> tuple[int, ...]:
-        return tuple(i for b, i in tracked.items() if owner[b] == obj)
+    def bodies_of(self, obj: str) -> tuple[int, ...]:
+        return tuple(i for b, i in self.tracked.items() if self.owner[b] == obj)
 
-    def site(region: str):
+    def site(self, region: str):
+        model, name = self.model, self.task.name
         sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, region)
         if sid < 0:
-            raise ValueError(f"{task.name}: region {region!r} has no site in the model")
+            raise ValueError(f"{name}: region {region!r} has no site in the model")
         bname = model.body(model.site_bodyid[sid]).name
-        body = tracked.get(bname, -1)
+        body = self.tracked.get(bname, -1)
         if body < 0 and model.site_bodyid[sid] != 0:
-            raise ValueError(f"{task.name}: region {region!r} sits on untracked body {bname}")
+            raise ValueError(f"{name}: region {region!r} sits on untracked body {bname}")
         return body, _t(model.site_pos[sid]), _t(model.site_quat[sid]), _t(model.site_size[sid])
 
-    def region_owner(region: str) -> str | None:
-        r = task.problem.regions.get(region)
-        return r.target if r is not None and r.target in objects else None
+    def region_owner(self, region: str) -> str | None:
+        r = self.task.problem.regions.get(region)
+        return r.target if r is not None and r.target in self.objects else None
 
-    def joints_of(target: str) -> tuple[str, tuple[int, ...]]:
-        if target in objects:
+    def joints_of(self, target: str) -> tuple[str, tuple[int, ...]]:
+        task, built = self.task, self.built
+        if target in self.objects:
             cat = task.problem.category(target)
             js = tuple(i for i, j in enumerate(built.joints) if j.startswith(target + "_"))
         else:
-            obj = region_owner(target)
+            obj = self.region_owner(target)
             if obj is None:
                 raise ValueError(f"{task.name}: {target!r} is no object or object region")
             cat = task.problem.category(obj)
@@ -214,37 +217,32 @@ def resolve(task, model: mujoco.MjModel, built, atoms=None) -> tuple:
             raise ValueError(f"{task.name}: no LIBERO joint thresholds for {cat!r}")
         return cat, js
 
-    out = []
-    for atom in atoms:
+    def static_atom(self, atom) -> tuple:
         pred, args = atom[0], atom[1:]
         if pred in _ACTION:
-            cat, js = joints_of(args[0])
+            cat, js = self.joints_of(args[0])
             op, bound = SP.LIBERO_JOINT_THRESHOLDS[JOINT_KIND[cat]][_ACTION[pred]]
-            out.append(("joint", op, float(bound), js, _ANY[pred]))
-            continue
+            return ("joint", op, float(bound), js, _ANY[pred])
         a, b = args
-        if a not in objects:
-            raise ValueError(f"{task.name}: {pred} needs an object first, got {a!r}")
-        if pred == "on" and b in objects:
-            out.append(("on_obj", tracked[a], bodies_of(a), tracked[b], bodies_of(b)))
-            continue
-        body, pos, quat, size = site(b)
+        if a not in self.objects:
+            raise ValueError(f"{self.task.name}: {pred} needs an object first, got {a!r}")
+        tracked = self.tracked
+        if pred == "on" and b in self.objects:
+            return ("on_obj", tracked[a], self.bodies_of(a), tracked[b], self.bodies_of(b))
+        body, pos, quat, size = self.site(b)
         if pred == "on":
-            parent = region_owner(b)
-            out.append(
-                (
-                    "on_region",
-                    tracked[a],
-                    body,
-                    pos,
-                    quat,
-                    size,
-                    bodies_of(parent) if parent else None,
-                )
-            )
-        else:
-            out.append(("in_region", tracked[a], body, pos, quat, size))
-    return tuple(out)
+            parent = self.region_owner(b)
+            parents = self.bodies_of(parent) if parent else None
+            return ("on_region", tracked[a], body, pos, quat, size, parents)
+        return ("in_region", tracked[a], body, pos, quat, size)
+
+
+def resolve(task, model: mujoco.MjModel, built, atoms=None) -> tuple:
+    """BDDL atoms (default: the task's :goal) -> static atoms with tracked-body / joint indices
+    and site frames read from the compiled model (sites relative to their tracked body)."""
+    atoms = task.problem.goal if atoms is None else atoms
+    names = _Names(task, model, built)
+    return tuple(names.static_atom(atom) for atom in atoms)
 
 
 def goal_predicate(task, model: mujoco.MjModel, built):

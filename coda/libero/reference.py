@@ -14,6 +14,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from coda.libero import assets
+
 # articulated_objects.py: default_{open,close,turnon,turnoff}_ranges and the comparisons
 _THRESH = {
     "wooden_cabinet": {"open": lambda q: q < -0.14, "close": lambda q: q > 0.0},
@@ -29,8 +31,6 @@ class Reference:
     """LIBERO's predicates for one compiled LIBERO task (model from `scene.compile_task`)."""
 
     def __init__(self, task, model: mujoco.MjModel):
-        from coda.libero import assets
-
         self.task, self.m = task, model
         self.objects = {n: c for n, c in task.problem.objects} | {n: c for n, c in task.fixtures}
         self.site_parts = {c: assets.site_parts(c) for c in set(self.objects.values())}

@@ -23,6 +23,9 @@ import math
 import mujoco
 import numpy as np
 
+from coda.libero import predicates as P
+from coda.libero.reference import Reference
+from coda.libero.scene import load_task
 from coda.sim import robot
 from coda.sim.verify import Reason, Verdict, reach_box
 
@@ -121,10 +124,6 @@ class Report:
 def verify_task_state(c) -> Report:
     """All checks on one compiled LIBERO scene (one task, one initial state). Host code: the
     predicates here are `reference.Reference` (LIBERO's rules on MjData)."""
-    from coda.libero import predicates as P
-    from coda.libero.reference import Reference
-    from coda.libero.scene import load_task
-
     p = c.scene.task["params"]
     task = load_task(p["suite"], p["task"])
     d = mujoco.MjData(c.model)
