@@ -21,7 +21,7 @@ def run(config: Any, workdir: str, resume: bool = True, release: bool = True) ->
 
     `release`: when the run ends, drop what it compiled (`coda.lifetime.release`) so that the
     process can go on to another run; False keeps it (e.g. to measure what it holds)."""
-    from coda.loop.driver import run as _run
+    from coda.loop.driver import run as _run  # lazy: keeps coda.loop.strategies JAX-free
 
     return _run(config, workdir, resume=resume, release=release)
 

@@ -23,6 +23,7 @@ import jax
 import numpy as np
 from absl import logging as absl_logging
 
+from coda.loop import distributed
 from coda.loop.state import RunState
 
 CKPT_DIR = "checkpoints"
@@ -66,8 +67,6 @@ def save_round(
     pruned, except round 0. `extras`: host pytrees (e.g. accumulated demo rows) saved as leaves
     in extras.npz. Every host of a multi-host run calls it (the learner save is collective);
     only host 0 writes the host files."""
-    from coda.loop import distributed
-
     final = round_dir(workdir, state.round)
     tmp = final + ".tmp"
     primary = distributed.is_primary()

@@ -25,6 +25,7 @@ from coda.sim.observe import image_spec_for, with_images
 from coda.sim.rollout import Bucket, RolloutResult, make_buckets
 from coda.sim.state import flat_observation
 from coda.train.agent import AgentParams, ObsNorm, PolicyAgent, bucket_prompts, instruction_tokens
+from coda.train.awr import demo_batch
 
 
 class Agents:
@@ -183,8 +184,6 @@ def fit_norm(learner: Any, results: Sequence[RolloutResult]) -> None:
 
 def demo_rows(learner: Any, agents: Agents, result: RolloutResult, bucket: Bucket) -> Batch | None:
     """Successful planner demos of one bucket as BC rows at the policy's full prompt width."""
-    from coda.train.awr import demo_batch
-
     if not np.any(np.asarray(result.success) & np.asarray(result.valid)):
         return None
     tok, mask = agents.tokens(bucket)

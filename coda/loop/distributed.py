@@ -49,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from coda import runconfig
+
 # launch-environment variables the launch flags default from (not config fields)
 ENV_COORDINATOR = "CODA_COORDINATOR_ADDRESS"
 ENV_NUM_PROCESSES = "CODA_NUM_PROCESSES"
@@ -192,11 +194,11 @@ def learner_mesh(mode: str) -> Any:
     the device count by `check_devices`."""
     import jax
 
-    from coda.runconfig import DATA_PARALLEL
-    from coda.train.multistep import data_mesh
+    from coda.train.multistep import data_mesh  # lazy: launch.main imports this before JAX
 
-    if mode not in DATA_PARALLEL:
-        raise ValueError(f"loop.data_parallel={mode!r} is unknown (valid: {DATA_PARALLEL})")
+    if mode not in runconfig.DATA_PARALLEL:
+        valid = runconfig.DATA_PARALLEL
+        raise ValueError(f"loop.data_parallel={mode!r} is unknown (valid: {valid})")
     if mode == "off" or (mode == "auto" and len(jax.devices()) == 1):
         return None
     mesh = data_mesh()
@@ -209,8 +211,7 @@ def check_devices(config: Any) -> None:
     sizes vs the data-parallel device count, MJX buckets vs a host's devices)."""
     import jax
 
-    from coda import runconfig
-    from coda.sim.rollout import has_accelerator
+    from coda.sim.rollout import has_accelerator  # lazy: launch.main imports this before JAX
 
     backend = str(config.sim.backend)
     if backend == "auto":

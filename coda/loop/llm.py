@@ -14,6 +14,8 @@ from typing import Any
 from ml_collections import ConfigDict
 
 from coda import runconfig
+from coda.llm import DEFAULT_CRITIC_MODEL, LLMClient, LLMConfig, RoleConfig
+from coda.llm.types import ROLES
 from coda.loop.state import Budgets
 
 
@@ -23,9 +25,6 @@ def needs_llm(config: ConfigDict) -> bool:
 
 def make_client(config: ConfigDict, workdir: str) -> Any:
     """An `LLMClient` with every role on `config.llm`'s backend (validated by coda.runconfig)."""
-    from coda.llm import DEFAULT_CRITIC_MODEL, LLMClient, LLMConfig, RoleConfig
-    from coda.llm.types import ROLES
-
     lc = config.llm
     kwargs: dict[str, Any] = {}
     if lc.backend != "offline":

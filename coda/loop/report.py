@@ -18,6 +18,9 @@ from absl import logging
 from ml_collections import ConfigDict
 
 from coda.loop.evaluation import learning
+from coda.loop.strategies import get_strategy
+from coda.sim.compile import compile_scene
+from coda.sim.scene import Scene
 
 # Paper reference for the cost table (per 1,000 accepted environments).
 PAPER_PER_1000 = {"llm_tokens": 7.4e6, "accelerator_hours": 66.0}
@@ -25,8 +28,6 @@ PAPER_PER_1000 = {"llm_tokens": 7.4e6, "accelerator_hours": 66.0}
 
 def what_ran(config: ConfigDict) -> dict[str, Any]:
     """Which policies this run trained / evaluated (so planner success is not read as learning)."""
-    from coda.loop.strategies import get_strategy
-
     s = get_strategy(config.strategy)
     return {
         "strategy": s.name,
@@ -159,7 +160,7 @@ def _failure_gifs(workdir: str, config: ConfigDict) -> list[dict]:
         return items
     ok, why = (False, "rendering disabled")
     if config.render.enabled:
-        from coda.sim import render
+        from coda.sim import render  # lazy: rendering (GL) only when the report renders GIFs
 
         ok, why = render.gl_available()
     for path in files:
@@ -170,9 +171,7 @@ def _failure_gifs(workdir: str, config: ConfigDict) -> list[dict]:
         stem = path[: -len(".json")]
         if ok:
             try:
-                from coda.sim import render
-                from coda.sim.compile import compile_scene
-                from coda.sim.scene import Scene
+                from coda.sim import render  # lazy: rendering (GL), as above
 
                 comp = compile_scene(Scene.from_dict(rec["scene"]))
                 frames = render.render_states(
