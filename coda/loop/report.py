@@ -253,8 +253,8 @@ def _learning_section(lr: dict) -> list[str]:
     return L
 
 
-def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDict) -> str:
-    ran, hist = summary["what_ran"], summary["history"]
+def _header_section(summary: dict, config: ConfigDict) -> list[str]:
+    ran = summary["what_ran"]
     trained = "trained" if ran["learned_policy"] else "not trained (start policy)"
     L = [
         f"# CoDA run report — strategy `{ran['strategy']}` ({ran['strategy_kind']})",
@@ -276,6 +276,12 @@ def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDic
         "## Success per round (ID / OOD, % ± s.e.)",
         "",
     ]
+    return L
+
+
+def _success_section(summary: dict, plots: dict) -> list[str]:
+    L: list[str] = []
+    hist = summary["history"]
     suites = list(next((h["suites"] for h in hist if "suites" in h), {}))
     L += ["| round | " + " | ".join(suites) + " | OOD pooled |", "|---" * (len(suites) + 2) + "|"]
     for h in hist:
@@ -288,6 +294,11 @@ def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDic
     if "success" in plots:
         L += ["", f"![success]({plots['success']})"]
     L += _learning_section(summary.get("learning") or {})
+    return L
+
+
+def _rounds_section(hist: list[dict], plots: dict) -> list[str]:
+    L: list[str] = []
     L += [
         "",
         "## Rounds",
@@ -311,6 +322,11 @@ def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDic
         L += ["", f"![refutations]({plots['refutations']})"]
     ref = hist[-1].get("refutation_rate") if hist else None
     L += ["", f"Refutation rate per critic (last round): `{json.dumps(ref or {})}`", ""]
+    return L
+
+
+def _modes_section(hist: list[dict]) -> list[str]:
+    L: list[str] = []
     table = hist[-1].get("mode_table", []) if hist else []
     L += ["## Modes (semantic memory)", ""]
     if table:
@@ -342,6 +358,11 @@ def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDic
             f"control {t['control']}/{t['n']}, p = {t['p_value']:.3f}"
             for t in tests
         ]
+    return L
+
+
+def _failures_section(failures: list[dict]) -> list[str]:
+    L: list[str] = []
     L += ["", "## Diagnosed failures (rollout beside the critic's ψ)", ""]
     if not failures:
         L.append("None saved.")
@@ -355,6 +376,11 @@ def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDic
             f"  {gif}",
             "",
         ]
+    return L
+
+
+def _costs_section(summary: dict, config: ConfigDict) -> list[str]:
+    L: list[str] = []
     c = summary["costs"]
     p = c["per_1000_accepted"]
     acc_per = p["compute_hours"] if c["accelerator_hours"] else 0.0
@@ -391,6 +417,18 @@ def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDic
         "```",
         "",
     ]
+    return L
+
+
+def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDict) -> str:
+    """report.md: what ran, success per round, learning, rounds, modes, failures, costs, config."""
+    hist = summary["history"]
+    L = _header_section(summary, config)
+    L += _success_section(summary, plots)  # with "did the policy learn?"
+    L += _rounds_section(hist, plots)
+    L += _modes_section(hist)
+    L += _failures_section(failures)
+    L += _costs_section(summary, config)
     return "\n".join(L)
 
 

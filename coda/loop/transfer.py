@@ -127,6 +127,47 @@ def source_problems(path: str, strategy: str | None = None) -> list[str]:
     return out
 
 
+def _copy_modes(
+    src: str,
+    snap: str,
+    memory: Any,
+    parents: dict,
+    families: set[str],
+    round: int,
+    provenance: dict,
+    done: Any,
+) -> tuple[Any, list[int], dict[str, str]]:
+    """(the transfer result, the source's validated modes, the skipped ones with why): the
+    validated modes with a parent in this run's families copied from a private copy of the
+    snapshot's memory (`done`, the recorded earlier transfer, instead when there is one)."""
+    tmp = tempfile.mkdtemp(prefix="coda_memory_from_")
+    try:
+        # a private copy: opening a store writes (WAL, schema, meta), the source stays untouched
+        shutil.copy2(os.path.join(snap, "memory.sqlite"), os.path.join(tmp, "memory.sqlite"))
+        try:
+            source = MemoryStore(os.path.join(tmp, "memory.sqlite"))
+        except (RuntimeError, ValueError) as e:  # newer schema, other similarity backend
+            raise runconfig.ConfigError(f"loop.memory_from={src!r}: {e}") from None
+        try:
+            validated = [m.id for m in source.modes(status="validated")]
+            take = [m for m in validated if parents.get(m)]
+            skipped = {
+                str(m): "no generation parent in this run's families "
+                f"({', '.join(sorted(families))})"
+                for m in validated
+                if not parents.get(m)
+            }
+            if done is None:
+                res = transfer_modes(source, memory, round=round, source=provenance, mode_ids=take)
+            else:
+                res = done
+        finally:
+            source.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res, validated, skipped
+
+
 def seed_run(svc: Any, state: Any, workdir: str, round: int = 0) -> tuple[Any, dict | None]:
     """Transfer `svc.config.loop.memory_from`'s final memory into `svc.memory` and the run state.
 
@@ -162,33 +203,9 @@ def seed_run(svc: Any, state: Any, workdir: str, round: int = 0) -> tuple[Any, d
         "seed": src_cfg.get("seed"),
     }
     done = recorded_transfer(svc.memory)
-    tmp = tempfile.mkdtemp(prefix="coda_memory_from_")
-    try:
-        # a private copy: opening a store writes (WAL, schema, meta), the source stays untouched
-        shutil.copy2(os.path.join(snap, "memory.sqlite"), os.path.join(tmp, "memory.sqlite"))
-        try:
-            source = MemoryStore(os.path.join(tmp, "memory.sqlite"))
-        except (RuntimeError, ValueError) as e:  # newer schema, other similarity backend
-            raise runconfig.ConfigError(f"loop.memory_from={src!r}: {e}") from None
-        try:
-            validated = [m.id for m in source.modes(status="validated")]
-            take = [m for m in validated if parents.get(m)]
-            skipped = {
-                str(m): "no generation parent in this run's families "
-                f"({', '.join(sorted(families))})"
-                for m in validated
-                if not parents.get(m)
-            }
-            if done is None:
-                res = transfer_modes(
-                    source, svc.memory, round=round, source=provenance, mode_ids=take
-                )
-            else:
-                res = done
-        finally:
-            source.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    res, validated, skipped = _copy_modes(
+        src, snap, svc.memory, parents, families, round, provenance, done
+    )
     same_phi = get_potential(src_cfg.get("strategy")) == svc.strategy.potential.name != "none"
     new_parents, new_phi = {}, {}
     for old, new in res.mode_map.items():

@@ -142,6 +142,51 @@ def _pct(m: float, se: float) -> str:
     return f"{100 * m:.1f}" + ("" if math.isnan(se) else f" ± {100 * se:.1f}")
 
 
+def _strategy_row(s: str, r: dict[str, Any]) -> str:
+    """One strategy's line of the table."""
+    kind = r.get("kind") or (STRATEGIES[s].kind if s in STRATEGIES else "?")
+    paper = "–" if r["paper_ood_percent"] is None else f"{r['paper_ood_percent']:.1f}"
+    if not r["seeds"] and not r["failed"]:
+        return f"| {s} | {kind} | not run yet | | | | | | | {paper} |"
+    if not r["seeds"]:
+        why = "; ".join(f"seed {k}: {e}" for k, e in r["failed"].items())
+        return f"| {s} | {kind} | failed: {why} | | | | | | | {paper} |"
+    o, i = r["ood"], r["id"]
+    note = f" ({len(r['failed'])} seed(s) failed)" if r["failed"] else ""
+    return (
+        f"| {s}{note} | {kind} | {_pct(o['mean'], o['se'])} (seeds {o['seeds']}) "
+        f"| {o['pooled_successes']}/{o['pooled_episodes']} | {_pct(i['mean'], i['se'])} "
+        f"| {i['pooled_successes']}/{i['pooled_episodes']} "
+        f"| {_num(r['llm_tokens_per_1000'], 0)} | {_num(r['sim_hours_per_1000'], 3)} "
+        f"| {_num(r['wall_seconds_per_cell'], 0)} | {paper} |"
+    )
+
+
+def _count(d: dict | None) -> str:
+    return "–" if not d else f"{d['successes']}/{d['n']}"
+
+
+def _cells_section(cells: list[dict[str, Any]]) -> list[str]:
+    """Every cell: status, OOD / ID counts, evaluated round, costs."""
+    out = [
+        "## Cells",
+        "",
+        "| strategy | seed | status | OOD | ID | eval round | stopped | accepted env | env steps "
+        "| wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cells:
+        if c["status"] == "failed":
+            out.append(f"| {c['strategy']} | {c['seed']} | failed | | | | | | | |")
+            continue
+        out.append(
+            f"| {c['strategy']} | {c['seed']} | {c['status']} | {_count(c['ood'])} "
+            f"| {_count(c['id'])} | {c['eval_round']} | {c['stopped']} "
+            f"| {c['accepted_environments']} | {c['env_steps']:,} | {c['wall_seconds']:.0f} |"
+        )
+    return out
+
+
 def markdown(table: dict[str, Any]) -> str:
     """table1.md: the rows, our ordering beside the paper's, failed cells, every cell."""
     rows = table["rows"]
@@ -163,25 +208,7 @@ def markdown(table: dict[str, Any]) -> str:
         "| sim-h / 1k env | wall s / cell | paper OOD % |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for s, r in rows.items():
-        kind = r.get("kind") or (STRATEGIES[s].kind if s in STRATEGIES else "?")
-        paper = "–" if r["paper_ood_percent"] is None else f"{r['paper_ood_percent']:.1f}"
-        if not r["seeds"] and not r["failed"]:
-            out.append(f"| {s} | {kind} | not run yet | | | | | | | {paper} |")
-            continue
-        if not r["seeds"]:
-            why = "; ".join(f"seed {k}: {e}" for k, e in r["failed"].items())
-            out.append(f"| {s} | {kind} | failed: {why} | | | | | | | {paper} |")
-            continue
-        o, i = r["ood"], r["id"]
-        note = f" ({len(r['failed'])} seed(s) failed)" if r["failed"] else ""
-        out.append(
-            f"| {s}{note} | {kind} | {_pct(o['mean'], o['se'])} (seeds {o['seeds']}) "
-            f"| {o['pooled_successes']}/{o['pooled_episodes']} | {_pct(i['mean'], i['se'])} "
-            f"| {i['pooled_successes']}/{i['pooled_episodes']} "
-            f"| {_num(r['llm_tokens_per_1000'], 0)} | {_num(r['sim_hours_per_1000'], 3)} "
-            f"| {_num(r['wall_seconds_per_cell'], 0)} | {paper} |"
-        )
+    out += [_strategy_row(s, r) for s, r in rows.items()]
     ours = [s for s in table["ordering"] if rows[s]["seeds"]]
     paper = sorted((s for s in rows if s in PAPER_OOD), key=lambda s: -PAPER_OOD[s])
     out += [
@@ -204,26 +231,7 @@ def markdown(table: dict[str, Any]) -> str:
         out += ["## Failed cells", ""]
         out += [f"- {c['strategy']} seed {c['seed']}: {c['error']}" for c in failed]
         out.append("")
-    out += [
-        "## Cells",
-        "",
-        "| strategy | seed | status | OOD | ID | eval round | stopped | accepted env | env steps "
-        "| wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in table["cells"]:
-        if c["status"] == "failed":
-            out.append(f"| {c['strategy']} | {c['seed']} | failed | | | | | | | |")
-            continue
-
-        def frac(d: dict | None) -> str:
-            return "–" if not d else f"{d['successes']}/{d['n']}"
-
-        out.append(
-            f"| {c['strategy']} | {c['seed']} | {c['status']} | {frac(c['ood'])} "
-            f"| {frac(c['id'])} | {c['eval_round']} | {c['stopped']} "
-            f"| {c['accepted_environments']} | {c['env_steps']:,} | {c['wall_seconds']:.0f} |"
-        )
+    out += _cells_section(table["cells"])
     return "\n".join(out) + "\n"
 
 
