@@ -29,6 +29,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from coda.libero.episodes import compile_episode as libero_episode
+from coda.libero.episodes import is_libero
 from coda.sandbox import SandboxError
 from coda.sim import assets
 from coda.sim.compile import compile_scene
@@ -207,11 +209,7 @@ def build_buckets(
 def compile_episode(program: str, seed: int, split: str = "all"):
     """One episode of a suite: an SDK scene program at a layout seed, or a LIBERO episode
     program (`coda.libero.episodes`: task, initial state, layout shift; `seed` the shift's)."""
-    from coda.libero.episodes import is_libero  # lazy: LIBERO is an optional heavy dependency
-
     if is_libero(program):
-        from coda.libero.episodes import compile_episode as libero_episode  # lazy: as above
-
         return libero_episode(program, seed)
     return compile_scene(exec_program(program, seed=seed, split=split, isolation="inprocess"))
 
