@@ -89,7 +89,7 @@ def main() -> None:
     from coda.engine.generate import GenerationError, make_validation_batches
     from coda.engine.seeding import verify_scenes
     from coda.loop import checkpoint as ckpt
-    from coda.loop import driver
+    from coda.loop.services import make_services
     from coda.loop.strategies import get_strategy
     from coda.sim.scene import Scene
 
@@ -98,10 +98,11 @@ def main() -> None:
     shutil.copytree(args.run, work)
     with open(os.path.join(work, "config.json")) as f:
         config = ConfigDict(json.load(f))
-    ctx = driver.Context(config, work, get_strategy(config.strategy))
+    ctx = make_services(config, work, get_strategy(config.strategy))
     _lenient_restore(ctx.learner)
     state, _ = ckpt.load_round(work, args.round, ctx.learner, ctx.memory)
-    pool = driver._load_pool(ctx)
+    with open(os.path.join(work, "pool.jsonl")) as f:
+        pool = [ctx.source.compile(json.loads(line)) for line in f if line.strip()]
     modes = {m.id: m for m in ctx.memory.modes()}
     key = jax.random.PRNGKey(1234)
     rows = []
