@@ -9,14 +9,20 @@ import numpy as np
 import pytest
 
 from coda.engine.validate import (
+    CORRECTIONS,
     TESTS,
     CriticRefutation,
+    adjust_p_values,
     apply_validation,
+    benjamini_hochberg,
+    correct,
     decide,
     get_test,
+    holm,
     one_sided_test,
     refutation_rates,
     refutation_rates_from_store,
+    round_refutations,
 )
 from coda.memory import MemoryStore
 
@@ -210,3 +216,131 @@ def test_refutation_rates_per_critic(tmp_path):
         "offline": CriticRefutation("offline", 1, 0),
         "vlm": CriticRefutation("vlm", 1, 1),  # the third (candidate) mode is undecided
     }
+
+
+# ----------------------------------------------------------------------------- multiplicity
+
+# m = 4 p-values, hand-worked. Sorted: 0.005 < 0.01 < 0.03 < 0.04.
+# Holm: (m - j + 1) p_(j) = 4(0.005), 3(0.01), 2(0.03), 1(0.04) = 0.02, 0.03, 0.06, 0.04;
+#   running max -> 0.02, 0.03, 0.06, 0.06.
+# BH: m p_(j) / j = 0.02, 0.02, 0.04, 0.04; running min from the top -> 0.02, 0.02, 0.04, 0.04.
+P4 = [0.01, 0.04, 0.03, 0.005]
+
+
+def test_holm_and_bh_match_hand_worked_adjusted_p_values():
+    assert holm(P4) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=ATOL)
+    assert benjamini_hochberg(P4) == pytest.approx([0.02, 0.04, 0.04, 0.02], abs=ATOL)
+    # BH's step-up min matters here: m p_(j) / j = 0.06, 0.045, 0.04 -> 0.04, 0.04, 0.04
+    assert benjamini_hochberg([0.02, 0.03, 0.04]) == pytest.approx([0.04] * 3, abs=ATOL)
+    # Holm's step-down max matters here: 3(0.01), 2(0.02), 1(0.5) -> 0.03, 0.04, 0.5
+    assert holm([0.5, 0.01, 0.02]) == pytest.approx([0.5, 0.03, 0.04], abs=ATOL)
+    # capped at 1; one test: unchanged
+    assert holm([0.4, 0.6]) == pytest.approx([0.8, 0.8], abs=ATOL)
+    assert benjamini_hochberg([0.9, 0.7]) == pytest.approx([0.9, 0.9], abs=ATOL)
+    assert holm([0.7, 0.9, 0.8]) == [1.0, 1.0, 1.0]
+    for fn in (holm, benjamini_hochberg):
+        assert fn([0.03]) == [0.03] and fn([]) == []
+    assert adjust_p_values(P4, "none") == P4
+    assert sorted(CORRECTIONS) == ["bh", "holm", "none"]
+
+
+def test_adjusted_p_values_are_monotone_bounded_and_ordered():
+    """p <= BH <= Holm <= min(1, m p); adjusted p keep the raw p's order; ties stay tied."""
+    rng = np.random.default_rng(0)
+    for m in (1, 2, 3, 5, 8, 13):
+        for _ in range(50):
+            p = rng.uniform(0, 0.2, m).tolist()
+            if m > 2:
+                p[1] = p[0]  # a tie
+            h, b = holm(p), benjamini_hochberg(p)
+            for i in range(m):
+                assert p[i] - ATOL <= b[i] <= h[i] + ATOL
+                assert h[i] <= min(1.0, m * p[i]) + ATOL
+            for i in range(m):
+                for j in range(m):
+                    if p[i] <= p[j]:
+                        assert h[i] <= h[j] + ATOL and b[i] <= b[j] + ATOL
+            if m > 2:
+                assert h[0] == h[1] and b[0] == b[1]
+
+
+def test_adjusted_decisions_equal_the_classical_procedures():
+    """Holm (step-down) and BH (step-up) as textbooks state them reject exactly the tests whose
+    adjusted p is <= α."""
+    rng = np.random.default_rng(1)
+    alpha = 0.05
+    for _ in range(300):
+        m = int(rng.integers(1, 9))
+        p = (rng.uniform(0, 0.08, m) ** rng.uniform(0.5, 2)).tolist()
+        order = sorted(range(m), key=lambda k: p[k])
+        holm_rej = set()
+        for rank, i in enumerate(order):  # stop at the first p_(j) > α / (m - j + 1)
+            if p[i] > alpha / (m - rank):
+                break
+            holm_rej.add(i)
+        k = max((r + 1 for r, i in enumerate(order) if p[i] <= (r + 1) * alpha / m), default=0)
+        bh_rej = set(order[:k])  # the largest k with p_(k) <= k α / m, and all below it
+        assert {i for i, a in enumerate(holm(p)) if a <= alpha} == holm_rej
+        assert {i for i, a in enumerate(benjamini_hochberg(p)) if a <= alpha} == bh_rej
+
+
+def test_bad_p_values_and_unknown_corrections_fail():
+    with pytest.raises(ValueError, match="p-values must be in"):
+        holm([0.1, 1.5])
+    with pytest.raises(ValueError, match="p-values must be in"):
+        benjamini_hochberg([float("nan")])
+    with pytest.raises(ValueError, match="unknown multiplicity correction 'bonf'; valid"):
+        adjust_p_values([0.1], "bonf")
+
+
+def test_correct_decides_on_the_adjusted_p_and_keeps_the_raw_p():
+    # a round's three tests: raw p = 2126/184756 (2/10 vs 8/10), 5291/184756 (1/10 vs 6/10:
+    # [C(7,0)C(13,10) + C(7,1)C(13,9)] / C(20,10) = (286 + 5005) / 184756), and 5/10 vs 5/10
+    raw = [one_sided_test(2, 10, 8, 10), one_sided_test(1, 10, 6, 10), one_sided_test(5, 10, 5, 10)]
+    assert [r.accepted for r in raw] == [True, True, False]
+    assert raw[0].p_adjusted == raw[0].p_value and raw[0].correction == "none"
+    assert raw[0].decided_by == "p_value" and raw[0].n_tests == 1
+    p = [r.p_value for r in raw]
+    assert p[:2] == pytest.approx([2126 / 184756, 5291 / 184756], abs=ATOL)
+    h = correct(raw, "holm")
+    assert [x.p_value for x in h] == p  # raw p kept
+    assert [x.p_adjusted for x in h] == pytest.approx([3 * p[0], 2 * p[1], max(2 * p[1], p[2])])
+    assert [x.accepted for x in h] == [True, False, False]  # 3 p[0] = 0.035, 2 p[1] = 0.057
+    assert all(x.correction == "holm" and x.n_tests == 3 for x in h)
+    assert h[0].decided_by == "p_adjusted" and decide(h[1]) == "refuted"
+    b = correct(raw, "bh")
+    assert [x.p_adjusted for x in b] == pytest.approx([3 * p[0], 1.5 * p[1], p[2]])
+    assert [x.accepted for x in b] == [True, True, False]  # 1.5 p[1] = 0.043 <= 0.05
+    n = correct(raw, "none")
+    assert [x.accepted for x in n] == [r.accepted for r in raw]
+    assert [x.p_adjusted for x in n] == p and n[0].decided_by == "p_value"
+    assert correct([], "holm") == []
+    d = h[1].as_dict()
+    assert (d["p_adjusted"], d["correction"], d["n_tests"]) == (2 * p[1], "holm", 3)
+    with pytest.raises(ValueError, match="share one alpha"):
+        correct([raw[0], one_sided_test(2, 10, 8, 10, alpha=0.1)], "holm")
+
+
+def test_round_refutations_count_the_rounds_tests_per_critic():
+    store = MemoryStore(":memory:")
+    try:
+        a = store.add_diagnosis(
+            round=0, factor="spatial", phase="grasp", cause="mug too far left", critic="offline"
+        ).mode_id
+        store.add_diagnosis(
+            round=0, factor="spatial", phase="grasp", cause="mug too far left", critic="vlm"
+        )
+        b = store.add_diagnosis(
+            round=0, factor="attribute", phase="grasp", cause="object_too_wide", critic="vlm"
+        ).mode_id
+        got = round_refutations(store, [(a, True), (b, False)], "offline")
+        assert got == {
+            "offline": CriticRefutation("offline", 1, 0),
+            "vlm": CriticRefutation("vlm", 1, 1),
+        }
+        assert round_refutations(store, [], "offline") == {}
+        assert round_refutations(store, [(999, False)], "offline") == {
+            "offline": CriticRefutation("offline", 0, 1)
+        }
+    finally:
+        store.close()

@@ -16,29 +16,44 @@ Two tests, both of H0: p_targeted = p_control against H1: p_targeted < p_control
 * ``two_proportion``: pooled z-test. p̄ = K / N, z = (s_t/n_t - s_c/n_c) / sqrt(p̄(1-p̄)(1/n_t +
   1/n_c)), p = Φ(z). A pooled rate of 0 or 1 carries no evidence: z = 0, p = 1.
 
+A round tests up to `loop.max_validations` candidate modes, so the decisions are corrected for
+multiplicity over that round's tests (`correct`, `loop.validation_correction`): ``holm``
+(step-down Holm–Bonferroni: family-wise error rate <= α over the round's tests, any dependence)
+or ``bh`` (Benjamini–Hochberg step-up: false-discovery rate <= α, for independent or positively
+dependent tests); ``none`` decides each test on its own raw p (the rule before corrections).
+Each corrected result keeps the raw p and carries the adjusted p, the method, the number of
+tests corrected over, and the decision (adjusted p <= α).
+
 Host-side and dependency-free (``math`` only): these run once per mode per round.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
 __all__ = [
+    "CORRECTIONS",
     "DEFAULT_ALPHA",
     "TESTS",
     "CriticRefutation",
     "TestResult",
+    "adjust_p_values",
     "apply_validation",
+    "benjamini_hochberg",
+    "correct",
     "decide",
     "fisher_one_sided",
     "get_test",
+    "holm",
     "one_sided_test",
     "refutation_rates",
     "refutation_rates_from_store",
+    "round_refutations",
     "two_proportion_one_sided",
 ]
 
@@ -51,7 +66,9 @@ class TestResult:
     """Outcome of one targeted-vs-control test; ``accepted`` means the diagnosis is validated.
 
     ``statistic`` is z for ``two_proportion`` and the observed targeted success count X (whose
-    hypergeometric lower tail is the p-value) for ``fisher``.
+    hypergeometric lower tail is the p-value) for ``fisher``. ``p_value`` is always the raw
+    p; ``p_adjusted`` the p the decision compared with α (= ``p_value`` when ``correction`` is
+    ``none``, e.g. straight from `one_sided_test`; see `correct`), over ``n_tests`` tests.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -67,6 +84,14 @@ class TestResult:
     control_n: int
     targeted_rate: float
     control_rate: float
+    p_adjusted: float | None = None  # None: uncorrected (read as p_value)
+    correction: str = "none"
+    n_tests: int = 1
+
+    @property
+    def decided_by(self) -> str:
+        """Which p the decision compared with α: ``p_adjusted`` (a correction) or ``p_value``."""
+        return "p_value" if self.correction == "none" else "p_adjusted"
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready numbers (what memory stores as the status reason)."""
@@ -156,6 +181,7 @@ def one_sided_test(
         method=method,
         alpha=float(alpha),
         p_value=float(p),
+        p_adjusted=float(p),
         statistic=float(stat),
         accepted=bool(p <= alpha),
         targeted_successes=s_t,
@@ -165,6 +191,85 @@ def one_sided_test(
         targeted_rate=s_t / n_t,
         control_rate=s_c / n_c,
     )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values, in the input order.
+
+    With p_(1) <= ... <= p_(m) sorted: p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)).
+    Rejecting every test with p~ <= α is Holm's procedure (FWER <= α).
+    """
+    p = _check_p_values(p_values)
+    m, out, running = len(p), [0.0] * len(p), 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda k: p[k])):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini–Hochberg step-up adjusted p-values (q-values), in the input order.
+
+    With p_(1) <= ... <= p_(m) sorted: p~_(i) = min_{j >= i} min(1, m p_(j) / j).
+    Rejecting every test with p~ <= α is the BH procedure (FDR <= α).
+    """
+    p = _check_p_values(p_values)
+    m, out, running = len(p), [0.0] * len(p), 1.0
+    order = sorted(range(m), key=lambda k: p[k])
+    for rank in range(m - 1, -1, -1):
+        i = order[rank]
+        running = min(running, min(1.0, m * p[i] / (rank + 1)))
+        out[i] = running
+    return out
+
+
+def _no_correction(p_values: Sequence[float]) -> list[float]:
+    return _check_p_values(p_values)
+
+
+def _check_p_values(p_values: Sequence[float]) -> list[float]:
+    out = []
+    for v in p_values:
+        f = float(v)
+        if not 0.0 <= f <= 1.0:  # also NaN
+            raise ValueError(f"p-values must be in [0, 1], got {v!r}")
+        out.append(f)
+    return out
+
+
+# loop.validation_correction -> adjusted p-values of a round's tests
+CORRECTIONS: dict[str, Callable[[Sequence[float]], list[float]]] = {
+    "holm": holm,
+    "bh": benjamini_hochberg,
+    "none": _no_correction,
+}
+
+
+def adjust_p_values(p_values: Sequence[float], method: str = "holm") -> list[float]:
+    """Adjusted p-values by `method` (``holm`` | ``bh`` | ``none``), in the input order."""
+    try:
+        fn = CORRECTIONS[method]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown multiplicity correction {method!r}; valid: {sorted(CORRECTIONS)}"
+        ) from None
+    return fn(p_values)
+
+
+def correct(results: Sequence[TestResult], method: str = "holm") -> list[TestResult]:
+    """A round's tests decided together: each result with its adjusted p, the method, the number
+    of tests, and ``accepted`` = adjusted p <= its α (``none``: the raw p decides, as before).
+    The raw ``p_value`` is kept. All results must share one α."""
+    results = list(results)
+    if len({r.alpha for r in results}) > 1:
+        raise ValueError("the tests of one correction must share one alpha")
+    adj = adjust_p_values([r.p_value for r in results], method)
+    return [
+        dataclasses.replace(
+            r, p_adjusted=a, correction=method, n_tests=len(results), accepted=bool(a <= r.alpha)
+        )
+        for r, a in zip(results, adj, strict=True)
+    ]
 
 
 def decide(result: TestResult) -> Decision:
@@ -247,4 +352,19 @@ def refutation_rates_from_store(store: _ModeStore) -> dict[str, CriticRefutation
     for m in store.modes(status=["validated", "refuted"]):
         critics = sorted({d.critic for d in store.diagnoses_for_mode(m.id)})
         pairs += [(c, m.status) for c in critics]
+    return refutation_rates(pairs)
+
+
+def round_refutations(
+    store: _ModeStore, decided: Iterable[tuple[int, bool]], critic: str | None = None
+) -> dict[str, CriticRefutation]:
+    """Refutations per critic backend among one round's tests: ``decided`` is (mode id,
+    accepted) per test. Counted like `refutation_rates_from_store` (once for every backend that
+    contributed a diagnosis of the mode); a mode without diagnoses counts for ``critic``."""
+    pairs: list[tuple[str, str]] = []
+    for mode_id, accepted in decided:
+        critics = sorted({d.critic for d in store.diagnoses_for_mode(int(mode_id))})
+        if not critics and critic is not None:
+            critics = [critic]
+        pairs += [(c, "validated" if accepted else "refuted") for c in critics]
     return refutation_rates(pairs)
