@@ -209,6 +209,7 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("loop.no_mode_budget", NO_MODE_BUDGETS)
     choice("loop.validation_bases", VALIDATION_BASES)
     choice("loop.validation_control", VALIDATION_CONTROLS)
+    choice("loop.validation_correction", VALIDATION_CORRECTIONS)
     _llm_problems(config, out, choice)
     choice("policy.name", POLICY_NAMES)
     for field, lo in LOOP_INTS.items():
@@ -382,6 +383,7 @@ def device_problems(
 NO_MODE_BUDGETS = ("novel", "pool")  # loop.no_mode_budget (coda.loop.rounds.plan)
 VALIDATION_BASES = ("pool", "parents")  # loop.validation_bases (coda.loop.rounds)
 VALIDATION_CONTROLS = ("resample", "matched")  # coda.engine.generate.CONTROLS
+VALIDATION_CORRECTIONS = ("holm", "bh", "none")  # coda.engine.validate.CORRECTIONS
 OBS_MODES = ("state", "images")  # policy.obs_mode (coda.sim.observe)
 IMAGE_PATCH = 8  # coda.policy.configs.VISION_PATCH: image_size must be a multiple of it
 
@@ -452,6 +454,7 @@ ADDED_DEFAULTS = {
     "potentials.compiler": "offline",
     "loop.retest_after": 0,
     "loop.max_retests": 1,
+    "loop.validation_correction": "none",  # each test decided on its raw p
 }
 
 

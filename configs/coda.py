@@ -137,6 +137,9 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # "matched" (moved by the targeted edit's normalised magnitude)
     c.loop.validation_control = "resample"
     c.loop.max_validations = 3  # candidate modes tested per round
+    # Multiplicity correction over a round's validation tests: "holm" (FWER <= α) | "bh"
+    # (Benjamini–Hochberg, FDR <= α) | "none" (each test on its raw p; coda.engine.validate)
+    c.loop.validation_correction = "holm"
     # Re-testing refuted modes (MemoryStore.reopen_refuted): a refuted mode that gathered
     # `retest_after` diagnoses in later rounds is a candidate again (each re-test is another
     # test at the same α); 0 = never re-test

@@ -168,3 +168,29 @@ def test_report_says_whether_the_policy_learned():
     assert "paired by episode" in md
     assert "| id | 37.5 | 100.0 | +62.5 ± 6.1 | **up** |" in md
     assert report.learning_line(s["learning"]).startswith("learning (round 1 vs round 0): ID +62.5")
+
+
+def test_validation_tests_show_raw_and_adjusted_p_and_the_rounds_refutations():
+    """A corrected test lists its raw p, its adjusted p and that the adjusted p decided; the
+    rounds table gives each critic's refuted / tested of that round's tests."""
+    cfg = _config()
+    s = _summary(cfg)
+    held = {"targeted": 3, "control": 4, "n": 8, "p_value": 0.02, "p_adjusted": 0.06}
+    held.update(correction="holm", n_tests=3, alpha=0.05, decided_by="p_adjusted")
+    s["history"][1]["critique"]["refuted"] = [{"mode": 5, **held}]
+    s["history"][1]["critique"]["round_refutations"] = {
+        "vlm": {"validated": 0, "refuted": 1, "rate": 1.0},
+        "offline": {"validated": 1, "refuted": 0, "rate": 0.0},
+    }
+    md = report.markdown(s, {}, [], cfg)
+    assert "| critiqued | validated | refuted | refuted this round per critic |" in md
+    assert "| 2 | 1 | 1 | offline: 0/1, vlm: 1/1 |" in md
+    assert (
+        "- round 1, mode 5: targeted 3/8, control 4/8, p = 0.020, Holm-adjusted p = 0.060 over "
+        "3 tests → **refuted** (decided by the adjusted p against α = 0.05)"
+    ) in md
+    # a row from before corrections: the raw p decided
+    assert (
+        "- round 1, mode 3: targeted 1/8, control 4/8, p = 0.030 → **validated** (decided by "
+        "the raw p)" in md
+    )

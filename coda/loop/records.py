@@ -51,6 +51,9 @@ def scalars(row: dict) -> dict:
             out[k] = row[k]
     for k, v in row.get("refutation_rate", {}).items():
         out[f"refutation_rate/{k}"] = v
+    for k, v in row.get("critique", {}).get("round_refutations", {}).items():
+        for name in ("validated", "refuted"):  # this round's validation tests, per critic
+            out[f"round_{name}/{k}"] = v[name]
     for k, v in row.get("budgets", {}).items():
         if isinstance(v, dict):  # llm spend per role
             for role, t in v.items():

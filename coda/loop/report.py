@@ -304,8 +304,9 @@ def _rounds_section(hist: list[dict], plots: dict) -> list[str]:
         "## Rounds",
         "",
         "| round | scenes (accepted/generated) | verification pass | coverage entropy | "
-        "targeting precision | collect success | modes in band | critiqued | validated | refuted |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "targeting precision | collect success | modes in band | critiqued | validated | refuted | "
+        "refuted this round per critic |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for h in hist[1:]:
         c = h.get("critique", {})
@@ -314,7 +315,8 @@ def _rounds_section(hist: list[dict], plots: dict) -> list[str]:
             f"{_num(h.get('verification_pass_rate'))} | {_num(h.get('coverage_entropy'))} | "
             f"{_num(h.get('targeting_precision'))} | {_num(h.get('collect_success'))} | "
             f"{h.get('modes_in_band', 0)} | {c.get('critiqued', '–')} | "
-            f"{len(c.get('validated', []))} | {len(c.get('refuted', []))} |"
+            f"{len(c.get('validated', []))} | {len(c.get('refuted', []))} | "
+            f"{_round_refutations(c.get('round_refutations'))} |"
         )
     if "allocation" in plots:
         L += ["", f"![allocation]({plots['allocation']})"]
@@ -323,6 +325,35 @@ def _rounds_section(hist: list[dict], plots: dict) -> list[str]:
     ref = hist[-1].get("refutation_rate") if hist else None
     L += ["", f"Refutation rate per critic (last round): `{json.dumps(ref or {})}`", ""]
     return L
+
+
+def _round_refutations(counts: dict | None) -> str:
+    """'critic: refuted/tested' per critic of a round's validation tests ('–': none tested)."""
+    if not counts:
+        return "–"
+    return ", ".join(
+        f"{k}: {v['refuted']}/{v['validated'] + v['refuted']}" for k, v in sorted(counts.items())
+    )
+
+
+_CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg"}
+
+
+def _test_line(t: dict, status: str) -> str:
+    """One validation test: counts, raw p, adjusted p and which p decided (rows before
+    corrections carry only the raw p, which decided)."""
+    line = (
+        f"- round {t['round']}, mode {t['mode']}: targeted {t['targeted']}/{t['n']}, "
+        f"control {t['control']}/{t['n']}, p = {t['p_value']:.3f}"
+    )
+    how = t.get("correction", "none")
+    if how != "none":
+        name = _CORRECTION_NAMES.get(how, how)
+        line += f", {name}-adjusted p = {t['p_adjusted']:.3f} over {t.get('n_tests', '?')} tests"
+    decider = "adjusted p" if t.get("decided_by") == "p_adjusted" else "raw p"
+    alpha = t.get("alpha")
+    against = f" against α = {alpha:g}" if isinstance(alpha, (int, float)) else ""
+    return line + f" → **{status}** (decided by the {decider}{against})"
 
 
 def _modes_section(hist: list[dict]) -> list[str]:
@@ -342,22 +373,19 @@ def _modes_section(hist: list[dict]) -> list[str]:
     else:
         L.append("No modes (this strategy does not diagnose, or no failure was critiqued).")
     tests = [
-        v
+        ({**v, "round": h["round"]}, status)
         for h in hist
-        for v in h.get("critique", {}).get("validated", [])
-        + h.get("critique", {}).get("refuted", [])
+        for status in ("validated", "refuted")
+        for v in h.get("critique", {}).get(status, [])
     ]
     if tests:
         L += [
             "",
-            "Validation tests (targeted vs control successes out of n, one-sided Fisher):",
+            "Validation tests (targeted vs control successes out of n, one-sided Fisher; raw p, "
+            "the p adjusted over the round's tests, and which p was compared with α):",
             "",
         ]
-        L += [
-            f"- mode {t['mode']}: targeted {t['targeted']}/{t['n']}, "
-            f"control {t['control']}/{t['n']}, p = {t['p_value']:.3f}"
-            for t in tests
-        ]
+        L += [_test_line(t, status) for t, status in tests]
     return L
 
 

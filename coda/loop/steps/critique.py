@@ -108,9 +108,27 @@ def _batches(svc: Any, m: Any, parents: list[Scene], seed: int) -> Any:
     return None
 
 
+def _test_row(m: Any, res: V.TestResult) -> dict[str, Any]:
+    """One test in the metrics row: counts, raw and adjusted p, the correction, what decided."""
+    return {
+        "mode": m.id,
+        "targeted": res.targeted_successes,
+        "control": res.control_successes,
+        "n": res.targeted_n,
+        "p_value": float(res.p_value),
+        "p_adjusted": float(res.p_adjusted if res.p_adjusted is not None else res.p_value),
+        "correction": res.correction,
+        "n_tests": res.n_tests,
+        "alpha": res.alpha,
+        "decided_by": res.decided_by,
+    }
+
+
 def validate(svc: Any, state: RunState, r: int, k_val: jax.Array) -> Validated:
     """Refuted modes the policy keeps failing in re-opened (`loop.retest_after`), then ≤
-    `loop.max_validations` candidate modes tested: targeted vs control success, one-sided."""
+    `loop.max_validations` candidate modes tested: targeted vs control success, one-sided; all of
+    the round's experiments run first, then they are decided together with the multiplicity
+    correction `loop.validation_correction` (holm | bh | none) over the round's p-values."""
     lc, cc = svc.config.loop, svc.config.critic
     row: dict[str, Any] = {"validated": [], "refuted": []}
     # refuted modes the policy keeps failing in: one more control experiment (0 = never)
@@ -126,6 +144,7 @@ def validate(svc: Any, state: RunState, r: int, k_val: jax.Array) -> Validated:
     hs = distributed.host_split()  # each host rolls out its share of the buckets
     nc, size = int(svc.config.sim.num_chunks), int(lc.bucket_size)
     spend = Spend()
+    tested = []  # (mode, batches, raw test) per experiment, in candidate order
     for i, m in enumerate(cands[: int(lc.max_validations)]):
         parents = [Scene.from_dict(d) for d in state.mode_parents[m.id]]
         vb = _batches(svc, m, parents, r * 1000 + i)
@@ -140,10 +159,12 @@ def validate(svc: Any, state: RunState, r: int, k_val: jax.Array) -> Validated:
         )
         spend = spend + Spend(st + sc, 0.0)
         n = len(t)
-        res = V.one_sided_test(int(t.sum()), n, int(c.sum()), n, method="fisher")
+        tested.append((m, vb, V.one_sided_test(int(t.sum()), n, int(c.sum()), n, method="fisher")))
+    # decided together: the correction over this round's p-values
+    method = str(lc.get("validation_correction", "none"))
+    outcomes = []  # (mode id, accepted) per test
+    for (m, vb, _), res in zip(tested, V.correct([x for *_, x in tested], method), strict=True):
         V.apply_validation(svc.memory, m.id, res, round=r, critic=cc.name)
-        test = {"mode": m.id, "targeted": int(t.sum()), "control": int(c.sum()), "n": n}
-        test["p_value"] = float(res.p_value)
         if res.accepted:
             store_program(
                 svc.memory,
@@ -153,9 +174,14 @@ def validate(svc: Any, state: RunState, r: int, k_val: jax.Array) -> Validated:
                 variants=[v.record() for v in vb.targeted],
                 meta={"validation": res.as_dict(), "control_factor": vb.control_factor},
             )
-            row["validated"].append(test)
-        else:
-            row["refuted"].append(test)
+        row["validated" if res.accepted else "refuted"].append(_test_row(m, res))
+        outcomes.append((m.id, res.accepted))
+    if outcomes:  # this round's tests per critic (absent: no test this round)
+        mine = V.round_refutations(svc.memory, outcomes, cc.name)
+        row["round_refutations"] = {
+            k: {"validated": v.n_validated, "refuted": v.n_refuted, "rate": v.rate}
+            for k, v in mine.items()
+        }
     return Validated(spend, row)
 
 
