@@ -82,6 +82,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--modes", type=int, nargs="*", default=None)
     ap.add_argument("--controls", nargs="+", default=["matched", "resample"])
+    # how pairs are made (coda.engine.generate.PAIRINGS); the committed results: "sibling"
+    ap.add_argument("--pairing", default="sibling", choices=["sibling", "nested"])
     ap.add_argument("--out", default="")
     args = ap.parse_args()
 
@@ -123,7 +125,9 @@ def main() -> None:
             kb, kt, kc = jax.random.split(k, 3)
             name = f"{name}/{control}"
             try:
-                vb = make_validation_batches(m, bases, args.n, mid, memory=None, control=control)
+                vb = make_validation_batches(
+                    m, bases, args.n, mid, memory=None, control=control, pairing=args.pairing
+                )
             except (GenerationError, ValueError, KeyError) as e:
                 row[name] = {"error": str(e)[:200]}
                 continue

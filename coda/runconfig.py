@@ -210,6 +210,7 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("loop.validation_bases", VALIDATION_BASES)
     choice("loop.validation_control", VALIDATION_CONTROLS)
     choice("loop.validation_correction", VALIDATION_CORRECTIONS)
+    choice("loop.validation_pairing", VALIDATION_PAIRINGS)
     _llm_problems(config, out, choice)
     choice("policy.name", POLICY_NAMES)
     for field, lo in LOOP_INTS.items():
@@ -384,6 +385,7 @@ NO_MODE_BUDGETS = ("novel", "pool")  # loop.no_mode_budget (coda.loop.rounds.pla
 VALIDATION_BASES = ("pool", "parents")  # loop.validation_bases (coda.loop.rounds)
 VALIDATION_CONTROLS = ("resample", "matched")  # coda.engine.generate.CONTROLS
 VALIDATION_CORRECTIONS = ("holm", "bh", "none")  # coda.engine.validate.CORRECTIONS
+VALIDATION_PAIRINGS = ("nested", "sibling")  # coda.engine.generate.PAIRINGS
 OBS_MODES = ("state", "images")  # policy.obs_mode (coda.sim.observe)
 IMAGE_PATCH = 8  # coda.policy.configs.VISION_PATCH: image_size must be a multiple of it
 
@@ -455,6 +457,7 @@ ADDED_DEFAULTS = {
     "loop.retest_after": 0,
     "loop.max_retests": 1,
     "loop.validation_correction": "none",  # each test decided on its raw p
+    "loop.validation_pairing": "sibling",  # targeted and control both edited from the base
 }
 
 

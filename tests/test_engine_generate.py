@@ -13,6 +13,7 @@ from coda.engine.edits import HOME_XY, changed_factors, factor_magnitude, scene_
 from coda.engine.engines import ModeSpec, make_engine
 from coda.engine.generate import (
     CONTROL_FACTOR,
+    PAIRINGS,
     control_program,
     generate_targeted,
     make_validation_batches,
@@ -274,6 +275,51 @@ def test_resample_control_redraws_the_other_factor_and_unknown_kinds_fail(parent
     )
     with pytest.raises(ValueError, match="unknown control kind 'random'; valid"):
         make_validation_batches(mode, pp, N=2, seed=3, control="random")
+
+
+@pytest.mark.parametrize("control", ["resample", "matched"])
+def test_nested_pairs_differ_only_in_the_diagnosed_factor(parents, control):
+    """pairing="nested": control i is parent i with the control edit, and targeted i is control
+    i with the mode's edit (the same program and seed as the sibling pair's targeted variant), so
+    the i-th pair shares the base scene and every factor but the diagnosed one. "sibling" (both
+    edited from the base, the loop's rule before "nested") pairs differ in two factors: the
+    diagnosed and the control one."""
+    for fam in ("pick_place", "put_inside", "stack"):
+        pp = parents[fam]
+        for mode in (
+            ModeSpec("layout", "grasp", "collision_with_distractor"),
+            ModeSpec("attributes", "grasp", "object_too_wide"),
+            ModeSpec("task", "place", "misplaced"),
+        ):
+            nest = make_validation_batches(mode, pp, 4, 7, control=control, pairing="nested")
+            sib = make_validation_batches(mode, pp, 4, 7, control=control, pairing="sibling")
+            assert (nest.pairing, sib.pairing) == ("nested", "sibling")
+            assert len(nest.targeted) == len(nest.control) == 4
+            cf = nest.control_factor
+            for t, c in zip(nest.targeted, nest.control, strict=True):
+                base = pp[t.parent]
+                assert t.parent == c.parent and t.verdict.ok and c.verdict.ok
+                assert changed_factors(c.scene, t.scene) == [mode.factor], (fam, mode)
+                assert changed_factors(base, c.scene) in ([cf], [])
+                assert set(changed_factors(base, t.scene)) <= {mode.factor, cf}
+                assert t.control_seed == c.seed and t.record()["control_seed"] == c.seed
+                assert t.magnitude == pytest.approx(
+                    factor_magnitude(c.scene, t.scene, mode.factor), abs=1e-12
+                )
+            for t, c in zip(sib.targeted, sib.control, strict=True):
+                assert t.parent == c.parent and t.control_seed is None
+                assert "control_seed" not in t.record()
+                assert changed_factors(pp[t.parent], t.scene) == [mode.factor]
+                if changed_factors(pp[c.parent], c.scene):  # the control edit moved something
+                    assert sorted(changed_factors(c.scene, t.scene)) == sorted([mode.factor, cf])
+            # the same edit, made on the control scene (nested) or on the base (sibling)
+            for vb in (nest, sib):
+                for t, c in zip(vb.targeted, vb.control, strict=True):
+                    on = c.scene if vb is nest else pp[t.parent]
+                    assert apply(vb.program, on, seed=t.seed).to_json() == t.scene.to_json()
+    assert PAIRINGS == ("nested", "sibling")
+    with pytest.raises(ValueError, match="unknown pairing 'twin'; valid"):
+        make_validation_batches(mode, parents["pick_place"], 2, 0, pairing="twin")
 
 
 def _width_quantile(scene) -> float:

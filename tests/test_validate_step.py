@@ -61,7 +61,7 @@ def _run(monkeypatch, correction: str):
         prog = Program.from_dict(WIDER)
         return SimpleNamespace(
             targeted=side("targeted"), control=side("control"), program=prog,
-            control_factor="layout",
+            control_factor="layout", pairing="nested",
         )  # fmt: skip
 
     def success_of(backend, variants, agents, key, nc, size, split):
@@ -174,3 +174,28 @@ def test_validation_correction_is_checked_before_the_run():
         runconfig.validate(cfg)
     assert runconfig.VALIDATION_CORRECTIONS == ("holm", "bh", "none")
     assert runconfig.with_added_defaults({"loop": {}})["loop"]["validation_correction"] == "none"
+
+
+def test_the_loop_makes_nested_pairs_by_default(monkeypatch):
+    """`loop.validation_pairing` (default "nested": targeted i = control i with the mode's edit)
+    and `loop.validation_control` reach `make_validation_batches`; typos fail before the run."""
+    seen = []
+
+    def batches(mode, bases, n, seed, **kw):
+        seen.append((n, seed, kw["control"], kw["pairing"]))
+        raise critique.GenerationError("none verified")
+
+    monkeypatch.setattr(critique, "make_validation_batches", batches)
+    monkeypatch.setattr(critique, "validation_bases", lambda svc, parents: [parents])
+    cfg = _config("holm")
+    assert cfg.loop.validation_pairing == "nested"
+    svc = SimpleNamespace(config=cfg, memory=None, engine=None)
+    assert critique._batches(svc, SimpleNamespace(id=1), [], 7) is None
+    cfg.loop.validation_pairing = "sibling"
+    critique._batches(svc, SimpleNamespace(id=1), [], 8)
+    n = cfg.loop.validate_n
+    assert seen == [(n, 7, "resample", "nested"), (n, 8, "resample", "sibling")]
+    cfg.loop.validation_pairing = "twins"
+    with pytest.raises(runconfig.ConfigError, match="validation_pairing='twins'"):
+        runconfig.validate(cfg)
+    assert runconfig.with_added_defaults({"loop": {}})["loop"]["validation_pairing"] == "sibling"

@@ -8,6 +8,17 @@ program's), ε of them novel seeds from the parents' families.
 in the diagnosed direction, by its program) and N control variants (another factor,
 `CONTROL_FACTOR`, moved by a comparable amount in a random direction), paired: control i comes
 from the same parent as targeted i, and only pairs whose two scenes both verify are kept.
+How a pair is made (`pairing`, `PAIRINGS`; the loop's `loop.validation_pairing`):
+
+* ``nested`` (the loop's default): control i = parent i with the control edit; targeted i =
+  control i with the mode's edit (the same program and seed as the sibling targeted variant).
+  Targeted i and control i then differ only in the diagnosed factor (`changed_factors(control,
+  targeted)` is ``[factor]``): every other factor, the control factor's draw included, is the
+  same scene, so the pair isolates the diagnosed factor.
+* ``sibling`` (runs before ``nested``): targeted i and control i are both edited from parent i,
+  each in its own factor, so they differ in two factors (the diagnosed one on the targeted side,
+  the control one on the control side): the test asks whether the diagnosed edit is harder than
+  an edit of another factor.
 
 How the control's magnitude is matched: each targeted variant's displacement along its factor is
 measured in normalised units (`coda.engine.edits.factor_magnitude`: layout = largest object
@@ -60,6 +71,7 @@ from coda.sim.verify import Verdict
 __all__ = [
     "CONTROLS",
     "CONTROL_FACTOR",
+    "PAIRINGS",
     "GenerationError",
     "Generated",
     "ValidationBatches",
@@ -96,16 +108,21 @@ class Variant:
     magnitude: float
     compiled: CompiledScene | None = None
     verdict: Verdict | None = None
+    # a nested pair's targeted variant: the seed of the control edit it was made on top of
+    control_seed: int | None = None
 
     def record(self) -> dict[str, Any]:
         """JSON-able summary (what Ω stores per variant; the program re-makes the scene)."""
-        return {
+        out = {
             "kind": self.kind,
             "parent": self.parent,
             "seed": self.seed,
             "factor": self.factor,
             "magnitude": round(float(self.magnitude), 6),
         }
+        if self.control_seed is not None:
+            out["control_seed"] = self.control_seed
+        return out
 
 
 @dataclasses.dataclass
@@ -253,6 +270,8 @@ def generate_targeted(
 
 # how the control batch varies its factor (`make_validation_batches(control=...)`)
 CONTROLS = ("resample", "matched")
+# how a targeted / control pair is made (`make_validation_batches(pairing=...)`, module doc)
+PAIRINGS = ("nested", "sibling")
 
 
 def control_program(
@@ -284,7 +303,8 @@ def control_program(
 
 @dataclasses.dataclass
 class ValidationBatches:
-    """Paired targeted / control variants (same size, same parents, pair by pair)."""
+    """Paired targeted / control variants (same size, same parents, pair by pair; ``nested``:
+    targeted i is control i with the mode's edit)."""
 
     targeted: list[Variant]
     control: list[Variant]
@@ -292,6 +312,7 @@ class ValidationBatches:
     factor: str
     control_factor: str
     attempted: int
+    pairing: str = "sibling"
 
     @property
     def magnitude_gap(self) -> float:
@@ -311,18 +332,22 @@ def make_validation_batches(
     program: Program | None = None,
     control_factor: str | None = None,
     control: str = "matched",
+    pairing: str = "sibling",
     engine: Engine | None = None,
     memory: Any | None = None,
     max_attempts_factor: int = 6,
     isolation: str | None = None,
 ) -> ValidationBatches:
     """N targeted and N control variants of `parents` for `mode` (module docstring: how the
-    control factor and its magnitude are chosen; `control` is ``matched`` or ``resample``).
-    `GenerationError` if fewer than N pairs verify within `max_attempts_factor * N` attempts."""
+    control factor and its magnitude are chosen; `control` is ``matched`` or ``resample``; how
+    a pair is made, `pairing` ``nested`` or ``sibling``). `GenerationError` if fewer than N
+    pairs verify within `max_attempts_factor * N` attempts."""
     if N <= 0:
         raise ValueError(f"N must be positive, got {N}")
     if control not in CONTROLS:
         raise ValueError(f"unknown control kind {control!r}; valid: {list(CONTROLS)}")
+    if pairing not in PAIRINGS:
+        raise ValueError(f"unknown pairing {pairing!r}; valid: {list(PAIRINGS)}")
     control_kind = control  # `control` below is the control batch
     if program is None:
         program = resolve_program(mode, parents, engine=engine, memory=memory, seed=seed)
@@ -356,6 +381,13 @@ def make_validation_batches(
             if cmade is None:
                 continue
             pairs.append((t, Variant(cmade[0], "control", i, sc, cf, cmade[1])))
+        if pairing == "nested":  # the same edit (program, seed) made on the control scene
+            on_c = _make_many(program, [(c.scene, t.seed) for t, c in pairs], isolation)
+            pairs = [
+                (Variant(m[0], "targeted", t.parent, t.seed, factor, m[1], control_seed=c.seed), c)
+                for (t, c), m in zip(pairs, on_c, strict=True)
+                if m is not None
+            ]
         flat = [v.scene for p in pairs for v in p]
         checked = verify_scenes(flat)
         for j, (t, c) in enumerate(pairs):
@@ -368,7 +400,7 @@ def make_validation_batches(
         raise GenerationError(
             f"{len(targeted)} of {N} targeted/control pairs verified after {attempted} attempts"
         )
-    return ValidationBatches(targeted, control, program, factor, cf, attempted)
+    return ValidationBatches(targeted, control, program, factor, cf, attempted, pairing)
 
 
 # ----------------------------------------------------------------------------- rollouts
@@ -453,11 +485,19 @@ def targeted_control_success(
     program: Program | None = None,
     control_factor: str | None = None,
     control: str = "matched",
+    pairing: str = "sibling",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mode + parents + policy -> (targeted_success [N], control_success [N]) in one call
     (`make_validation_batches` then `validation_success`)."""
     vb = make_validation_batches(
-        mode, parents, N, seed, program=program, control_factor=control_factor, control=control
+        mode,
+        parents,
+        N,
+        seed,
+        program=program,
+        control_factor=control_factor,
+        control=control,
+        pairing=pairing,
     )
     return validation_success(vb, policy, params, backend, key, num_chunks)
 
@@ -491,6 +531,7 @@ def validate_mode(
     engine: Engine | None = None,
     control_factor: str | None = None,
     control: str = "matched",
+    pairing: str = "sibling",
 ) -> ValidationOutcome:
     """Targeted vs control for a candidate mode: batches, rollouts, the one-sided test, the
     decision in memory, and — only if validated — the program in Ω with its variants."""
@@ -505,6 +546,7 @@ def validate_mode(
         program=program,
         control_factor=control_factor,
         control=control,
+        pairing=pairing,
         engine=engine,
     )
     t, c = validation_success(batches, policy, params, backend, key, num_chunks)
@@ -527,6 +569,7 @@ def validate_mode(
                 "validation": result.as_dict(),
                 "control_factor": batches.control_factor,
                 "control": control,
+                "pairing": pairing,
                 "magnitude_gap": batches.magnitude_gap,
                 "families": sorted({p.task["family"] for p in parents}),
             },

@@ -100,6 +100,7 @@ def _batches(svc: Any, m: Any, parents: list[Scene], seed: int) -> Any:
                 int(lc.validate_n),
                 seed,
                 control=str(lc.get("validation_control", "matched")),
+                pairing=str(lc.get("validation_pairing", "sibling")),
                 engine=svc.engine,
                 memory=svc.memory,
             )
@@ -172,7 +173,11 @@ def validate(svc: Any, state: RunState, r: int, k_val: jax.Array) -> Validated:
                 round=r,
                 mode_id=m.id,
                 variants=[v.record() for v in vb.targeted],
-                meta={"validation": res.as_dict(), "control_factor": vb.control_factor},
+                meta={
+                    "validation": res.as_dict(),
+                    "control_factor": vb.control_factor,
+                    "pairing": vb.pairing,
+                },
             )
         row["validated" if res.accepted else "refuted"].append(_test_row(m, res))
         outcomes.append((m.id, res.accepted))
