@@ -158,6 +158,38 @@ def test_a_phase_counts_once_reached_and_only_in_order():
     assert int(stopped2[0]) == 0
 
 
+def test_a_phase_must_hold_until_the_next_one_starts():
+    """Transport (the target at the goal) counts only if it still holds when the target leaves
+    the jaws (ν's start), or at the end if it never does: carried across the goal and let go
+    beside it is not transport; lowered onto the goal and let go there is."""
+    cube, up = [0.5, 0.0, 0.02], [0.5, 0.0, 0.08]
+    over, beside = [0.7, 0.0, 0.08], [0.7, 0.3, 0.08]
+    far = [0.3, 0.0, 0.3]
+    # t1 grasped and lifted, t2 over the goal, t3 carried beside it, t4 let go there
+    targets = [cube, up, over, beside, [0.7, 0.3, 0.02]]
+    s = _trace([far, *targets[1:]], targets, [False, True, True, True, False])
+    index, stopped = jax.jit(lambda st: segment(st, SYM, PICK_PHASES))(s)
+    np.testing.assert_array_equal(np.asarray(index), [[0, 3, 3, 3, 3]])
+    assert PICK_PHASES[int(stopped[0])].name == "transport"
+    # still held beside the goal at the end: not transport either
+    index, _ = segment(
+        _trace([far, *targets[1:4]], targets[:4], [False] + [True] * 3), SYM, PICK_PHASES
+    )
+    np.testing.assert_array_equal(np.asarray(index), [[0, 3, 3, 3]])
+    # t3 lowered onto the goal, t4 let go there: transport from t2 (ν needs a support contact)
+    on = [0.7, 0.0, 0.033]
+    targets = [cube, up, over, on, on]
+    s = _trace([far, *targets[1:]], targets, [False, True, True, True, False])
+    index, stopped = segment(s, SYM, PICK_PHASES)
+    np.testing.assert_array_equal(np.asarray(index), [[0, 3, 4, 4, 4]])
+    assert PICK_PHASES[int(stopped[0])].name == "place"
+    # held over the goal to the end (never let go): transport holds, ν not reached
+    index, _ = segment(
+        _trace([far, *targets[1:3]], targets[:3], [False, True, True]), SYM, PICK_PHASES
+    )
+    np.testing.assert_array_equal(np.asarray(index), [[0, 3, 4]])
+
+
 def test_segment_rejects_bad_input():
     s = _trace([[0.3, 0, 0.3]], [[0.5, 0, 0.02]], [False])
     with pytest.raises(ValueError, match="at least one phase"):

@@ -97,8 +97,10 @@ class CarryFamily(TaskFamily):
             ph.Phase("reach", ph.reach(obj)),
             ph.Phase("grasp", ph.grasp(obj)),
             ph.Phase("lift", ph.lift(obj)),
-            ph.Phase("transport", ph.over(obj, dest, interior=self.interior(params))),
-            ph.Phase(self.last_phase(params), self.success_fn(task)),
+            ph.Phase("transport", ph.at(obj, dest, interior=self.interior(params))),
+            # the put-down starts when the object leaves the jaws: transport must hold until
+            # then (carrying it across the destination on the way elsewhere is not transport)
+            ph.Phase(self.last_phase(params), self.success_fn(task), start=ph.released(obj)),
         )
 
     # ---------------------------------------------------------------- planner

@@ -6,10 +6,18 @@ trace that completes every phase reached success. Completion predicates are pure
 `SimState` (built from `geometry` helpers) and map a state batch [...] to bool [...].
 
 `segment` reads a trace of chunk-endpoint states [B, T] and says, at each endpoint, how many
-phases have been completed *in order* so far: a phase counts once reached (it need not stay
-true: a lifted object is later put down), and only after every earlier phase counted. Several
-phases may complete at one endpoint (a chunk is many control steps). `stopped_at` is the
-first phase never completed (== number of phases when all were), i.e. where progress stopped.
+phases have been completed *in order* so far. A phase is complete when its predicate holds and
+is not undone before the next phase starts: phase k counts from the first endpoint s (at or
+after phase k-1 counted) such that its predicate holds at every endpoint from s up to the first
+one at which phase k+1's start condition holds (`Phase.start` of phase k+1), or up to the end
+of the trace when phase k+1 never starts. A phase without a start condition starts the moment
+the previous one completes, so the previous one need only hold once (a lifted object is later
+put down: lift stays complete). With one, passing through the previous phase's goal does not
+count: carry families start ν when the object leaves the jaws, so transport (the object at the
+destination) is complete only if the object is still there when it is let go (or at the end,
+still held), not when it was carried across the destination on its way elsewhere. Several
+phases may complete at one endpoint (a chunk is many control steps). `stopped_at` is the first
+phase never completed (== number of phases when all were), i.e. where progress stopped.
 """
 
 from __future__ import annotations
@@ -32,10 +40,31 @@ LIFT_HEIGHT = 0.02  # held object's bottom this far above the table
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
-    """One ordered sub-goal: a name and its completion predicate (state, sym) -> bool [...]."""
+    """One ordered sub-goal: a name, its completion predicate (state, sym) -> bool [...] and
+    its start condition: when the robot has visibly moved on to this phase, so the previous
+    phase must still hold then (None: it starts as soon as the previous phase completes)."""
 
     name: str
     done: PhasePredicate
+    start: PhasePredicate | None = None
+
+
+def held_until_next(done: jnp.ndarray, next_start: jnp.ndarray | None) -> jnp.ndarray:
+    """ok [B, T]: `done` [B, T] holds at t and at every endpoint after t up to the first one
+    (from t on) where `next_start` [B, T] holds, or to the end of the trace if it never does
+    (None: the next phase starts at once, ok = done). A reverse scan:
+    ok[t] = done[t] & (next_start[t] | ok[t + 1]), ok[T] = True."""
+    if next_start is None:
+        return done
+
+    def back(later, x):  # later [B]: ok at t + 1
+        d, st = x
+        ok = d & (st | later)
+        return ok, ok
+
+    xs = (jnp.moveaxis(done, 1, 0), jnp.moveaxis(next_start, 1, 0))  # [T, B] each
+    _, ok = jax.lax.scan(back, jnp.ones(done.shape[0], bool), xs, reverse=True)
+    return jnp.moveaxis(ok, 0, 1)
 
 
 def segment(
@@ -46,7 +75,8 @@ def segment(
     states: leaves [B, T, ...] (t=0 and every chunk endpoint, as `RolloutResult.states`).
     Returns phase_index [B, T] int32 (phases completed in order by endpoint t, monotone
     non-decreasing in t) and stopped_at [B] int32 (first phase never completed; len(phases)
-    when all were).
+    when all were). A phase completed at t is one whose predicate held from t until the next
+    phase started (module docstring), so phase_index[t] may depend on endpoints after t.
     """
     if not phases:
         raise ValueError("segment needs at least one phase")
@@ -56,7 +86,12 @@ def segment(
             f"{states.ee_pos.shape}"
         )
     n = len(phases)
-    done = jnp.stack([p.done(states, sym) for p in phases], -1)  # [B, T, P] bool
+    done = []  # per phase [B, T]: predicate holds from t until the next phase starts
+    for k, p in enumerate(phases):
+        nxt = phases[k + 1].start if k + 1 < n else None
+        start = None if nxt is None else nxt(states, sym)
+        done.append(held_until_next(p.done(states, sym), start))
+    done = jnp.stack(done, -1)  # [B, T, P] bool
     done_t = jnp.moveaxis(done, 1, 0)  # [T, B, P]
     ks = jnp.arange(n)  # [P]
 
@@ -94,6 +129,21 @@ def grasp(role: str) -> PhasePredicate:
 def lift(role: str, height: float = LIFT_HEIGHT) -> PhasePredicate:
     """Phase predicate: the body playing `role` is held with its bottom `height` off the table."""
     return lambda s, sym: G.grasped(s, sym.body(role)) & G.lifted(s, sym.body(role), height)
+
+
+def released(role: str) -> PhasePredicate:
+    """Phase start condition: no finger pad touches the body playing `role` (it left the jaws,
+    let go or lost)."""
+    return lambda s, sym: G.fingers_off(s, sym.body(role))
+
+
+def at(role: str, dest: str, interior: bool = False) -> PhasePredicate:
+    """Phase predicate: `role` is at `dest`: over it (`over`) or, for an interior destination,
+    already lowered into it (`geometry.inside`), so putting it down does not undo being there."""
+    above = over(role, dest, interior)
+    if not interior:  # over already covers resting on top (bottom not below dest's top - 1 cm)
+        return above
+    return lambda s, sym: above(s, sym) | G.inside(s, sym.body(role), sym.body(dest))
 
 
 def over(role: str, dest: str, interior: bool = False) -> PhasePredicate:
