@@ -183,7 +183,7 @@ def test_validation_tests_show_raw_and_adjusted_p_and_the_rounds_refutations():
         "offline": {"validated": 1, "refuted": 0, "rate": 0.0},
     }
     md = report.markdown(s, {}, [], cfg)
-    assert "| critiqued | validated | refuted | refuted this round per critic |" in md
+    assert "| critiqued | validated | refuted | refuted / tested this round, per critic |" in md
     assert "| 2 | 1 | 1 | offline: 0/1, vlm: 1/1 |" in md
     assert (
         "- round 1, mode 5: targeted 3/8, control 4/8, p = 0.020, Holm-adjusted p = 0.060 over "

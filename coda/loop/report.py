@@ -305,7 +305,7 @@ def _rounds_section(hist: list[dict], plots: dict) -> list[str]:
         "",
         "| round | scenes (accepted/generated) | verification pass | coverage entropy | "
         "targeting precision | collect success | modes in band | critiqued | validated | refuted | "
-        "refuted this round per critic |",
+        "refuted / tested this round, per critic |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for h in hist[1:]:
