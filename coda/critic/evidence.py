@@ -24,20 +24,37 @@ defines the labels):
 5. p is a lift phase:    mass above the grip's capacity 2·μ·F/g (μ = max(pad, object) friction,
                          MuJoCo's default combination; F = finger force limit; both read from
                          the compiled model)                       -> object_too_heavy
-                         grasped, then no pad touching             -> contact_lost
+                         both pads touched it, but at every such endpoint the jaws were closed
+                         more than JAW_MARGIN narrower than the object (it was never between
+                         them, e.g. they closed above it)           -> never_grasped
+                         grasped, then no pad touching: let go     -> released_away_from_goal
+                                                   lost            -> contact_lost
                          else                                      -> not_lifted
-6. p is a transport phase: grasp lost after it held                -> contact_lost
-                         else                                      -> destination_not_reached
-7. p is the final (ν) phase, articulated (a joint): grasp lost     -> contact_lost
+6. p is a transport phase: grasp ended after it held: let go      -> released_away_from_goal
+                                                   lost            -> contact_lost
+                         else (never at the destination, or carried across it and on)
+                                                                   -> destination_not_reached
+7. p is the final (ν) phase, articulated (a joint): grasp ended: let go
+                                                                   -> released_away_from_goal
+                                                   lost            -> contact_lost
                          joint moved less than JOINT_MOVE          -> joint_not_moving
                          else                                      -> joint_short_of_goal
    p is the final phase, placing: still held at the end, and the object is wider than the
                          widest gap commanded in the episode       -> object_too_wide
                          still held at the end                     -> not_released
+                         out of the jaws, lost (not let go)        -> contact_lost
                          else                                      -> misplaced
 8. a rule that found no fault (did_not_approach, no_finger_contact, not_lifted,
    destination_not_reached, not_released, joint_short_of_goal) becomes ran_out_of_time when
    progress advanced within the last RECENT endpoints (the episode was cut short, not stuck).
+
+"Let go" vs "lost" (`let_go`) is read where the grasp ended (the first endpoint with no pad on
+the object after the grasp): let go when the policy commanded the jaws open wider than the
+object in the chunk that ended there (from its actions; without actions, when the measured gap
+there grew by more than OPENED since the endpoint before, when it was still held), lost when
+the jaws were still commanded closed on it (it left them: a slip or a drop). Which phase the
+episode stopped in follows the phase rule of `coda.sim.tasks.phases`: a release beside the
+destination stops in transport even if the object was carried across the destination before.
 
 Phase kinds are read from the phase names (reach / grasp / lift / transport; the last phase is
 ν); an unknown name before the last is treated as its position's generic kind "other" and
@@ -61,6 +78,8 @@ PUSHED = 0.02  # m the object slid (xy) without being grasped
 WIDTH_MARGIN = 0.002  # m
 JOINT_MOVE = 0.05  # joint fraction
 RECENT = 2  # endpoints
+JAW_MARGIN = 0.01  # m the jaws closed narrower than the object: nothing between them
+OPENED = 0.005  # m the measured gap grew as the grasp ended: let go (traces without actions)
 GRAVITY = 9.81
 NO_FAULT = (
     "did_not_approach",
@@ -296,16 +315,20 @@ def _lift_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
             (t0,),
             num,
         )
+    never = _never_between_jaws(ep, t0, num)
+    if never is not None:
+        return never
     lost = _lost_after(grasped, touched, t0)
     if lost is not None:
         num["lift_height_at_loss_m"] = float(f["obj_height"][lost])
-        return Finding(
-            "contact_lost",
-            f"the grasp on {obj} was lost at endpoint {lost} while lifting "
-            f"(height {float(f['obj_height'][lost]):.3f} m, needed {ph.LIFT_HEIGHT} m)",
-            (t_grasp if t_grasp is not None else t0, lost),
-            num,
+        where = (
+            f"at endpoint {lost} while lifting (height {float(f['obj_height'][lost]):.3f} m, "
+            f"needed {ph.LIFT_HEIGHT} m)"
         )
+        chunks = (t_grasp if t_grasp is not None else t0, lost)
+        if let_go(ep, lost, num):
+            return Finding("released_away_from_goal", f"{obj} was let go {where}", chunks, num)
+        return Finding("contact_lost", f"the grasp on {obj} was lost {where}", chunks, num)
     return Finding(
         "not_lifted",
         f"{obj} held but raised only {num['max_obj_height_m']:.3f} m",
@@ -315,20 +338,46 @@ def _lift_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
 
 
 def _transport_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
-    """Stopped carrying: dropped, or never over the destination."""
+    """Stopped carrying: let go or lost on the way, or never kept at the destination (never
+    over it, or carried across it and on)."""
     f, obj = ep.features, ep.roles.obj_name
+    t_last = ep.num_endpoints - 1
     lost = _lost_after(*_contacts(ep), t0)
     if lost is not None:
+        if "dest_dist" in f:
+            num["dest_dist_at_loss_m"] = float(f["dest_dist"][lost])
+        away = num.get("dest_dist_at_loss_m", float("nan"))
+        if let_go(ep, lost, num):
+            return Finding(
+                "released_away_from_goal",
+                f"the gripper opened and let go of {obj} at endpoint {lost}, {away:.3f} m (xy) "
+                "from the destination's centre, not at the destination",
+                (t0, lost),
+                num,
+            )
         return Finding(
-            "contact_lost", f"{obj} was dropped at endpoint {lost} while carried", (t0, lost), num
+            "contact_lost",
+            f"{obj} left the closed jaws at endpoint {lost} while carried",
+            (t0, lost),
+            num,
         )
     if "dest_dist" in f:
         num["min_dest_dist_m"] = float(f["dest_dist"][t0:].min())
+    passed = _first(f["over_dest"], t0) if "over_dest" in f else None
+    if passed is not None:  # over it once, then carried on: passing over is not transport
+        num["passed_over_at"] = float(passed)
+        return Finding(
+            "destination_not_reached",
+            f"{obj} was carried across the destination at endpoint {passed} and on, not kept "
+            f"there (at the end {float(f['dest_dist'][-1]):.3f} m (xy) from its centre)",
+            (passed, t_last),
+            num,
+        )
     return Finding(
         "destination_not_reached",
         f"{obj} carried to within {num.get('min_dest_dist_m', float('nan')):.3f} m (xy) "
         "of the destination, never over it",
-        (t0, ep.num_endpoints - 1),
+        (t0, t_last),
         num,
     )
 
@@ -341,6 +390,14 @@ def _joint_final_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
     num.update({"joint_moved_frac": moved, "joint_frac_end": float(jf[-1])})
     lost = _lost_after(*_contacts(ep), t0)
     if lost is not None:
+        if let_go(ep, lost, num):
+            return Finding(
+                "released_away_from_goal",
+                f"the gripper opened and let go of the handle at endpoint {lost}, the joint at "
+                f"{float(jf[lost]):.3f} of its range",
+                (t0, lost),
+                num,
+            )
         return Finding(
             "contact_lost",
             f"the grasp on the handle was lost at endpoint {lost} while pulling",
@@ -381,6 +438,14 @@ def _final_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
                 num,
             )
         return Finding("not_released", f"{obj} is still held at the end", (t0, t_last), num)
+    lost = _lost_after(*_contacts(ep), t0)
+    if lost is not None and not let_go(ep, lost, num):
+        return Finding(
+            "contact_lost",
+            f"{obj} left the closed jaws at endpoint {lost} before it was put down",
+            (t0, lost),
+            num,
+        )
     return Finding(
         "misplaced",
         f"{obj} released {num.get('end_dest_dist_m', float('nan')):.3f} m (xy) from the "
@@ -401,6 +466,60 @@ def max_opening(ep: Episode, until: int) -> float:
         return float(2.0 * setpoint.max())
     opening = ep.features["opening"]
     return float(opening[1 : until + 1].max()) if until >= 1 else float(opening[0])
+
+
+def commanded_gap(ep: Episode, chunk: int) -> float | None:
+    """Widest pad gap (m) the policy's gripper commands asked for during chunk `chunk` (the one
+    ending at endpoint chunk + 1), or None without actions."""
+    if ep.actions is None or not 0 <= chunk < len(ep.actions):
+        return None
+    g = np.clip(np.asarray(ep.actions)[chunk, :, 6], -1.0, 1.0)  # [H]
+    setpoint = robot.FINGER_OPEN + (robot.FINGER_CLOSED - robot.FINGER_OPEN) * (g + 1) / 2
+    return float(2.0 * setpoint.max())
+
+
+def let_go(ep: Episode, lost: int, num: dict[str, float] | None = None) -> bool:
+    """Whether the grasp that ended at endpoint `lost` (no pad on the object there) ended by
+    a deliberate release: the policy commanded the jaws open wider than the object in the chunk
+    that ended there; without actions, the measured gap grew by more than OPENED from the
+    endpoint before (the jaws opened; a lost object leaves them closing instead). Otherwise
+    the object left jaws still closed on it (lost: a slip or a drop). Adds the gap that
+    decided it to `num`."""
+    width = object_width(ep)
+    cmd = commanded_gap(ep, lost - 1)
+    if num is not None:
+        num["object_width_m"] = width
+    if cmd is not None:
+        if num is not None:
+            num["commanded_gap_at_loss_m"] = cmd
+        return cmd >= width
+    opening = ep.features["opening"]
+    grew = float(opening[lost] - opening[max(lost - 1, 0)])
+    if num is not None:
+        num["gap_growth_at_loss_m"] = grew
+    return grew > OPENED
+
+
+def _never_between_jaws(ep: Episode, t0: int, num: dict[str, float]) -> Finding | None:
+    """never_grasped when both pads touched the object (from `t0` on, or at all) but at every
+    such endpoint the jaws were closed more than JAW_MARGIN narrower than it; else None."""
+    f, obj = ep.features, ep.roles.obj_name
+    held = np.nonzero(f["grasped"][t0:])[0] + t0
+    if held.size == 0:
+        held = np.nonzero(f["grasped"])[0]
+    if held.size == 0:
+        return None
+    width, gap = object_width(ep), float(f["opening"][held].max())
+    if gap >= width - JAW_MARGIN:
+        return None
+    num.update({"object_width_m": width, "max_gap_while_touching_m": gap})
+    return Finding(
+        "never_grasped",
+        f"both pads touched {obj} but the jaws were closed to {gap:.3f} m, narrower than its "
+        f"{width:.3f} m width: it was never between them",
+        (int(held[0]),),
+        num,
+    )
 
 
 def _lost_after(grasped: np.ndarray, touched: np.ndarray, start: int) -> int | None:

@@ -2,15 +2,17 @@
 
 Rules:
 - phase p: where progress stopped, the first phase of the family's ordered phases whose
-  completion predicate never held in order (`Episode.stopped_at`; the last phase when every
-  phase completed but ν was false at the end).
+  completion predicate never held in order without being undone before the next phase started
+  (`coda.sim.tasks.phases`; `Episode.stopped_at`; the last phase when every phase completed
+  but ν was false at the end).
 - factor δ: counterfactual probes (`coda.critic.probes`): the same policy re-run on the scene
   with one factor resampled at a time (task probes hold the re-bound objects' attributes), and
   on the unchanged scene. δ is the factor whose change most often flips the failure to success,
   if that flip rate beats the unchanged scene's success rate; "execution" when none does.
   Ties go to the factor the measured cause points at (`types.CAUSE_FACTOR_HINT`).
 - cause c: measured evidence in the stopped phase (`coda.critic.evidence`: contacts, openings,
-  widths vs the gripper, mass vs the grip's capacity, distractor contacts, joint motion).
+  widths vs the gripper, mass vs the grip's capacity, distractor contacts, joint motion; an
+  object out of the jaws was let go when the jaws were commanded open wider than it, else lost).
 - evidence e: the chunk endpoints that show the cause, keyframes (phase boundaries, the stop,
   the end) and the numbers: the rule's measurements and every probe's flip rate and count.
 All probes of a batch of episodes run together (`run_probes`: one rollout per bucket structure).

@@ -48,7 +48,12 @@ CAUSES: dict[str, str] = {
     "one_finger_contact": "only one finger pad touched the object; no two-sided grasp",
     "object_pushed_away": "the object was pushed from its start pose without being grasped",
     "object_too_heavy": "the object is heavier than the grip's friction can hold",
-    "contact_lost": "a grasp was established and then lost (slip or drop)",
+    "never_grasped": "the jaws closed without the object between them (narrower than it, e.g. "
+    "closed above it), so it was never held or lifted",
+    "contact_lost": "a grasp was established and then lost from the jaws while they were still "
+    "closed on it (slip or drop)",
+    "released_away_from_goal": "the gripper opened and let go of the object before it was at "
+    "the goal (away from the destination, or the joint short of its goal)",
     "not_lifted": "the object was held but never raised off the table",
     "destination_not_reached": "the object was carried but never brought over the destination",
     "not_released": "the object was over the destination but still held at the end",
