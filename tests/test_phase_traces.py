@@ -122,9 +122,11 @@ def traces(native_backend):
     o = c.sym.body("target")
     width = 2 * float(c.consts["body_half"][o][:2].min())
     mass = float(c.scene.attributes["target"]["mass"])
-    mu = max(1.5, float(c.scene.attributes["target"].get("friction", 0.0)))  # pad friction 1.5
-    # squeeze with half the force two pads need to hold the weight (finger servo kp 600 N/m)
-    squeeze = 0.5 * mass * 9.81 / (2 * mu * 600.0)  # m each pad presses into the object
+    pad = float(c.model.geom("gripper/left_pad").friction[0])
+    mu = max(pad, float(c.scene.attributes["target"].get("friction", 0.0)))
+    kp = float(c.model.actuator("act/left").gainprm[0])  # finger position servo (N/m)
+    # squeeze with half the force two pads need to hold the weight: it slips out of the jaws
+    squeeze = 0.5 * mass * 9.81 / (2 * mu * kp)  # m each pad's setpoint lies inside the object
     out = {}
     for name in PLANS:
         policy = Edited(planner_for(bucket), name, loose_gap=(width - 2 * squeeze,))
