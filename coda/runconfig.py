@@ -197,33 +197,9 @@ def _llm_problems(config: Any, out: list[str], choice: Any) -> None:
         out.append(f"llm.max_concurrency={n!r} must be an integer >= 1")
 
 
-def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> None:
-    """The loop's fields (configs/coda.py); skipped for configs without a `loop` section."""
-    if _get(config, "loop") is _MISSING:
-        return
-    choice("strategy", tuple(registries.STRATEGIES))
-    choice("critic.name", tuple(registries.CRITICS))
-    choice("engine.name", tuple(registries.ENGINES))
-    if _get(config, "potentials") is not _MISSING:
-        choice("potentials.compiler", tuple(registries.COMPILERS))
-    choice("loop.no_mode_budget", NO_MODE_BUDGETS)
-    choice("loop.validation_bases", VALIDATION_BASES)
-    choice("loop.validation_control", VALIDATION_CONTROLS)
-    choice("loop.validation_correction", VALIDATION_CORRECTIONS)
-    choice("loop.validation_pairing", VALIDATION_PAIRINGS)
-    _llm_problems(config, out, choice)
-    choice("policy.name", POLICY_NAMES)
-    for field, lo in LOOP_INTS.items():
-        integer(field, lo)
-    numbers = ("loop.c_explore", "loop.policy_lr", "loop.finetune_lr", "policy.sample_noise_scale")
-    for field in LOOP_FRACTIONS + numbers + ("loop.collect_noise_scale",):
-        v = _get(config, field)
-        if v is _MISSING:
-            out.append(f"{field}: missing (a number)")
-        elif isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
-            out.append(f"{field}={v!r} must be a number >= 0")
-        elif field in LOOP_FRACTIONS and v > 1:
-            out.append(f"{field}={v!r} must be in [0, 1]")
+def _loop_value_problems(config: Any, out: list[str]) -> None:
+    """The loop's fields whose values are checked together or by shape (budget shares, DART
+    sigmas, run folders, flags, the band)."""
     eps, rep = _get(config, "loop.epsilon"), _get(config, "loop.replay_fraction")
     if isinstance(eps, (int, float)) and isinstance(rep, (int, float)) and eps + rep > 1:
         out.append(f"loop.epsilon + loop.replay_fraction = {eps + rep} must be <= 1")
@@ -267,6 +243,36 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     )
     if not ok:
         out.append(f"loop.band={band!r} must be (lo, hi) with 0 <= lo < hi <= 1")
+
+
+def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> None:
+    """The loop's fields (configs/coda.py); skipped for configs without a `loop` section."""
+    if _get(config, "loop") is _MISSING:
+        return
+    choice("strategy", tuple(registries.STRATEGIES))
+    choice("critic.name", tuple(registries.CRITICS))
+    choice("engine.name", tuple(registries.ENGINES))
+    if _get(config, "potentials") is not _MISSING:
+        choice("potentials.compiler", tuple(registries.COMPILERS))
+    choice("loop.no_mode_budget", NO_MODE_BUDGETS)
+    choice("loop.validation_bases", VALIDATION_BASES)
+    choice("loop.validation_control", VALIDATION_CONTROLS)
+    choice("loop.validation_correction", VALIDATION_CORRECTIONS)
+    choice("loop.validation_pairing", VALIDATION_PAIRINGS)
+    _llm_problems(config, out, choice)
+    choice("policy.name", POLICY_NAMES)
+    for field, lo in LOOP_INTS.items():
+        integer(field, lo)
+    numbers = ("loop.c_explore", "loop.policy_lr", "loop.finetune_lr", "policy.sample_noise_scale")
+    for field in LOOP_FRACTIONS + numbers + ("loop.collect_noise_scale",):
+        v = _get(config, field)
+        if v is _MISSING:
+            out.append(f"{field}: missing (a number)")
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+            out.append(f"{field}={v!r} must be a number >= 0")
+        elif field in LOOP_FRACTIONS and v > 1:
+            out.append(f"{field}={v!r} must be in [0, 1]")
+    _loop_value_problems(config, out)
     w, h = _get(config, "policy.width"), _get(config, "policy.heads")
     if _is_int(w) and _is_int(h) and h > 0 and w % h:
         out.append(f"policy.width={w} must be divisible by policy.heads={h}")
