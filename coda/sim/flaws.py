@@ -453,8 +453,8 @@ FLAWS: tuple[Flaw, ...] = (
         "grasp",
         ("grasp",),
         TaskIs("category", ("ball", "fruit")),
-        Shift(dz=0.022),
-        "with a round target the jaws close 2.2 cm above its centre: on a sphere the pads meet "
+        Shift(dz=0.03),
+        "with a round target the jaws close 3 cm above its centre: on a sphere the pads meet "
         "it above the equator and squeeze it out downwards",
     ),
     Flaw(
