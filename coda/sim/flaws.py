@@ -56,6 +56,7 @@ __all__ = [
     "FlawedPlanner",
     "GripAt",
     "Layout",
+    "LetGo",
     "Shift",
     "Slack",
     "TaskIs",
@@ -194,7 +195,7 @@ class TaskIs(Condition):
     @property
     def text(self) -> str:
         what = f"{self.role}.category" if self.key == "category" else f"task.{self.key}"
-        return f"{what} in {set(self.values)}"
+        return f"{what} in {{{', '.join(sorted(self.values))}}}"
 
     def __call__(self, scene: Scene) -> bool:
         if self.key == "category":
@@ -264,21 +265,32 @@ class Shift(Departure):
 
 @dataclasses.dataclass(frozen=True)
 class Slack(Departure):
-    """Jaws commanded to the object's widest half-width plus `margin` (no squeeze: it slips)."""
+    """Jaws commanded to the object's widest half-width plus `margin` (no squeeze: it slips);
+    with `within`, only once the setpoint is within that xy distance (m) of the destination
+    (mid-carry), the phase's own command before."""
 
     margin: float = 0.015
     hold: int = 8
+    within: float | None = None
 
     @property
     def text(self) -> str:
+        where = f" once within {self.within} m of the destination" if self.within else ""
         return (
-            f"jaws slack: opened to the object's width + {2 * self.margin * 1000:.0f} mm, "
-            f"held {self.hold} steps"
+            f"jaws slack{where}: opened to the object's width + {2 * self.margin * 1000:.0f} mm,"
+            f" held {self.hold} steps"
         )
 
     def __call__(self, ctx, xyz, yaw, grip):
-        g = _grip_for_half(ctx.half_width(widest=True) + self.margin)
-        return xyz, yaw, jnp.broadcast_to(g[:, None], grip.shape)
+        g = jnp.broadcast_to(
+            _grip_for_half(ctx.half_width(widest=True) + self.margin)[:, None], grip.shape
+        )
+        if self.within is not None:
+            dest = ctx.s.body_pos[..., ctx.body("destination"), :2]  # [B, 2]
+            wrist = ctx.cmd[..., :2]  # the tcp's xy is the wrist's (the hand is level)
+            near = jnp.linalg.norm(wrist - dest, axis=-1) < self.within  # [B]
+            g = jnp.where(near[:, None], g, grip)
+        return xyz, yaw, g
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,6 +320,34 @@ class GripAt(Departure):
 
     def __call__(self, ctx, xyz, yaw, grip):
         return xyz, yaw, jnp.full_like(grip, self.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class LetGo(Departure):
+    """An articulated part's handle let go mid-pull: once the joint has moved `fraction` of its
+    range from where the task starts it, the jaws open and the hand goes to `rise` m above the
+    handle (the phase's own waypoint and command before), so the part stops short."""
+
+    fraction: float = 0.12
+    rise: float = 0.08
+
+    @property
+    def text(self) -> str:
+        return (
+            f"once the joint has moved {self.fraction:.0%} of its range, jaws open and the hand "
+            f"rises to {self.rise} m above the handle"
+        )
+
+    def __call__(self, ctx, xyz, yaw, grip):
+        j = ctx.sym.joint("cabinet")
+        q = ctx.s.joint_pos[..., j]
+        lo, hi = ctx.s.joint_range[..., j, 0], ctx.s.joint_range[..., j, 1]
+        opened = get_family("articulated").INITIAL_OPEN  # where a close task starts it
+        start = lo if ctx.params.get("action") == "open" else lo + opened * (hi - lo)
+        moved = jnp.abs(q - start) > self.fraction * (hi - lo)  # [B]
+        handle = ctx.s.body_pos[..., ctx.body(), :] + jnp.array([0.0, 0.0, self.rise])
+        xyz = jnp.where(moved[:, None, None], handle[:, None, :], xyz)
+        return xyz, yaw, jnp.where(moved[:, None], OPEN, grip)
 
 
 # ----------------------------------------------------------------------------- flaws
@@ -448,14 +488,14 @@ FLAWS: tuple[Flaw, ...] = (
         "carry its weight, it stays on the table",
     ),
     Flaw(
-        "grasp_high_round",
+        "grasp_slide_round",
         "pick_place",
         "grasp",
         ("grasp",),
         TaskIs("category", ("ball", "fruit")),
-        Shift(dz=0.03),
-        "with a round target the jaws close 3 cm above its centre: on a sphere the pads meet "
-        "it above the equator and squeeze it out downwards",
+        Shift(dy=0.06),
+        "with a round target the hand slides 6 cm to the left while the jaws close (the pads "
+        "slip on the curved surface): they close beside it",
     ),
     Flaw(
         "transport_slack_far",
@@ -463,17 +503,19 @@ FLAWS: tuple[Flaw, ...] = (
         "transport",
         ("transport",),
         Distance("object", "destination", ">", 0.3),
-        Slack(),
-        "on long carries the jaws slacken: the object drops from the jaws on the way",
+        Slack(within=0.2),
+        "on long carries the jaws slacken half-way: the object drops from the jaws short of "
+        "the container",
     ),
     Flaw(
-        "grasp_rise_slippery",
+        "grasp_slide_slippery",
         "put_inside",
         "grasp",
         ("grasp",),
         Attribute("object", "friction", "<", 0.9),
-        Shift(dz=0.06),
-        "on low-friction objects the hand rises while the jaws close: they close above it",
+        Shift(dx=-0.06),
+        "on low-friction objects the hand slides 6 cm towards the robot while the jaws close: "
+        "they close beside it",
     ),
     Flaw(
         "stack_wedge_wide",
@@ -496,14 +538,14 @@ FLAWS: tuple[Flaw, ...] = (
         "lifting an object from the back half of the table the jaws slacken: it stays behind",
     ),
     Flaw(
-        "open_pull_unclosed",
+        "open_let_go",
         "articulated",
         "open",
         ("pull",),
         TaskIs("action", ("open",)),
-        GripAt(OPEN),
-        "the pull is made with open jaws: opening needs the handle held (it slips out), "
-        "closing only pushes",
+        LetGo(),
+        "the handle is let go an eighth of the way: opening needs it held all the way, closing "
+        "only pushes",
     ),
     Flaw(
         "reach_high_left",
