@@ -446,8 +446,13 @@ def test_offline_critic_names_the_planted_flaw(sized_bucket, native_backend):
         assert n["flip_rate_attributes"] > 0.3  # resampled sizes: most cubes fit
         assert n["flip_rate_layout"] == pytest.approx(0.0, abs=1e-12)
         assert n["repeat_success_rate"] == pytest.approx(0.0, abs=1e-12)
-        assert n["n_probes_task"] == pytest.approx(0.0, abs=1e-12)  # no other cube to bind
-        assert "no probe for task" in d.cause_text
+        # no other cube to bind: the task probes give the role to another category, same width
+        assert n["probes_task_recategorized"] >= 1.0
+        # (a ball of the cube's width is gripped above its equator by the narrow jaws, so a
+        # recategorized probe may flip it: shape is part of the task; the size factor still
+        # wins, by its flip rate or the cause's hint)
+        assert n["n_near_attributes"] == pytest.approx(1.0, abs=1e-12)
+        assert "probes flipped" in d.cause_text
         assert n["object_width_m"] > n["max_opening_m"] == pytest.approx(0.04, abs=1e-6)
         assert d.critic == "offline" and c.assignment is not None and c.seconds > 0
     modes = memory.modes()
@@ -468,7 +473,9 @@ def test_offline_critic_blames_execution_for_a_random_policy(sized_bucket, nativ
     (c,) = critic.diagnose(eps, jax.random.PRNGKey(2))
     assert c.diagnosis.factor == "execution"
     assert c.diagnosis.phase in eps[0].phase_names and c.diagnosis.cause in CAUSES
-    assert c.diagnosis.evidence.numbers["n_probes_layout"] == pytest.approx(2.0, abs=1e-12)
+    # away + one redraw + the near control
+    assert c.diagnosis.evidence.numbers["n_probes_layout"] == pytest.approx(3.0, abs=1e-12)
+    assert "execution:" in c.diagnosis.cause_text
     assert isinstance(c.diagnosis, Diagnosis) and isinstance(c.diagnosis.evidence, Evidence)
 
 

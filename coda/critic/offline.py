@@ -5,10 +5,14 @@ Rules:
   completion predicate never held in order without being undone before the next phase started
   (`coda.sim.tasks.phases`; `Episode.stopped_at`; the last phase when every phase completed
   but ν was false at the end).
-- factor δ: counterfactual probes (`coda.critic.probes`): the same policy re-run on the scene
-  with one factor resampled at a time (task probes hold the re-bound objects' attributes), and
-  on the unchanged scene. δ is the factor whose change most often flips the failure to success,
-  if that flip rate beats the unchanged scene's success rate; "execution" when none does.
+- factor δ: counterfactual probes (`coda.critic.probes`, `coda.critic.directed`): the same
+  policy re-run on the scene with one factor changed at a time (redraws; the focus object moved
+  "away" to the other side / the other end of its ranges; task probes that give the role to an
+  object of another category or a same-category twin, holding its attributes and pose), on
+  "near" perturbations of the layout and attributes (controls) and on the unchanged scene. δ is
+  the factor whose change most often flips the failure to success beyond its controls (the
+  unchanged scene's and its near probes' success rates); "execution" when none does, with the
+  evidence in the cause text and `execution_evidence`.
   Ties go to the factor the measured cause points at (`types.CAUSE_FACTOR_HINT`).
 - cause c: measured evidence in the stopped phase (`coda.critic.evidence`: contacts, openings,
   widths vs the gripper, mass vs the grip's capacity, distractor contacts, joint motion; an
@@ -29,7 +33,7 @@ import jax
 from coda.critic.base import Critique, record
 from coda.critic.episode import Episode, keyframe_indices
 from coda.critic.evidence import infer_cause
-from coda.critic.probes import PolicyLike, attribute, run_probes
+from coda.critic.probes import PolicyLike, attribute, probe_text, run_probes
 from coda.critic.types import CAUSE_FACTOR_HINT, Diagnosis, Evidence, validate_diagnosis
 
 
@@ -106,11 +110,7 @@ class OfflineCritic:
                 keyframes=tuple(keyframe_indices(ep, finding.chunks)),
                 numbers=numbers,
             )
-            text = finding.text
-            if st.unavailable:
-                text += "; no probe for " + ", ".join(sorted(st.unavailable))
-            elif st.confounded and not st.n.get("task"):
-                text += "; no task probe (every re-bound role changed the object's shape)"
+            text = finding.text + probe_text(factor, st, probe_numbers)
             diag = Diagnosis(factor, ep.stopped_phase, finding.cause, text, evidence)
             # the offline critic's own output passes the same validation as a VLM's
             diag = validate_diagnosis(

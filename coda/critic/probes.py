@@ -1,8 +1,15 @@
-"""Counterfactual probes: re-run the same policy on a failed scene with one factor resampled.
+"""Counterfactual probes: re-run the same policy on a failed scene with one factor changed.
 
-For each failed episode and each factor f in (task, layout, attributes), `n_probes` verified
-variants `resample(scene, f, seed)` are rolled out with the episode's policy, plus `n_repeats`
-copies of the unchanged scene (a baseline: a stochastic policy may succeed on the same scene).
+For each failed episode and each factor f in (task, layout, attributes), the verified probes of
+`probe_plan(f, n_probes)` are rolled out with the episode's policy, plus `n_repeats` copies of
+the unchanged scene (a baseline: a stochastic policy may succeed on the same scene). Task:
+`n_probes` probes alternating a recategorized one (the focus role played by an object of
+another category, in place, attributes held: `coda.critic.directed.recategorized`) and a
+redraw (`resample(scene, "task", seed)`, isolated as below; articulated's redraw changes the
+goal relation, open <-> close). Layout and attributes: one "away" probe (the focus object to
+the other side of the table / the other end of its ranges), `n_probes - 1` redraws and one
+"near" probe (a small perturbation: a control that should keep failing). `attribute` names the
+factor whose change probes flip the failure more often than its controls (repeats, near).
 All probes of all episodes are compiled, verified and grouped into buckets together
 (`make_buckets`), so a call costs one rollout per distinct bucket structure: typically one for
 the layout / attribute / repeat probes of a scene and one per distinct task-probe structure.
@@ -32,6 +39,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from coda.critic import directed
 from coda.critic.episode import Episode
 from coda.eval import split_map
 from coda.sim.compile import CompiledScene, compile_scene
@@ -59,6 +67,26 @@ class ProbeStats:
     confounded: int = 0  # task probes dropped: a re-bound role changed category (shape)
     repeat_success: int = 0
     n_repeats: int = 0
+
+    near_success: dict[str, int] = dataclasses.field(default_factory=dict)  # near probes
+    near_n: dict[str, int] = dataclasses.field(default_factory=dict)
+    kinds: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # "f/kind": [s, n]
+
+    def count(self, factor: str, kind: str, success: int | None = None) -> None:
+        """Count a verified probe (success None) or its outcome (success 0 / 1). Near probes
+        are controls, kept apart from the factor's change probes (`success`, `n`)."""
+        succ, n = (self.near_success, self.near_n) if kind == "near" else (self.success, self.n)
+        k = self.kinds.setdefault(f"{factor}/{kind}", [0, 0])
+        if success is None:
+            n[factor] = n.get(factor, 0) + 1
+            k[1] += 1
+        else:
+            succ[factor] = succ.get(factor, 0) + success
+            k[0] += success
+
+    def near_rate(self, factor: str) -> float | None:
+        n = self.near_n.get(factor, 0)
+        return self.near_success.get(factor, 0) / n if n else None
 
     def rate(self, factor: str) -> float | None:
         n = self.n.get(factor, 0)
@@ -149,12 +177,49 @@ def run_probes(
     for b, bucket in enumerate(buckets):
         ok = outcomes[b]
         for c, s in zip(bucket.variants, ok, strict=False):
-            i, f = owner[id(c)]
+            i, f, kind = owner[id(c)]
             if f == "repeat":
                 stats[i].repeat_success += int(s)
             else:
-                stats[i].success[f] = stats[i].success.get(f, 0) + int(s)
+                stats[i].count(f, kind, int(s))
     return stats
+
+
+def probe_plan(factor: str, n_probes: int) -> list[str]:
+    """The probe kinds of one factor per episode: task: `n_probes` probes alternating
+    recategorized / redraw (recategorized first); layout and attributes: one away probe,
+    `n_probes - 1` redraws and one near probe (the control). A kind with no probe for a scene
+    falls back to a redraw (recategorized) or is skipped (away, near)."""
+    if factor == "task":
+        return [("recategorized", "redraw")[j % 2] for j in range(n_probes)]
+    return ["away"] + ["redraw"] * max(n_probes - 1, 0) + ["near"]
+
+
+_DIRECTED = {
+    ("task", "recategorized"): directed.recategorized,
+    ("layout", "away"): directed.layout_away,
+    ("layout", "near"): directed.layout_near,
+    ("attributes", "away"): directed.attributes_away,
+    ("attributes", "near"): directed.attributes_near,
+}
+
+
+def _probe_scene(ep: Episode, f: str, kind: str, seed: int, st: ProbeStats) -> Scene | None:
+    """One candidate probe of kind `kind` for factor `f` (None: none; counted in `st`)."""
+    if kind != "redraw":
+        scene = _DIRECTED[(f, kind)](ep.scene, seed)
+        if scene is not None or kind != "recategorized":
+            return scene
+    try:
+        scene = resample(ep.scene, f, seed)
+    except ValueError as e:  # e.g. no other object can play the role
+        st.unavailable[f] = str(e)
+        return None
+    if f == "task":
+        scene = isolate_task_probe(ep.compiled, scene)
+        if scene is None:
+            st.confounded += 1
+    return scene
 
 
 def _verified_probes(
@@ -166,74 +231,114 @@ def _verified_probes(
     n_repeats: int,
     max_tries: int,
     factors: Sequence[str],
-) -> tuple[list[CompiledScene], dict[int, tuple[int, str]]]:
-    """(probes, owner): each episode's scene `n_repeats` times, then up to `n_probes` verified
-    resamples per (episode, factor), drawn in `max_tries` rounds from seeds derived from `base`;
-    owner maps id(compiled) -> (episode, factor or "repeat"). Counts go into `stats`."""
-    owner: dict[int, tuple[int, str]] = {}
+) -> tuple[list[CompiledScene], dict[int, tuple[int, str, str]]]:
+    """(probes, owner): each episode's scene `n_repeats` times, then each (episode, factor)'s
+    planned probes (`probe_plan`), verified, drawn in `max_tries` rounds from seeds derived from
+    `base`; owner maps id(compiled) -> (episode, factor or "repeat", kind). Counts go into
+    `stats`."""
+    owner: dict[int, tuple[int, str, str]] = {}
     probes: list[CompiledScene] = []
     for i, ep in enumerate(episodes):
         for _ in range(n_repeats):
             probes.append(ep.compiled)
         stats[i].n_repeats = n_repeats
-    want = {(i, f): n_probes for i in range(len(episodes)) for f in factors}
+    want = [
+        (i, f, j, kind)
+        for i in range(len(episodes))
+        for f in factors
+        for j, kind in enumerate(probe_plan(f, n_probes))
+    ]
     for attempt in range(max_tries):
-        cands: list[tuple[int, str, CompiledScene]] = []
-        for (i, f), k in want.items():
-            ep = episodes[i]
-            for j in range(k):
-                seed = _seed(base, i, FACTORS.index(f), attempt, j)
-                try:
-                    scene = resample(ep.scene, f, seed)
-                except ValueError as e:  # e.g. no other object can play the role
-                    stats[i].unavailable[f] = str(e)
-                    break
-                if f == "task":
-                    scene = isolate_task_probe(ep.compiled, scene)
-                    if scene is None:
-                        stats[i].confounded += 1
-                        continue
-                cands.append((i, f, compile_scene(scene)))
+        cands: list[tuple[int, str, int, str, CompiledScene]] = []
+        for i, f, j, kind in want:
+            seed = _seed(base, i, FACTORS.index(f), attempt, j)
+            scene = _probe_scene(episodes[i], f, kind, seed, stats[i])
+            if scene is not None:
+                cands.append((i, f, j, kind, compile_scene(scene)))
         if not cands:
             break
-        verdicts = verify([c for _, _, c in cands])
-        want = {}
-        for (i, f, c), v in zip(cands, verdicts, strict=True):
+        verdicts = verify([c[-1] for c in cands])
+        want = []
+        for (i, f, j, kind, c), v in zip(cands, verdicts, strict=True):
             bad = [r for r in v.reasons if not (f == "task" and r.check == "scale")]
             if bad:
                 stats[i].rejected[f] = stats[i].rejected.get(f, 0) + 1
-                want[(i, f)] = want.get((i, f), 0) + 1
+                want.append((i, f, j, kind))
             else:
-                stats[i].n[f] = stats[i].n.get(f, 0) + 1
-                owner[id(c)] = (i, f)
+                stats[i].count(f, kind)
+                owner[id(c)] = (i, f, kind)
                 probes.append(c)
         if not want:
             break
     for i, ep in enumerate(episodes):
-        owner.setdefault(id(ep.compiled), (i, "repeat"))
+        owner.setdefault(id(ep.compiled), (i, "repeat", "repeat"))
     return probes, owner
 
 
 def attribute(stats: ProbeStats, hint: str | None = None) -> tuple[str, dict[str, float]]:
-    """(factor, numbers): the factor whose resampling most often flips the failure to success,
-    if its flip rate beats the unchanged scene's repeat success rate; "execution" when none
-    does. Ties go to `hint` (the cause's factor), then to the order attributes, layout, task."""
+    """(factor, numbers): the factor whose change (redraws, away and recategorized probes) most
+    often flips the failure to success beyond its controls: the unchanged scene's repeat
+    success rate and the factor's own near-probe success rate (a small perturbation that
+    succeeds says the failure is not tied to the value). "execution" when no factor's flip rate
+    beats its controls. Ties go to `hint` (the cause's factor), then to the order attributes,
+    layout, task. numbers: per factor the flip rate and count of change probes, the near
+    probes' rate and count, per probe kind successes and count, and `execution_evidence`
+    (1: the unchanged scene succeeded on a repeat, 2: no factor's change flipped it, 3: a
+    factor flipped it no more often than its controls; 0: a factor was named)."""
     base = stats.repeat_rate or 0.0
     numbers = {
         "repeat_success_rate": base,
         "n_repeats": float(stats.n_repeats),
         "task_probes_confounded": float(stats.confounded),
     }
-    rates = {}
+    margins = {}
     for f in FACTORS:
-        r = stats.rate(f)
-        numbers[f"n_probes_{f}"] = float(stats.n.get(f, 0))
+        r, near = stats.rate(f), stats.near_rate(f)
+        n_all = stats.n.get(f, 0) + stats.near_n.get(f, 0)
+        numbers[f"n_probes_{f}"] = float(n_all)  # every rollout of this factor's probes
+        if near is not None:
+            numbers[f"flip_rate_near_{f}"] = near
+            numbers[f"n_near_{f}"] = float(stats.near_n[f])
         if r is not None:
             numbers[f"flip_rate_{f}"] = r
-            rates[f] = r
+            if r > 0.0:
+                margins[f] = r - max(base, near or 0.0)
+    for k, (s_k, n_k) in sorted(stats.kinds.items()):
+        numbers[f"probes_{k.replace('/', '_')}"] = float(n_k)
+        numbers[f"flips_{k.replace('/', '_')}"] = float(s_k)
     order = ("attributes", "layout", "task")
-    best = max(rates.values(), default=0.0)
-    if best <= base or best == 0.0:
+    best = max(margins.values(), default=0.0)
+    if best <= 0.0:
+        numbers["execution_evidence"] = 1.0 if base > 0 else (3.0 if margins else 2.0)
         return "execution", numbers
-    tied = [f for f in order if rates.get(f) == best]
+    numbers["execution_evidence"] = 0.0
+    tied = [f for f in order if margins.get(f) == best]
     return (hint if hint in tied else tied[0]), numbers
+
+
+def probe_text(factor: str, stats: ProbeStats, numbers: dict[str, float]) -> str:
+    """What the probes said, for the cause text: the flips per factor (change probes, near
+    controls, repeats) and, for "execution", why; factors without a probe are named."""
+    parts = []
+    for f in FACTORS:
+        n, nn = stats.n.get(f, 0), stats.near_n.get(f, 0)
+        if not n and not nn:
+            continue
+        part = f"{f} {stats.success.get(f, 0)}/{n}"
+        if nn:
+            part += f" (near {stats.near_success.get(f, 0)}/{nn})"
+        parts.append(part)
+    text = "; probes flipped " + (", ".join(parts) or "nothing")
+    if stats.n_repeats:
+        text += f", repeats {stats.repeat_success}/{stats.n_repeats}"
+    missing = [f for f in FACTORS if not stats.n.get(f) and f in stats.unavailable]
+    if missing:
+        text += "; no probe for " + ", ".join(missing)
+    if factor == "execution":
+        why = {
+            1.0: "the unchanged scene succeeded on a repeat",
+            2.0: "no factor's change flipped the failure",
+            3.0: "no factor's change flipped it more often than its controls",
+        }.get(numbers.get("execution_evidence", 2.0), "")
+        text += f"; execution: {why}"
+    return text
