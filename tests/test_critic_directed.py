@@ -114,3 +114,19 @@ def test_probe_plan_and_controls():
     assert f == "execution" and num["execution_evidence"] == 3.0
     st.repeat_success = 1
     assert attribute(st)[1]["execution_evidence"] == 1.0
+
+
+def test_recategorized_flips_do_not_count_when_attributes_explain():
+    st = ProbeStats()
+    for f, kind, ok in [
+        ("task", "recategorized", 1),  # a ball of the cube's width: shape, confounded with size
+        ("task", "redraw", 0),
+        ("attributes", "away", 1),
+        ("attributes", "redraw", 0),
+        ("attributes", "near", 0),
+    ]:
+        st.count(f, kind)
+        st.count(f, kind, ok)
+    f, num = attribute(st)
+    assert f == "attributes" and num["task_recategorized_confounded"] == 1.0
+    assert num["flip_rate_task"] == 0.0

@@ -280,11 +280,13 @@ def attribute(stats: ProbeStats, hint: str | None = None) -> tuple[str, dict[str
     often flips the failure to success beyond its controls: the unchanged scene's repeat
     success rate and the factor's own near-probe success rate (a small perturbation that
     succeeds says the failure is not tied to the value). "execution" when no factor's flip rate
-    beats its controls. Ties go to `hint` (the cause's factor), then to the order attributes,
-    layout, task. numbers: per factor the flip rate and count of change probes, the near
-    probes' rate and count, per probe kind successes and count, and `execution_evidence`
-    (1: the unchanged scene succeeded on a repeat, 2: no factor's change flipped it, 3: a
-    factor flipped it no more often than its controls; 0: a factor was named)."""
+    beats its controls. Recategorized task probes do not count when the attribute probes
+    explain the failure (shape is confounded with size). Ties go to `hint` (the cause's
+    factor), then to the order attributes, layout, task. numbers: per factor the flip rate and
+    count of change probes, the near probes' rate and count, per probe kind successes and
+    count, and `execution_evidence` (1: the unchanged scene succeeded on a repeat, 2: no
+    factor's change flipped it, 3: a factor flipped it no more often than its controls; 0: a
+    factor was named)."""
     base = stats.repeat_rate or 0.0
     numbers = {
         "repeat_success_rate": base,
@@ -292,8 +294,19 @@ def attribute(stats: ProbeStats, hint: str | None = None) -> tuple[str, dict[str
         "task_probes_confounded": float(stats.confounded),
     }
     margins = {}
+    rate = {f: stats.rate(f) for f in FACTORS}
+    # a recategorized task probe changes the object's shape with its category; when the focus
+    # object's attribute probes flip the failure beyond their controls, its flips are confounded
+    # (a ball of a too-wide cube's width is gripped above its equator) and the task rate is the
+    # same-category probes' alone
+    a_rate, a_near = rate["attributes"], stats.near_rate("attributes")
+    s_r, n_r = stats.kinds.get("task/recategorized", [0, 0])
+    if n_r and a_rate is not None and a_rate > max(base, a_near or 0.0):
+        n_t = stats.n.get("task", 0) - n_r
+        rate["task"] = (stats.success.get("task", 0) - s_r) / n_t if n_t else None
+        numbers["task_recategorized_confounded"] = float(n_r)
     for f in FACTORS:
-        r, near = stats.rate(f), stats.near_rate(f)
+        r, near = rate[f], stats.near_rate(f)
         n_all = stats.n.get(f, 0) + stats.near_n.get(f, 0)
         numbers[f"n_probes_{f}"] = float(n_all)  # every rollout of this factor's probes
         if near is not None:
