@@ -12,9 +12,12 @@ defines the labels):
 3. p is a reach phase:   a finger touched a distractor, or a distractor moved more than
    DISTRACTOR_MOVE, before the stop                                -> collision_with_distractor
                          else                                      -> did_not_approach
-4. p is a grasp phase:   the object's narrowest horizontal width exceeds the widest finger
-   gap seen before the grasp or the robot's maximum (2·FINGER_OPEN), by WIDTH_MARGIN
-                                                                   -> object_too_wide
+4. p is a grasp phase:   the object's narrowest horizontal width exceeds the robot's maximum
+   gap (2·FINGER_OPEN) by WIDTH_MARGIN                             -> object_too_wide
+                         both pads touched it but it was never between the jaws (as the
+                         lift rule below; the grasp phase needs it there) -> never_grasped
+                         its width exceeds the widest finger gap seen before the grasp by
+                         WIDTH_MARGIN                              -> object_too_wide
                          distractor touched / moved before the object was touched
                                                                    -> collision_with_distractor
                          object slid more than PUSHED without being grasped
@@ -78,7 +81,7 @@ PUSHED = 0.02  # m the object slid (xy) without being grasped
 WIDTH_MARGIN = 0.002  # m
 JOINT_MOVE = 0.05  # joint fraction
 RECENT = 2  # endpoints
-JAW_MARGIN = 0.01  # m the jaws closed narrower than the object: nothing between them
+JAW_MARGIN = ph.GRASP_MARGIN  # m the jaws closed narrower than the object: not between them
 OPENED = 0.005  # m the measured gap grew as the grasp ended: let go (traces without actions)
 GRAVITY = 9.81
 NO_FAULT = (
@@ -238,7 +241,8 @@ def _reach_rules(ep: Episode, num: dict[str, float]) -> Finding:
 
 
 def _grasp_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
-    """Stopped at the grasp: too wide, a distractor hit, pushed away, one pad or none."""
+    """Stopped at the grasp: too wide, never between the jaws, a distractor hit, pushed away,
+    one pad or none."""
     f, obj = ep.features, ep.roles.obj_name
     t_last = ep.num_endpoints - 1
     left, right = f["left"], f["right"]
@@ -254,6 +258,13 @@ def _grasp_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
             "gripper_max_opening_m": 2 * robot.FINGER_OPEN,
         }
     )
+    # both pads on it but never between the jaws (closed early, pinching an edge): the grasp
+    # phase's own test (`phases.between_jaws`); a width beyond the robot's reach stays too wide
+    never = (
+        None if width > 2 * robot.FINGER_OPEN + WIDTH_MARGIN else _never_between_jaws(ep, t0, num)
+    )
+    if never is not None:
+        return never
     if width > min(seen, 2 * robot.FINGER_OPEN) + WIDTH_MARGIN:
         return Finding(
             "object_too_wide",

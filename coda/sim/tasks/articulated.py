@@ -106,7 +106,7 @@ class ArticulatedFamily(TaskFamily):
     def task_phases(self, task) -> tuple[ph.Phase, ...]:
         return (
             ph.Phase("reach", ph.reach("cabinet.handle")),
-            ph.Phase("grasp", ph.grasp("cabinet.handle")),
+            ph.Phase("grasp", ph.grasp("cabinet.handle", or_lifted=False)),
             ph.Phase(task["params"]["action"], self.success_fn(task)),
         )
 

@@ -36,6 +36,7 @@ PhasePredicate = Callable[[SimState, SymbolTable], jnp.ndarray]
 # Tolerances of the generic phase predicates (m).
 REACH_MARGIN = 0.02  # tcp within the body's bounding box grown by this on every side
 LIFT_HEIGHT = 0.02  # held object's bottom this far above the table
+GRASP_MARGIN = 0.01  # a grasp's jaw gap is at least the body's narrowest width less this
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,9 +122,27 @@ def reach(role: str) -> PhasePredicate:
     return lambda s, sym: tcp_near(s, sym.body(role))
 
 
-def grasp(role: str) -> PhasePredicate:
-    """Phase predicate: both finger pads touch the body playing `role`."""
-    return lambda s, sym: G.grasped(s, sym.body(role))
+def between_jaws(state: SimState, i: int, margin: float = GRASP_MARGIN) -> jnp.ndarray:
+    """Body i spans the jaws: their gap is at least its narrowest horizontal width less
+    `margin` (jaws closed beside it, or pinching its edge, are narrower)."""
+    width = 2.0 * jnp.min(G.half(state, i)[..., :2], axis=-1)
+    return G.gripper_opening(state) >= width - margin
+
+
+def grasp(role: str, or_lifted: bool = True) -> PhasePredicate:
+    """Phase predicate: both finger pads touch the body playing `role` and it is between the
+    jaws (`between_jaws`), or (`or_lifted`, for objects that rest on the table) it is held
+    `LIFT_HEIGHT` off the table: a grasp that only brushes the object with closing jaws does
+    not count. Parts that never rest on the table (a handle) pass or_lifted=False."""
+
+    def done(s: SimState, sym: SymbolTable) -> jnp.ndarray:
+        i = sym.body(role)
+        spans = between_jaws(s, i)
+        if or_lifted:
+            spans = spans | G.lifted(s, i, LIFT_HEIGHT)
+        return G.grasped(s, i) & spans
+
+    return done
 
 
 def lift(role: str, height: float = LIFT_HEIGHT) -> PhasePredicate:
