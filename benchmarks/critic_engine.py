@@ -66,7 +66,7 @@ def run_flaw(flaw, backend, cfg, args, seed: int) -> dict:
     import numpy as np
 
     from coda.critic import OfflineCritic, episodes_from_rollout
-    from coda.sim.flaws import check_flaw, flaw_scenes
+    from coda.sim.flaw_check import check_flaw, flaw_scenes
     from coda.sim.rollout import make_buckets
 
     num_chunks = int(cfg.sim.num_chunks)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from coda.sim.compile import compile_scene
-from coda.sim.flaws import FACTORS, FLAWS, check_flaw, get_flaw, task_phase_of
+from coda.sim.flaw_check import check_flaw
+from coda.sim.flaws import FACTORS, FLAWS, get_flaw, task_phase_of
 from coda.sim.planner import planner_for
 from coda.sim.rollout import make_buckets
 from coda.sim.scene import resample
