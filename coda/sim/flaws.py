@@ -78,9 +78,15 @@ _CARRY_TASK_PHASE = {
 _ARTICULATED_TASK_PHASE = {"approach": "reach", "descend": "reach", "grasp": "grasp"}
 
 
+def _carries(family: str) -> bool:
+    """Whether `family` carries an object (pick -> carry -> place); else it moves a fixture's
+    part (the articulated family: a cabinet's handle)."""
+    return hasattr(get_family(family), "carried")
+
+
 def task_phase_of(family: str, params: dict[str, Any], planner_phase: str) -> str:
     """The task phase (the critic's phase name) a planner phase of `family` serves."""
-    if family == "articulated":
+    if not _carries(family):
         return _ARTICULATED_TASK_PHASE.get(planner_phase, params.get("action", "open"))
     fam = get_family(family)
     if planner_phase in _CARRY_TASK_PHASE:
@@ -93,7 +99,7 @@ def _role_name(scene: Scene, role: str) -> str:
     cabinet), "destination" = where it goes; otherwise a role of τ."""
     fam, params, roles = scene.task["family"], scene.task.get("params", {}), scene.task["roles"]
     if role in ("object", "destination"):
-        if fam == "articulated":
+        if not _carries(fam):
             return roles["cabinet"]
         carried = get_family(fam).carried(params)
         return roles[carried[0] if role == "object" else carried[1]]
@@ -214,7 +220,7 @@ class Ctx:
     params: dict[str, Any]
 
     def body(self, role: str = "object") -> int:
-        if self.family == "articulated":
+        if not _carries(self.family):
             return self.sym.body("cabinet.handle")
         carried = get_family(self.family).carried(self.params)
         return self.sym.body(carried[0] if role == "object" else carried[1])
