@@ -30,24 +30,21 @@ from coda.train import Learner, LearnerConfig
 def policy_overrides(pc: ConfigDict, horizon: int) -> dict[str, Any]:
     """`coda.policy.get_policy` overrides from the config's policy size fields."""
     w, ew, depth, heads = int(pc.width), int(pc.expert_width), int(pc.depth), int(pc.heads)
+
+    def stack(width: int) -> dict[str, int]:  # the VLM and the action expert share depth, heads
+        return dict(
+            width=width,
+            depth=depth,
+            mlp_dim=4 * width,
+            num_heads=heads,
+            num_kv_heads=1,
+            head_dim=w // heads,
+        )
+
     return dict(
         max_token_len=int(pc.max_token_len),
-        vlm=dict(
-            width=w,
-            depth=depth,
-            mlp_dim=4 * w,
-            num_heads=heads,
-            num_kv_heads=1,
-            head_dim=w // heads,
-        ),
-        expert=dict(
-            width=ew,
-            depth=depth,
-            mlp_dim=4 * ew,
-            num_heads=heads,
-            num_kv_heads=1,
-            head_dim=w // heads,
-        ),
+        vlm=stack(w),
+        expert=stack(ew),
         state_hidden=int(pc.state_hidden),
         num_state_tokens=int(pc.num_state_tokens),
         num_sample_steps=int(pc.sample_steps),
