@@ -148,23 +148,28 @@ class NoPotential:
 # ----------------------------------------------------------------------------- update
 
 
-@dataclasses.dataclass(frozen=True)
-class AWR:
-    """Own rollouts into the replay; chunk critic + AWR updates (+ routed planner demos)."""
-
-    name = "awr"
-    trains = True
+class _Recipe:
+    """What every update recipe shares: the learner's mode follows the potential (shaped or
+    sparse targets), nothing to do once round 0 is done."""
 
     def learner_mode(self, potential: Any) -> str:
         """`coda.train.LearnerConfig.mode` the learner is built with."""
         return "shaped" if potential.shapes else "sparse"
 
+    def after_start(self, learner: Any) -> None:
+        """Called once round 0 is done (or restored)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AWR(_Recipe):
+    """Own rollouts into the replay; chunk critic + AWR updates (+ routed planner demos)."""
+
+    name = "awr"
+    trains = True
+
     def observe(self, learner: Any, result: Any, bucket: Any, phi: Any) -> int:
         """A rollout's transitions into the replay (Φ-shaped when `phi`); how many."""
         return int(learner.add_rollout(result, bucket, phi_fn=phi)["transitions"])
-
-    def after_start(self, learner: Any) -> None:
-        """Called once round 0 is done (or restored)."""
 
     def run(self, svc, state, r, gens, routing, n_in_band, key) -> Any:  # noqa: ANN001
         from coda.loop.steps.update import awr_update  # lazy: see _LAZY
@@ -187,20 +192,14 @@ class FrozenPolicy(AWR):
 
 
 @dataclasses.dataclass(frozen=True)
-class BC:
+class BC(_Recipe):
     """Each round: planner demos on the round's scenes join the kept demo rows; BC on them."""
 
     name = "bc"
     trains = True
 
-    def learner_mode(self, potential: Any) -> str:
-        return "shaped" if potential.shapes else "sparse"
-
     def observe(self, learner: Any, result: Any, bucket: Any, phi: Any) -> int:
         return 0  # own rollouts are not trained on
-
-    def after_start(self, learner: Any) -> None:
-        pass
 
     def run(self, svc, state, r, gens, routing, n_in_band, key) -> Any:  # noqa: ANN001
         from coda.loop.steps.update import bc_update  # lazy: see _LAZY
