@@ -30,6 +30,7 @@ from coda.critic.episode import (
     trace_roles,
 )
 from coda.critic.evidence import Finding, grip_capacity, infer_cause, object_width
+from coda.critic.keyframes import keyframe_sheet, readable_keyframes, trace_sheet
 from coda.critic.offline import OfflineCritic
 from coda.critic.probes import ProbeStats, attribute, isolate_task_probe, run_probes
 from coda.critic.types import (
@@ -74,17 +75,20 @@ __all__ = [
     "infer_cause",
     "isolate_task_probe",
     "keyframe_indices",
+    "keyframe_sheet",
     "make_critic",
     "make_episode",
     "object_width",
     "record",
     "register_critic",
     "render_keyframes",
+    "readable_keyframes",
     "run_probes",
     "segment_bucket",
     "segment_states",
     "select_failures",
     "state_summary",
+    "trace_sheet",
     "trace_features",
     "trace_roles",
     "validate_diagnosis",

@@ -3,9 +3,10 @@
 The prompt (OpenAI chat format) carries the instruction, the family's ordered phase names and
 where progress stopped, the scene's factors τ, σ, α, a per-endpoint state summary (tcp gap,
 contacts, opening, heights, distances), the cause vocabulary, and one PNG keyframe per chosen
-chunk endpoint as base64 `image_url` content parts (`coda.llm.message`). The reply is requested
-as JSON under `DIAGNOSIS_SCHEMA`; the client validates it and repairs a violation once, and
-records every exchange (record/replay in the run folder, as configured on the client).
+chunk endpoint as base64 `image_url` content parts (`coda.llm.message`): the workspace view
+framed on the task's objects beside the wrist view (`coda.critic.keyframes`). The reply is
+requested as JSON under `DIAGNOSIS_SCHEMA`; the client validates it and repairs a violation
+once, and records every exchange (record/replay in the run folder, as configured on the client).
 `validate_diagnosis` then checks the phase against the family's phases: a reply naming a phase
 the family does not have is rejected (kept on the `Critique` and in `rejections`, logged to
 `log_dir/critic_rejected.jsonl` when given) and never stored in memory.
@@ -23,7 +24,8 @@ import jax
 import numpy as np
 
 from coda.critic.base import Critique, record
-from coda.critic.episode import Episode, keyframe_indices, keyframe_label, render_keyframes
+from coda.critic.episode import Episode, keyframe_indices, keyframe_label
+from coda.critic.keyframes import readable_keyframes
 from coda.critic.types import (
     CAUSES,
     DIAGNOSIS_SCHEMA,
@@ -48,6 +50,13 @@ scene.
 chunk k), keyframes (indices of the images you relied on, as chunk-endpoint indices) and \
 numbers (name/value pairs from the state summary that support the diagnosis).
 Reply with the JSON object only."""
+
+
+VIEWS = (
+    "Each image shows one chunk endpoint twice: left, a workspace camera framed on the task's "
+    "objects and the gripper over the whole episode (the same framing in every image); right, "
+    "the wrist camera looking down between the jaws (the fingers at the bottom edge)."
+)
 
 
 def _round(x: Any, nd: int = 4) -> Any:
@@ -96,8 +105,10 @@ class VLMCritic:
     Args:
       client: a `coda.llm.LLMClient`; its critic role picks backend, model and record mode.
       memory: a `coda.memory.MemoryStore` for accepted diagnoses (None: not recorded).
-      max_keyframes: images per episode; image_size: their side in pixels.
-      frames: (episode, endpoint indices) -> [K, H, W, 3] uint8 (default: headless rendering).
+      max_keyframes: images per episode; image_size: each view's side in pixels.
+      frames: (episode, endpoint indices) -> [K, H, W, 3] uint8 (default: headless rendering
+        of `coda.critic.keyframes.readable_keyframes`: the workspace camera framed on the
+        task's objects beside the wrist camera, [K, S, 2S + 4, 3]).
       log_dir: where rejected replies are logged (None: kept in `rejections` only).
     """
 
@@ -119,9 +130,7 @@ class VLMCritic:
         self.memory = memory
         self.max_keyframes = int(max_keyframes)
         self.image_size = int(image_size)
-        self.frames = frames or (
-            lambda ep, idx: render_keyframes(ep, idx, self.image_size, self.image_size)
-        )
+        self.frames = frames or (lambda ep, idx: readable_keyframes(ep, idx, self.image_size))
         self.log_dir = None if log_dir is None else os.fspath(log_dir)
         self.rejections: list[dict[str, Any]] = []
 
@@ -155,7 +164,10 @@ class VLMCritic:
                 "left/right = finger pad touches the object; touch:<name> = a pad touches "
                 "that distractor):",
                 state_summary(ep),
-                "Images, in order: " + "; ".join(keyframe_label(ep, t) for t in keys) + ".",
+                "Images, in order: "
+                + "; ".join(keyframe_label(ep, t) for t in keys)
+                + ". "
+                + VIEWS,
             ]
         )
         return [message("system", system), message("user", text, images=list(images))]

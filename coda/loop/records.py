@@ -93,7 +93,8 @@ def process(workdir: str, r: int, primary: bool) -> lifetime.ProcessStats:
 
 
 def save_failures(svc: Any, failures: Sequence[Any], r: int) -> None:
-    """Diagnosed failures of round r (qpos trace + ψ + scene) for the report's GIFs."""
+    """Diagnosed failures of round r (qpos trace + ψ + scene + phases per endpoint) for the
+    report's GIFs and keyframe sheets."""
     keep = list(failures)[: int(svc.config.render.failures_per_round)]
     if not keep or not distributed.is_primary():
         return
@@ -107,6 +108,8 @@ def save_failures(svc: Any, failures: Sequence[Any], r: int) -> None:
                 {
                     "round": r,
                     "scene": c.episode.compiled.scene.to_dict(),
+                    "phase_names": list(c.episode.phase_names),  # the sheet's labels
+                    "phase_index": [int(k) for k in c.episode.phase_index],
                     "diagnosis": c.diagnosis.to_json(),
                     "mode": None if c.assignment is None else int(c.assignment.mode_id),
                 },

@@ -6,7 +6,6 @@ saved failure traces), so a resumed run reports exactly what an uninterrupted on
 
 from __future__ import annotations
 
-import glob
 import html
 import json
 import math
@@ -18,9 +17,8 @@ from absl import logging
 from ml_collections import ConfigDict
 
 from coda.loop.evaluation import learning
+from coda.loop.failure_media import failure_media
 from coda.loop.strategies import get_strategy
-from coda.sim.compile import compile_scene
-from coda.sim.scene import Scene
 
 # Paper reference for the cost table (per 1,000 accepted environments).
 PAPER_PER_1000 = {"llm_tokens": 7.4e6, "accelerator_hours": 66.0}
@@ -150,44 +148,6 @@ def _save(fig: Any, pdir: str, name: str, workdir: str) -> str:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return os.path.relpath(path, workdir)
-
-
-def _failure_gifs(workdir: str, config: ConfigDict) -> list[dict]:
-    """GIFs of the saved diagnosed failures (rendered now, from the traces)."""
-    items = []
-    files = sorted(glob.glob(os.path.join(workdir, "failures", "*.json")))
-    if not files:
-        return items
-    ok, why = (False, "rendering disabled")
-    if config.render.enabled:
-        from coda.sim import render  # lazy: rendering (GL) only when the report renders GIFs
-
-        ok, why = render.gl_available()
-    for path in files:
-        with open(path) as f:
-            rec = json.load(f)
-        item = {"round": rec["round"], "diagnosis": rec["diagnosis"], "mode": rec["mode"]}
-        item["instruction"] = rec["scene"]["task"].get("instruction", "")
-        stem = path[: -len(".json")]
-        if ok:
-            try:
-                from coda.sim import render  # lazy: rendering (GL), as above
-
-                comp = compile_scene(Scene.from_dict(rec["scene"]))
-                frames = render.render_states(
-                    comp.model,
-                    np.load(stem + ".npy"),
-                    width=config.render.width,
-                    height=config.render.height,
-                )
-                render.save_gif(frames, stem + ".gif", fps=4)
-                item["gif"] = os.path.relpath(stem + ".gif", workdir)
-            except Exception as e:  # noqa: BLE001 - a report without a GIF, not a failed run
-                item["gif_error"] = str(e)
-        else:
-            item["gif_error"] = why
-        items.append(item)
-    return items
 
 
 # ----------------------------------------------------------------------------- text
@@ -392,6 +352,13 @@ def _modes_section(hist: list[dict]) -> list[str]:
 def _failures_section(failures: list[dict]) -> list[str]:
     L: list[str] = []
     L += ["", "## Diagnosed failures (rollout beside the critic's ψ)", ""]
+    L += [
+        "Each failure: a GIF of every chunk endpoint and a keyframe sheet (workspace camera "
+        "framed on the task's objects above the wrist camera; chunk and phase over each "
+        "column). The views add a background and their own camera for people and the VLM "
+        "critic only; the policy's observation cameras and the physics are unchanged.",
+        "",
+    ]
     if not failures:
         L.append("None saved.")
     for it in failures:
@@ -404,6 +371,8 @@ def _failures_section(failures: list[dict]) -> list[str]:
             f"  {gif}",
             "",
         ]
+        if "sheet" in it:
+            L += [f"  ![keyframes: workspace and wrist views, chunk and phase]({it['sheet']})", ""]
     return L
 
 
@@ -552,7 +521,7 @@ def write_report(workdir: str, config: ConfigDict, state: Any, svc: Any, wall: f
     except Exception as e:  # noqa: BLE001 - the report still gets written, without plots
         logging.warning("plots failed: %s", e)
         plots = {}
-    failures = _failure_gifs(workdir, config)
+    failures = failure_media(workdir, config)
     md = markdown(summary, plots, failures, config)
     with open(os.path.join(workdir, "report.md"), "w") as f:
         f.write(md)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -127,3 +129,73 @@ def contact_sheet(
         y, x = pad + r * (h + pad), pad + c * (w + pad)
         sheet[y : y + h, x : x + w] = f
     return sheet
+
+
+def _font(px: int):
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=px)  # FreeType (Pillow >= 10.1): scalable
+    except (TypeError, OSError):  # an old Pillow / no FreeType: the fixed bitmap font
+        return ImageFont.load_default()
+
+
+def _wrap(text: str, font: Any, width: int) -> list[str]:
+    """Greedy word wrap of `text` to lines no wider than `width` px in `font`."""
+    lines: list[str] = []
+    for para in text.splitlines() or [""]:
+        line = ""
+        for word in para.split(" "):
+            trial = f"{line} {word}" if line else word
+            if line and font.getlength(trial) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = trial
+        lines.append(line)
+    return lines
+
+
+def labelled_sheet(
+    rows: Sequence[np.ndarray],  # R x [K, H, W, 3] uint8: e.g. workspace view, wrist view
+    labels: Sequence[str],  # K: one per column (a keyframe)
+    *,
+    title: str = "",
+    cols: int = 6,
+    pad: int = 3,
+    font_px: int = 14,
+) -> np.ndarray:  # [H', W', 3] uint8
+    """A keyframe sheet: columns are keyframes (a label strip above each), rows are views of
+    the same keyframe stacked; more than `cols` keyframes wrap into further bands; `title`
+    (word-wrapped) on top. White background, dark text; one PNG for a report or a person."""
+    from PIL import Image, ImageDraw
+
+    rows = [_check_frames(r, f"rows[{i}]") for i, r in enumerate(rows)]
+    if not rows or any(r.shape != rows[0].shape for r in rows):
+        raise ValueError("rows must be one or more frame stacks of the same shape")
+    k, h, w, _ = rows[0].shape
+    if len(labels) != k:
+        raise ValueError(f"{len(labels)} labels for {k} keyframes")
+    cols = max(1, min(int(cols), k))
+    font = _font(font_px)
+    width = cols * w + (cols + 1) * pad
+    title_lines = _wrap(title, font, width - 2 * pad) if title else []
+    line_h = font_px + 4
+    label_lines = max(len(_wrap(s, font, w)) for s in labels)
+    band_h = label_lines * line_h + len(rows) * (h + pad) + pad
+    bands = -(-k // cols)
+    top = len(title_lines) * line_h + (pad if title_lines else 0)
+    sheet = Image.new("RGB", (width, top + bands * band_h + pad), (255, 255, 255))
+    draw = ImageDraw.Draw(sheet)
+    for i, line in enumerate(title_lines):
+        draw.text((pad, pad + i * line_h), line, fill=(20, 20, 20), font=font)
+    for j in range(k):
+        b, c = divmod(j, cols)
+        x, y = pad + c * (w + pad), top + b * band_h + pad
+        for i, line in enumerate(_wrap(labels[j], font, w)):
+            draw.text((x, y + i * line_h), line, fill=(20, 20, 90), font=font)
+        y += label_lines * line_h
+        for r in rows:
+            sheet.paste(Image.fromarray(r[j], mode="RGB"), (x, y))
+            y += h + pad
+    return np.asarray(sheet, np.uint8)
