@@ -259,6 +259,13 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("loop.validation_control", VALIDATION_CONTROLS)
     choice("loop.validation_correction", VALIDATION_CORRECTIONS)
     choice("loop.validation_pairing", VALIDATION_PAIRINGS)
+    choice("loop.validation_rest", VALIDATION_RESTS)
+    control = _get(config, "loop.validation_control")
+    if _get(config, "loop.validation_pairing") == "recreate" and control not in (
+        "resample",
+        _MISSING,
+    ):
+        out.append("loop.validation_pairing='recreate' needs loop.validation_control='resample'")
     _llm_problems(config, out, choice)
     choice("policy.name", POLICY_NAMES)
     for field, lo in LOOP_INTS.items():
@@ -391,7 +398,8 @@ NO_MODE_BUDGETS = ("novel", "pool")  # loop.no_mode_budget (coda.loop.rounds.pla
 VALIDATION_BASES = ("pool", "parents")  # loop.validation_bases (coda.loop.rounds)
 VALIDATION_CONTROLS = ("resample", "matched")  # coda.engine.generate.CONTROLS
 VALIDATION_CORRECTIONS = ("holm", "bh", "none")  # coda.engine.validate.CORRECTIONS
-VALIDATION_PAIRINGS = ("nested", "sibling")  # coda.engine.generate.PAIRINGS
+VALIDATION_PAIRINGS = ("recreate", "nested", "sibling")  # coda.engine.pairs.PAIRINGS
+VALIDATION_RESTS = ("keep", "resample")  # coda.engine.pairs.RESTS
 OBS_MODES = ("state", "images")  # policy.obs_mode (coda.sim.observe)
 IMAGE_PATCH = 8  # coda.policy.configs.VISION_PATCH: image_size must be a multiple of it
 
@@ -464,6 +472,7 @@ ADDED_DEFAULTS = {
     "loop.max_retests": 1,
     "loop.validation_correction": "none",  # each test decided on its raw p
     "loop.validation_pairing": "sibling",  # targeted and control both edited from the base
+    "loop.validation_rest": "keep",  # recreate pairs: the bases' other factors as they are
 }
 
 

@@ -136,10 +136,14 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # How the control varies its factor: "resample" (redrawn from the family's distribution) |
     # "matched" (moved by the targeted edit's normalised magnitude)
     c.loop.validation_control = "resample"
-    # How a targeted / control pair is made (coda.engine.generate): "nested" (targeted i = control
-    # i with the mode's edit: the pair differs only in the diagnosed factor) | "sibling" (both
-    # edited from the same base, each in its own factor: they differ in two factors)
-    c.loop.validation_pairing = "nested"
+    # How a targeted / control pair is made (coda.engine.pairs): "recreate" (targeted i = base i
+    # with the diagnosed factor where the mode's failures had it, control i = base i with that
+    # factor redrawn from the family: the pair differs only in the diagnosed factor; issue 28,
+    # was "nested") | "nested" (targeted i = control i with the mode's edit, the control varies
+    # another factor) | "sibling" (both edited from the same base, each in its own factor)
+    c.loop.validation_pairing = "recreate"
+    # recreate pairs: the bases' other factors "keep" (as they are) | "resample" (redrawn)
+    c.loop.validation_rest = "keep"
     c.loop.max_validations = 3  # candidate modes tested per round
     # Multiplicity correction over a round's validation tests: "holm" (FWER <= α) | "bh"
     # (Benjamini–Hochberg, FDR <= α) | "none" (each test on its raw p; coda.engine.validate)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from coda.engine.edits import HOME_XY, changed_factors, factor_magnitude, scene_to_program
-from coda.engine.engines import ModeSpec, make_engine
+from coda.engine.engines import ModeSpec, make_engine, mode_spec
 from coda.engine.generate import (
     CONTROL_FACTOR,
     PAIRINGS,
@@ -20,6 +20,7 @@ from coda.engine.generate import (
     targeted_control_success,
     validate_mode,
 )
+from coda.engine.neighbourhood import EDIT_NAMES as NEIGHBOURHOOD_EDITS
 from coda.engine.programs import (
     EDITS,
     Program,
@@ -63,6 +64,20 @@ def parents():
     out["articulated"] = seed_scenes("articulated", 1, seed=3)
     out["stack"] = [exec_program(STACK, s, isolation="inprocess") for s in (1, 2)]
     return out
+
+
+def _rule_program(mode, parents):
+    """The rule table's first program that can be made on a parent (the offline engine's choice
+    before programs were written from the evidence; these tests exercise the pairings with it)."""
+    m = mode_spec(mode)
+    for program, _ in candidate_programs(m.factor, m.phase, m.cause):
+        for p in parents:
+            try:
+                apply(program, p, 0)
+            except (RoleBindingError, ValueError):
+                continue
+            return program
+    raise AssertionError(mode)
 
 
 def _view(scene) -> dict[str, str]:
@@ -111,6 +126,8 @@ def test_every_edit_changes_only_its_factor_and_variants_verify(parents):
     pp, st = parents["pick_place"], parents["stack"]
     made = []
     for name, spec in EDITS.items():
+        if name in NEIGHBOURHOOD_EDITS:  # need the evidence's bands: test_engine_neighbourhood
+            continue
         scenes = st if name in ("scale_width", "friction") else pp  # also exercise aliases
         for k, parent in enumerate(scenes[:2]):
             child, m = apply_with_magnitude({"edit": name}, parent, seed=10 + k)
@@ -208,12 +225,19 @@ def test_rule_table_details_and_critic_vocabulary():
 def test_offline_engine_skips_rules_whose_roles_no_parent_has(parents):
     eng = make_engine("offline")
     m = ModeSpec("layout", "grasp", "collision_with_distractor")
-    assert eng.program_for(m, parents["pick_place"]).edits[0]["edit"] == "place_distractor"
-    # an articulated scene has no target: the factor's fallback is the first that binds
-    assert eng.program_for(m, parents["articulated"]).edits[0]["edit"] == "resample_layout"
-    # nor a goal: a task mode in its final phase gets the family's own task resampling
-    task = ModeSpec("task", "open", "joint_not_moving")
-    assert eng.program_for(task, parents["articulated"]).edits[0]["edit"] == "resample_task"
+    # evidence first: the parents' region, then the rule's obstruction beside the focus role
+    near = eng.program_for(m, parents["pick_place"])
+    assert [e["edit"] for e in near.edits] == ["place_in_region", "place_distractor"]
+    # an articulated scene has no target: its region is the cabinet's
+    assert eng.program_for(m, parents["articulated"]).primary_role == "cabinet"
+    # parents with no task role in common give no evidence program: the rule table, the first
+    # rule that binds to a parent
+    mixed = [parents["articulated"][0], parents["pick_place"][0]]
+    assert eng.program_for(m, mixed).edits[0]["edit"] == "place_distractor"
+    task = ModeSpec("task", "place", "misplaced")
+    assert eng.program_for(task, [mixed[0], parents["stack"][0]]).edits[0]["edit"] == (
+        "rebind_goal"
+    )
 
 
 # ----------------------------------------------------------------------------- generation
@@ -244,7 +268,7 @@ def test_validation_batches_equal_size_and_differ_only_in_the_intended_factor(pa
         ModeSpec("attributes", "grasp", "object_too_wide"),
         ModeSpec("task", "place", "misplaced"),
     ):
-        vb = make_validation_batches(mode, pp, N=5, seed=1)
+        vb = make_validation_batches(mode, pp, N=5, seed=1, program=_rule_program(mode, pp))
         assert len(vb.targeted) == len(vb.control) == 5
         assert vb.control_factor == CONTROL_FACTOR[mode.factor] != mode.factor
         for t, c in zip(vb.targeted, vb.control, strict=True):
@@ -291,8 +315,9 @@ def test_nested_pairs_differ_only_in_the_diagnosed_factor(parents, control):
             ModeSpec("attributes", "grasp", "object_too_wide"),
             ModeSpec("task", "place", "misplaced"),
         ):
-            nest = make_validation_batches(mode, pp, 4, 7, control=control, pairing="nested")
-            sib = make_validation_batches(mode, pp, 4, 7, control=control, pairing="sibling")
+            kw = {"control": control, "program": _rule_program(mode, pp)}
+            nest = make_validation_batches(mode, pp, 4, 7, pairing="nested", **kw)
+            sib = make_validation_batches(mode, pp, 4, 7, pairing="sibling", **kw)
             assert (nest.pairing, sib.pairing) == ("nested", "sibling")
             assert len(nest.targeted) == len(nest.control) == 4
             cf = nest.control_factor
@@ -317,7 +342,7 @@ def test_nested_pairs_differ_only_in_the_diagnosed_factor(parents, control):
                 for t, c in zip(vb.targeted, vb.control, strict=True):
                     on = c.scene if vb is nest else pp[t.parent]
                     assert apply(vb.program, on, seed=t.seed).to_json() == t.scene.to_json()
-    assert PAIRINGS == ("nested", "sibling")
+    assert PAIRINGS == ("recreate", "nested", "sibling")
     with pytest.raises(ValueError, match="unknown pairing 'twin'; valid"):
         make_validation_batches(mode, parents["pick_place"], 2, 0, pairing="twin")
 
@@ -364,9 +389,11 @@ def test_validate_mode_stores_omega_only_when_validated(parents):
     def policy(bucket):
         return None  # the test backend ignores the policy
 
+    wider = _rule_program(store.get_mode(true_mode), pp)  # the rule: wider targets
     out = validate_mode(
-        store, store.get_mode(true_mode), pp, policy, None, backend, key, 1, N=8, seed=2
-    )
+        store, store.get_mode(true_mode), pp, policy, None, backend, key, 1, N=8, seed=2,
+        program=wider,
+    )  # fmt: skip
     assert out.result.accepted and store.get_mode(true_mode).status == "validated"
     assert out.targeted_success.tolist() == [False] * 8
     assert out.control_success.tolist() == [True] * 8
@@ -382,8 +409,9 @@ def test_validate_mode_stores_omega_only_when_validated(parents):
     assert out2.program_id is None and load_programs(store, mode_id=false_mode) == []
     # the one-call form the planted-difficulty test uses
     t, c = targeted_control_success(
-        ModeSpec("attributes", "grasp", "object_too_wide"), pp, policy, None, backend, key, 1, N=4
-    )
+        ModeSpec("attributes", "grasp", "object_too_wide"), pp, policy, None, backend, key, 1, N=4,
+        program=wider,
+    )  # fmt: skip
     assert t.tolist() == [False] * 4 and c.tolist() == [True] * 4
 
 

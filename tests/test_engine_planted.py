@@ -156,9 +156,15 @@ def run_trial(seed: int, backend, n_parents: int = 24) -> Trial:
         critic="planted_false",
     )
     key, k1, k2 = jax.random.split(key, 3)
+    # the engine writes the mode's program from its diagnosed failures (the evidence)
+    evidence = [
+        c.episode.compiled.scene
+        for c in out
+        if c.assignment is not None and c.assignment.mode_id == true_mode.id
+    ]
     v_true = validate_mode(
         memory, true_mode, parents, narrow_grip, None, backend, k1, NUM_CHUNKS, N=N, seed=seed,
-        critic="offline",
+        critic="offline", evidence=evidence,
     )  # fmt: skip
     false_mode = memory.get_mode(false_assign.mode_id)
     v_false = validate_mode(

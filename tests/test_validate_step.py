@@ -176,26 +176,35 @@ def test_validation_correction_is_checked_before_the_run():
     assert runconfig.with_added_defaults({"loop": {}})["loop"]["validation_correction"] == "none"
 
 
-def test_the_loop_makes_nested_pairs_by_default(monkeypatch):
-    """`loop.validation_pairing` (default "nested": targeted i = control i with the mode's edit)
-    and `loop.validation_control` reach `make_validation_batches`; typos fail before the run."""
+def test_the_loop_makes_recreate_pairs_by_default(monkeypatch):
+    """`loop.validation_pairing` (default "recreate" since issue 28: targeted = the failures'
+    neighbourhood, control = the diagnosed factor redrawn; was "nested"), `validation_rest` and
+    `loop.validation_control` reach `make_validation_batches` with the mode's failures as the
+    evidence; typos and a recreate pairing with a matched control fail before the run."""
     seen = []
 
     def batches(mode, bases, n, seed, **kw):
-        seen.append((n, seed, kw["control"], kw["pairing"]))
+        seen.append((n, seed, kw["control"], kw["pairing"], kw["rest"], kw["evidence"]))
         raise critique.GenerationError("none verified")
 
     monkeypatch.setattr(critique, "make_validation_batches", batches)
     monkeypatch.setattr(critique, "validation_bases", lambda svc, parents: [parents])
     cfg = _config("holm")
-    assert cfg.loop.validation_pairing == "nested"
+    assert cfg.loop.validation_pairing == "recreate" and cfg.loop.validation_rest == "keep"
     svc = SimpleNamespace(config=cfg, memory=None, engine=None)
     assert critique._batches(svc, SimpleNamespace(id=1), [], 7) is None
-    cfg.loop.validation_pairing = "sibling"
+    cfg.loop.validation_pairing = "nested"
     critique._batches(svc, SimpleNamespace(id=1), [], 8)
     n = cfg.loop.validate_n
-    assert seen == [(n, 7, "resample", "nested"), (n, 8, "resample", "sibling")]
+    assert seen == [
+        (n, 7, "resample", "recreate", "keep", []),
+        (n, 8, "resample", "nested", "keep", []),
+    ]
     cfg.loop.validation_pairing = "twins"
     with pytest.raises(runconfig.ConfigError, match="validation_pairing='twins'"):
         runconfig.validate(cfg)
-    assert runconfig.with_added_defaults({"loop": {}})["loop"]["validation_pairing"] == "sibling"
+    cfg.loop.validation_pairing, cfg.loop.validation_control = "recreate", "matched"
+    with pytest.raises(runconfig.ConfigError, match="needs loop.validation_control='resample'"):
+        runconfig.validate(cfg)
+    added = runconfig.with_added_defaults({"loop": {}})["loop"]
+    assert (added["validation_pairing"], added["validation_rest"]) == ("sibling", "keep")

@@ -20,6 +20,8 @@ what an LLM-written edit program may call (`EDIT_NAMES`, documented in `SDK_EXTR
     perturb(name, magnitude)                              # attributes: one random field
     rebind(role, exclude_roles=())                        # task: another object plays role
     resample_task()                                       # task: the family's own resample
+    place_in_region / set_in_bands / choose_task          # a factor where failures were
+                                                          # (coda.engine.neighbourhood)
 
 Magnitudes (how far a variant moved from its parent) are measured afterwards by
 `factor_magnitude`, in normalised units so that a control of another factor can be matched:
@@ -40,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from coda.engine.neighbourhood import NeighbourhoodMixin
 from coda.engine.roles import available_roles, concrete_task_role, resolve_role
 from coda.sim import assets, robot, tasks
 from coda.sim.scene import (
@@ -86,7 +89,7 @@ def _setter_error(factor: str, what: str) -> SceneProgramError:
     )
 
 
-class EditBuilder(SceneBuilder):
+class EditBuilder(NeighbourhoodMixin, SceneBuilder):
     """The SDK preloaded with `parent`, locked to edit `factor` only (see the module doc)."""
 
     def __init__(self, parent: Scene, seed: int, factor: str, split: str = "all") -> None:
@@ -415,6 +418,9 @@ EDIT_NAMES = (
     "resample_task",
     "resample_layout",
     "resample_attributes",
+    "place_in_region",
+    "set_in_bands",
+    "choose_task",
 )
 
 

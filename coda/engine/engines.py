@@ -1,7 +1,9 @@
 """Engine backends: who turns a mode into a generation program. One interface, two backends.
 
-* ``offline`` (embedded default): `coda.engine.rules` — the documented rule table from
-  (δ, p, cause) to parameterised edits; the first rule whose roles the parent scenes provide.
+* ``offline`` (embedded default): the program written from the evidence
+  (`coda.engine.evidence`: the diagnosed factor put where the parent scenes, the mode's
+  failures, had it); the rule table `coda.engine.rules` from (δ, p, cause) to parameterised
+  edits only where no such program can be made (no task role common to the parents).
 * ``llm``: `coda.engine.llm_engine.LLMEngine` — a coding agent (coda.llm, role "engine") writes
   an edit program against the SDK's documentation; sandboxed, verified, repaired.
 
@@ -17,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from coda import registries
+from coda.engine.evidence import neighbourhood_program
 from coda.engine.programs import Program, apply, bind, load_programs, scene_factor
 from coda.engine.roles import RoleBindingError
 from coda.engine.rules import candidate_programs
@@ -90,14 +93,16 @@ def _is_final(phase: str, parents: Sequence[Scene]) -> bool | None:
 
 
 class OfflineEngine:
-    """The rule table (`coda.engine.rules`): deterministic, no model, no network."""
+    """The program from the evidence (`coda.engine.evidence`), else the rule table
+    (`coda.engine.rules`): deterministic, no model, no network."""
 
     name = "offline"
 
     def program_for(
         self, mode: Any, parents: Sequence[Scene], *, seed: int = 0, round: int = 0
     ) -> Program:
-        """The first rule's program that can be made on at least one parent (the fallback
+        """The neighbourhood program written from the parents (the mode's diagnosed failures),
+        else the first rule's program that can be made on at least one parent (the fallback
         last): its roles bind there and a trial edit succeeds (a put-inside scene has one
         container, so "another object is the goal" cannot be made there).
 
@@ -107,9 +112,13 @@ class OfflineEngine:
         if not parents:
             raise ValueError("program_for needs at least one parent scene")
         first: Exception | None = None
-        for program, why in candidate_programs(
+        if m.factor == "execution":
+            candidate_programs(m.factor, m.phase, m.cause)  # raises NoProgram
+        near = neighbourhood_program(m.factor, m.phase, m.cause, parents)
+        rules = candidate_programs(
             m.factor, m.phase, m.cause, final_phase=_is_final(m.phase, parents)
-        ):
+        )
+        for program, why in ([(near, near.note)] if near is not None else []) + rules:
             for p in parents:
                 try:
                     apply(program, p, seed)
@@ -137,15 +146,18 @@ def resolve_program(
     memory: Any | None = None,
     seed: int = 0,
     round: int = 0,
+    evidence: Sequence[Scene] | None = None,
 ) -> Program:
     """The mode's program: its newest Ω entry in `memory` that binds to a parent, else the
-    engine's (offline by default)."""
+    engine's (offline by default) written from `evidence` (the mode's diagnosed failures;
+    default `parents`)."""
     m = mode_spec(mode)
     if memory is not None and m.id is not None:
         for _, program in load_programs(memory, mode_id=m.id):
             if any(_binds(program, p) for p in parents):
                 return program
-    return (engine or OfflineEngine()).program_for(m, parents, seed=seed, round=round)
+    ev = list(evidence) if evidence else list(parents)
+    return (engine or OfflineEngine()).program_for(m, ev, seed=seed, round=round)
 
 
 def _binds(program: Program, scene: Scene) -> bool:

@@ -4,40 +4,9 @@
 variants of the parents that recreate the mode's difficulty by editing only its factor (the
 program's), ε of them novel seeds from the parents' families.
 
-`make_validation_batches(mode, parents, N, seed)`: N targeted variants (the mode's factor moved
-in the diagnosed direction, by its program) and N control variants (another factor,
-`CONTROL_FACTOR`, moved by a comparable amount in a random direction), paired: control i comes
-from the same parent as targeted i, and only pairs whose two scenes both verify are kept.
-How a pair is made (`pairing`, `PAIRINGS`; the loop's `loop.validation_pairing`):
-
-* ``nested`` (the loop's default): control i = parent i with the control edit; targeted i =
-  control i with the mode's edit (the same program and seed as the sibling targeted variant).
-  Targeted i and control i then differ only in the diagnosed factor (`changed_factors(control,
-  targeted)` is ``[factor]``): every other factor, the control factor's draw included, is the
-  same scene, so the pair isolates the diagnosed factor.
-* ``sibling`` (runs before ``nested``): targeted i and control i are both edited from parent i,
-  each in its own factor, so they differ in two factors (the diagnosed one on the targeted side,
-  the control one on the control side): the test asks whether the diagnosed edit is harder than
-  an edit of another factor.
-
-How the control's magnitude is matched: each targeted variant's displacement along its factor is
-measured in normalised units (`coda.engine.edits.factor_magnitude`: layout = largest object
-displacement / 0.566 m, the sampling region's diagonal; attributes = largest change of one field
-as a fraction of its category range; task = displacement of the rebound role's location / 0.566
-m). The paired control moves the program's primary role (the object the difficulty is about,
-e.g. the target a distractor obstructs) by that same normalised amount along the control
-factor: `shift` by m * 0.566 m in a random direction for layout, `perturb_attributes` of one
-random field by m of its range for attributes. `ValidationBatches.magnitude_gap` reports how
-well it matched (a shift blocked by neighbours or a field clipped at its range can fall short).
-
-`control="resample"` (the loop's default, `loop.validation_control`) instead redraws the control
-factor from the family's own distribution (`resample_layout` / `resample_attributes` /
-`resample_task`): the control stays inside the training support, so the test asks "is the
-diagnosed direction harder than an ordinary variation of another factor?". Measured
-(benchmarks/results/validation_power.md): the matched layout shift of an attribute mode
-(m x 0.566 m, often 0.2-0.3 m) pushes objects out of the region the policy was trained on and
-drops control success far below the unedited bases (figures there), so no attribute diagnosis
-could ever be validated against it.
+`make_validation_batches(mode, parents, N, seed)` (`coda.engine.pairs`, re-exported here): N
+paired targeted / control variants; how a pair is made (``pairing`` recreate | nested |
+sibling) and how the control varies (``control`` resample | matched) are documented there.
 
 `validation_success(...)` rolls both batches out with the current policy (make_buckets +
 backend.rollout, one rollout per variant) -> (targeted_success [N], control_success [N]);
@@ -58,20 +27,29 @@ import jax
 import numpy as np
 
 from coda.engine import validate as V
-from coda.engine.edits import LAYOUT_SCALE, changed_factors, factor_magnitude
+from coda.engine.edits import changed_factors
 from coda.engine.engines import Engine, mode_spec, resolve_program
-from coda.engine.programs import Program, apply_many, bind, store_program
-from coda.engine.roles import RoleBindingError
+from coda.engine.pairs import (
+    CONTROL_FACTOR,
+    CONTROLS,
+    PAIRINGS,
+    RESTS,
+    ValidationBatches,
+    control_program,
+    make_validation_batches,
+)
+from coda.engine.programs import Program, store_program
 from coda.engine.seeding import seed_scenes, verify_scenes
+from coda.engine.variants import GenerationError, Variant, check_factor, make_many, usable_parents
 from coda.sim.compile import CompiledScene, compile_scene
 from coda.sim.rollout import make_buckets
 from coda.sim.scene import Scene
-from coda.sim.verify import Verdict
 
 __all__ = [
     "CONTROLS",
     "CONTROL_FACTOR",
     "PAIRINGS",
+    "RESTS",
     "GenerationError",
     "Generated",
     "ValidationBatches",
@@ -87,42 +65,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-# targeted factor -> the factor its control batch varies
-CONTROL_FACTOR = {"layout": "attributes", "attributes": "layout", "task": "layout"}
-
-
-class GenerationError(RuntimeError):
-    """Too few variants verified within the attempt budget; says how many and why not."""
-
-
-@dataclasses.dataclass
-class Variant:
-    """One generated scene: where it came from and what it took."""
-
-    scene: Scene
-    kind: str  # "targeted" | "control" | "novel"
-    parent: int  # index into the parents (-1 for novel seeds)
-    seed: int
-    factor: str | None
-    magnitude: float
-    compiled: CompiledScene | None = None
-    verdict: Verdict | None = None
-    # a nested pair's targeted variant: the seed of the control edit it was made on top of
-    control_seed: int | None = None
-
-    def record(self) -> dict[str, Any]:
-        """JSON-able summary (what Ω stores per variant; the program re-makes the scene)."""
-        out = {
-            "kind": self.kind,
-            "parent": self.parent,
-            "seed": self.seed,
-            "factor": self.factor,
-            "magnitude": round(float(self.magnitude), 6),
-        }
-        if self.control_seed is not None:
-            out["control_seed"] = self.control_seed
-        return out
 
 
 @dataclasses.dataclass
@@ -147,46 +89,6 @@ class Generated:
         return self.verified / max(self.attempted, 1)
 
 
-def _check_factor(mode: Any, program: Program) -> str:
-    m = mode_spec(mode)
-    if program.factor != m.factor:
-        raise ValueError(
-            f"the program edits {program.factor!r} but the mode's factor is {m.factor!r}; "
-            "targeted variants edit only the responsible factor"
-        )
-    return m.factor
-
-
-def _usable(program: Program, parents: Sequence[Scene]) -> list[int]:
-    idx, first = [], None
-    for i, p in enumerate(parents):
-        try:
-            bind(program, p)
-            idx.append(i)
-        except RoleBindingError as e:
-            first = first or e
-    if not idx:
-        if first is None:
-            raise ValueError("need at least one parent scene")
-        raise first
-    return idx
-
-
-def _make_many(
-    program: Program, jobs: Sequence[tuple[Scene, int]], isolation: str | None = None
-) -> list[tuple[Scene, float] | None]:
-    """(variant, magnitude) per (parent, seed), None where the edit cannot be made there."""
-    out = []
-    made_all = apply_many(program, jobs, isolation=isolation)
-    for (parent, _), made in zip(jobs, made_all, strict=True):
-        if isinstance(made, Scene):
-            out.append((made, factor_magnitude(parent, made, program.factor)))
-        else:
-            log.debug("edit could not be made: %s", made)
-            out.append(None)
-    return out
-
-
 def generate_targeted(
     mode: Any,
     program: Program | None,
@@ -198,6 +100,7 @@ def generate_targeted(
     split: str = "train",
     engine: Engine | None = None,
     memory: Any | None = None,
+    evidence: Sequence[Scene] | None = None,
     max_attempts_factor: int = 4,
     strict: bool = True,
     isolation: str | None = None,
@@ -206,7 +109,8 @@ def generate_targeted(
 
     Targeted variant k edits parent k mod P (parents the program binds to) with its own seed
     drawn from `seed`. `program` None: the mode's Ω program in `memory`, else the engine's
-    (offline by default). Candidates are verified in batches until enough pass or
+    (offline by default), written from `evidence` (the mode's diagnosed failures; default the
+    parents). Candidates are verified in batches until enough pass or
     `max_attempts_factor * n_targeted` were tried; then `GenerationError` (or, with
     ``strict=False``, fewer variants). `isolation`: for LLM-written source programs
     (default ``"subprocess"``, one sandbox worker per batch).
@@ -215,12 +119,14 @@ def generate_targeted(
         raise ValueError(f"need B >= 0 and eps in [0, 1], got B={B}, eps={eps}")
     t0 = time.perf_counter()
     if program is None:
-        program = resolve_program(mode, parents, engine=engine, memory=memory, seed=seed)
+        program = resolve_program(
+            mode, parents, engine=engine, memory=memory, seed=seed, evidence=evidence
+        )
     program = Program.from_dict(program)
-    factor = _check_factor(mode, program)
+    factor = check_factor(mode, program)
     n_novel = int(round(eps * B))
     n_target = B - n_novel
-    usable = _usable(program, parents)
+    usable = usable_parents(program, parents)
     rng = np.random.default_rng([int(seed), 0x7A6])
     out: list[Variant] = []
     attempted = failures = verified = 0
@@ -233,7 +139,7 @@ def generate_targeted(
         k, attempted = k + n, attempted + n
         batch = []
         for (i, s), made in zip(
-            picks, _make_many(program, [(parents[i], s) for i, s in picks], isolation), strict=True
+            picks, make_many(program, [(parents[i], s) for i, s in picks], isolation), strict=True
         ):
             if made is None:
                 failures += 1
@@ -266,141 +172,6 @@ def generate_targeted(
 
 
 # ----------------------------------------------------------------------------- validation
-
-
-# how the control batch varies its factor (`make_validation_batches(control=...)`)
-CONTROLS = ("resample", "matched")
-# how a targeted / control pair is made (`make_validation_batches(pairing=...)`, module doc)
-PAIRINGS = ("nested", "sibling")
-
-
-def control_program(
-    control_factor: str, role: str, magnitude: float, kind: str = "matched"
-) -> Program:
-    """The control edit. ``matched``: `role` moved by `magnitude` (normalised) along
-    `control_factor`, in a random direction; ``resample``: `control_factor` redrawn from the
-    family's own distribution (see the module docstring)."""
-    if kind not in CONTROLS:
-        raise ValueError(f"unknown control kind {kind!r}; valid: {list(CONTROLS)}")
-    if kind == "resample":
-        if control_factor not in ("layout", "attributes", "task"):
-            raise ValueError(
-                f"unknown control factor {control_factor!r}; valid: layout, attributes, task"
-            )
-        return Program.from_dict({"edit": f"resample_{control_factor}"})
-    m = float(max(magnitude, 0.0))
-    if control_factor == "layout":
-        d = min(m * LAYOUT_SCALE, 1.0)
-        return Program.from_dict({"edit": "shift", "role": role, "distance": [d, d]})
-    if control_factor == "attributes":
-        return Program.from_dict(
-            {"edit": "perturb_attributes", "role": role, "magnitude": min(m, 1.5)}
-        )
-    if control_factor == "task":  # discrete: magnitude cannot be matched, documented
-        return Program.from_dict({"edit": "resample_task"})
-    raise ValueError(f"unknown control factor {control_factor!r}; valid: layout, attributes, task")
-
-
-@dataclasses.dataclass
-class ValidationBatches:
-    """Paired targeted / control variants (same size, same parents, pair by pair; ``nested``:
-    targeted i is control i with the mode's edit)."""
-
-    targeted: list[Variant]
-    control: list[Variant]
-    program: Program
-    factor: str
-    control_factor: str
-    attempted: int
-    pairing: str = "sibling"
-
-    @property
-    def magnitude_gap(self) -> float:
-        """Mean |targeted magnitude - control magnitude| over the pairs (normalised units)."""
-        if not self.targeted:
-            return 0.0
-        pairs = zip(self.targeted, self.control, strict=True)
-        return float(np.mean([abs(t.magnitude - c.magnitude) for t, c in pairs]))
-
-
-def make_validation_batches(
-    mode: Any,
-    parents: Sequence[Scene],
-    N: int,
-    seed: int,
-    *,
-    program: Program | None = None,
-    control_factor: str | None = None,
-    control: str = "matched",
-    pairing: str = "sibling",
-    engine: Engine | None = None,
-    memory: Any | None = None,
-    max_attempts_factor: int = 6,
-    isolation: str | None = None,
-) -> ValidationBatches:
-    """N targeted and N control variants of `parents` for `mode` (module docstring: how the
-    control factor and its magnitude are chosen; `control` is ``matched`` or ``resample``; how
-    a pair is made, `pairing` ``nested`` or ``sibling``). `GenerationError` if fewer than N
-    pairs verify within `max_attempts_factor * N` attempts."""
-    if N <= 0:
-        raise ValueError(f"N must be positive, got {N}")
-    if control not in CONTROLS:
-        raise ValueError(f"unknown control kind {control!r}; valid: {list(CONTROLS)}")
-    if pairing not in PAIRINGS:
-        raise ValueError(f"unknown pairing {pairing!r}; valid: {list(PAIRINGS)}")
-    control_kind = control  # `control` below is the control batch
-    if program is None:
-        program = resolve_program(mode, parents, engine=engine, memory=memory, seed=seed)
-    program = Program.from_dict(program)
-    factor = _check_factor(mode, program)
-    cf = control_factor or CONTROL_FACTOR[factor]
-    if cf == factor:
-        raise ValueError(f"the control must vary another factor than {factor!r}")
-    usable = _usable(program, parents)
-    role = program.primary_role or "target"  # the object the difficulty is about
-    rng = np.random.default_rng([int(seed), 0xC0])
-    targeted: list[Variant] = []
-    control: list[Variant] = []
-    attempted, k = 0, 0
-    while len(targeted) < N and attempted < max_attempts_factor * N:
-        want = N - len(targeted)
-        n = min(want + (want + 3) // 4, max_attempts_factor * N - attempted)
-        picks = [
-            (usable[(k + j) % len(usable)], *map(int, rng.integers(2**31, size=2)))
-            for j in range(n)
-        ]
-        k, attempted = k + n, attempted + n
-        pairs = []
-        made_t = _make_many(program, [(parents[i], st) for i, st, _ in picks], isolation)
-        for (i, st, sc), made in zip(picks, made_t, strict=True):
-            if made is None:
-                continue
-            t = Variant(made[0], "targeted", i, st, factor, made[1])
-            cprog = control_program(cf, role, made[1], control_kind)
-            (cmade,) = _make_many(cprog, [(parents[i], sc)])
-            if cmade is None:
-                continue
-            pairs.append((t, Variant(cmade[0], "control", i, sc, cf, cmade[1])))
-        if pairing == "nested":  # the same edit (program, seed) made on the control scene
-            on_c = _make_many(program, [(c.scene, t.seed) for t, c in pairs], isolation)
-            pairs = [
-                (Variant(m[0], "targeted", t.parent, t.seed, factor, m[1], control_seed=c.seed), c)
-                for (t, c), m in zip(pairs, on_c, strict=True)
-                if m is not None
-            ]
-        flat = [v.scene for p in pairs for v in p]
-        checked = verify_scenes(flat)
-        for j, (t, c) in enumerate(pairs):
-            (ct, vt), (cc, vc) = checked[2 * j], checked[2 * j + 1]
-            t.compiled, t.verdict, c.compiled, c.verdict = ct, vt, cc, vc
-            if vt.ok and vc.ok and len(targeted) < N:
-                targeted.append(t)
-                control.append(c)
-    if len(targeted) < N:
-        raise GenerationError(
-            f"{len(targeted)} of {N} targeted/control pairs verified after {attempted} attempts"
-        )
-    return ValidationBatches(targeted, control, program, factor, cf, attempted, pairing)
 
 
 # ----------------------------------------------------------------------------- rollouts
@@ -486,6 +257,8 @@ def targeted_control_success(
     control_factor: str | None = None,
     control: str = "matched",
     pairing: str = "sibling",
+    rest: str = "keep",
+    evidence: Sequence[Scene] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mode + parents + policy -> (targeted_success [N], control_success [N]) in one call
     (`make_validation_batches` then `validation_success`)."""
@@ -498,6 +271,8 @@ def targeted_control_success(
         control_factor=control_factor,
         control=control,
         pairing=pairing,
+        rest=rest,
+        evidence=evidence,
     )
     return validation_success(vb, policy, params, backend, key, num_chunks)
 
@@ -532,6 +307,8 @@ def validate_mode(
     control_factor: str | None = None,
     control: str = "matched",
     pairing: str = "sibling",
+    rest: str = "keep",
+    evidence: Sequence[Scene] | None = None,
 ) -> ValidationOutcome:
     """Targeted vs control for a candidate mode: batches, rollouts, the one-sided test, the
     decision in memory, and — only if validated — the program in Ω with its variants."""
@@ -547,6 +324,8 @@ def validate_mode(
         control_factor=control_factor,
         control=control,
         pairing=pairing,
+        rest=rest,
+        evidence=evidence,
         engine=engine,
     )
     t, c = validation_success(batches, policy, params, backend, key, num_chunks)
@@ -570,6 +349,7 @@ def validate_mode(
                 "control_factor": batches.control_factor,
                 "control": control,
                 "pairing": pairing,
+                "rest": rest,
                 "magnitude_gap": batches.magnitude_gap,
                 "families": sorted({p.task["family"] for p in parents}),
             },

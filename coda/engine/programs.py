@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from coda import sandbox
+from coda.engine import neighbourhood as N
 from coda.engine.edits import (
     EDGE_SIDES,
     FACTORS,
@@ -118,10 +119,16 @@ class EditSpec:
     roles: tuple[tuple[str, str], ...]  # (slot, default role)
     params: tuple[tuple[str, str, Any], ...]  # (name, kind, default); kind: range | float | ...
     run: Callable[[EditBuilder, dict[str, str], dict[str, Any]], None]
+    param_roles: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None  # roles in params
 
 
 def _check_param(edit: str, name: str, kind: str, v: Any) -> Any:
     where = f"edit {edit!r}: {name}"
+    if callable(kind):  # a checker of the neighbourhood edits (coda.engine.neighbourhood)
+        try:
+            return kind(v)
+        except (TypeError, ValueError) as e:
+            raise ProgramError(f"{where} {e}") from None
     if kind == "range":
         ok = (
             isinstance(v, (list, tuple))
@@ -216,6 +223,7 @@ EDITS: dict[str, EditSpec] = {
             "rebind_target", "task", (("role", "target"),), (), lambda b, r, p: b.rebind(p["role"])
         ),
         EditSpec("resample_task", "task", (), (), lambda b, r, p: b.resample_task()),
+        *N.edit_specs(EditSpec),
     )
 }
 
@@ -289,7 +297,9 @@ class Program:
             return _source_roles(self.source)
         out = []
         for e in self.edits:
-            out += [e[slot] for slot, _ in EDITS[e["edit"]].roles]
+            spec = EDITS[e["edit"]]
+            out += [e[slot] for slot, _ in spec.roles]
+            out += list(spec.param_roles(e)) if spec.param_roles else []
         return tuple(dict.fromkeys(out))
 
     @property
@@ -299,7 +309,7 @@ class Program:
         if self.source is not None:
             return self.roles[0] if self.roles else None
         e = self.edits[0]
-        return e.get("relative_to") or e.get("role")
+        return e.get("relative_to") or e.get("role") or e.get("focus")
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"factor": self.factor}
@@ -567,7 +577,7 @@ def _src_edit(e: Mapping[str, Any]) -> str:
         return f"rebind({r(e['role'])})"
     if name in ("resample_task", "resample_layout", "resample_attributes"):
         return f"{name}()"
-    raise AssertionError(name)
+    return N.edit_source(e)
 
 
 def program_to_source(program: Program | Mapping[str, Any]) -> str:

@@ -26,7 +26,7 @@ _RESUMABLE = ("loop.rounds", "loop.max_env_steps", "render", "cache_dir", "loop.
 START_FILES = ("pool.jsonl", "scenes.jsonl", "heldout_tasks.json", "suites.json")
 _START_FREE = ("strategy", "loop.start_from", "loop.memory_from", "loop.no_mode_budget")
 _START_FREE += ("loop.validate_n", "loop.validation_bases", "loop.validation_control")
-_START_FREE += ("loop.validation_correction", "loop.validation_pairing")
+_START_FREE += ("loop.validation_correction", "loop.validation_pairing", "loop.validation_rest")
 _START_FREE += ("loop.retest_after", "loop.max_retests")
 # round 0 does not read these, nor the stop rules:
 _START_FREE += ("critic", "engine", "llm", "potentials")

@@ -101,6 +101,8 @@ def _batches(svc: Any, m: Any, parents: list[Scene], seed: int) -> Any:
                 seed,
                 control=str(lc.get("validation_control", "matched")),
                 pairing=str(lc.get("validation_pairing", "sibling")),
+                rest=str(lc.get("validation_rest", "keep")),
+                evidence=parents,  # the engine writes the program from the mode's failures
                 engine=svc.engine,
                 memory=svc.memory,
             )

@@ -87,6 +87,7 @@ def _targeted(svc: Any, state: RunState, mode_id: int, n: int, rng) -> tuple[lis
                 split=svc.config.sim.split,
                 engine=svc.engine,
                 memory=svc.memory,
+                evidence=parents or None,  # the program is written from the mode's failures
                 strict=False,
             )
             break
