@@ -13,7 +13,11 @@ condition on one scene factor holds; its ground truth is ψ* = (factor, phase). 
    default max_tries and pad_to, as the loop builds it); reported: failures diagnosed, factor
    right, phase right, both right, probe rollouts (verified probes + repeats) per diagnosis and
    seconds per diagnosis (the critic's wall clock over the failures, compiles included: each
-   flaw's probes meet new bucket structures, as the loop's critic does).
+   flaw's probes meet new bucket structures, as the loop's critic does);
+3. recreation (`benchmarks/recreation.py`): the true mode and two wrong-factor modes written
+   into programs from those failures, targeted vs control pairs (`pairing="recreate"`), the
+   flawed expert's success on each and the validation decision (`--n_recreate` pairs, default
+   the loop's validate_n; `--rest`; `--n_recreate -1` skips it).
 
 Run:  python benchmarks/critic_engine.py --out benchmarks/results/critic_engine.json
 """
@@ -33,6 +37,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import recreation  # noqa: E402  (benchmarks/recreation.py, beside this script)
 
 
 def loop_config():
@@ -51,7 +58,15 @@ def _commit() -> str:
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "coda", "benchmarks/critic_engine.py"],
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--",
+                "coda",
+                "benchmarks/critic_engine.py",
+                "benchmarks/recreation.py",
+            ],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -111,6 +126,9 @@ def run_flaw(flaw, backend, cfg, args, seed: int) -> dict:
         for c in out
     ]
     n = len(out)
+    rec = {"modes": []}
+    if args.n_recreate >= 0:
+        rec = recreation.run_recreation(flaw, out, failures, backend, cfg, args, seed)
     return {
         "flaw": flaw.name,
         "family": flaw.family,
@@ -129,6 +147,7 @@ def run_flaw(flaw, backend, cfg, args, seed: int) -> dict:
                 f"{c.diagnosis.factor}/{c.diagnosis.phase}/{c.diagnosis.cause}" for c in out
             )
         ),
+        "recreation": rec,
     }
 
 
@@ -176,6 +195,7 @@ def markdown(result: dict) -> str:
             f"- `{f['name']}` ({f['family']}; planner phases {', '.join(f['planner_phases'])}): "
             f"{f['mechanism']} — {f['why']}"
         )
+    lines += recreation.markdown(result)
     return "\n".join(lines) + "\n"
 
 
@@ -187,6 +207,10 @@ def main() -> None:
     ap.add_argument("--max_failures", type=int, default=8, help="failures diagnosed per flaw")
     ap.add_argument("--flaws", default="", help="comma-separated subset (default: all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--n_recreate", type=int, default=0, help="pairs per mode (0: loop.validate_n; -1: skip)"
+    )
+    ap.add_argument("--rest", default="keep", help="recreate pairs' bases: keep | resample")
     args = ap.parse_args()
 
     import jax
@@ -210,6 +234,7 @@ def main() -> None:
     }
     totals["diagnosed"] = totals.pop("failures_diagnosed")
     totals["valid_flaws"] = sum(r["validity"]["valid"] for r in rows)
+    rec_totals = recreation.summary(rows) if args.n_recreate >= 0 else {}
     result = {
         "command": "python " + " ".join(sys.argv),
         "machine": f"{platform.node()} {platform.processor() or platform.machine()} "
@@ -226,8 +251,11 @@ def main() -> None:
         "flaws": [f.describe() for f in chosen],
         "rows": rows,
         "totals": totals,
+        "recreation_totals": rec_totals,
+        "recreation_n": int(args.n_recreate or cfg.loop.validate_n),
+        "recreation_correction": str(cfg.loop.get("validation_correction", "holm")),
     }
-    print(json.dumps(totals))
+    print(json.dumps(totals), json.dumps(rec_totals))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

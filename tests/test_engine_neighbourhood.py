@@ -1,0 +1,155 @@
+"""Programs written from the evidence (issue 28 item 4): the diagnosed factor kept where the
+failures had it (a box, a distance band, a value band, a category / relation), the rest varied;
+recreate pairs that differ only in the diagnosed factor; distinct modes, distinct programs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from coda.engine import neighbourhood as N
+from coda.engine.edits import changed_factors
+from coda.engine.engines import ModeSpec, OfflineEngine
+from coda.engine.evidence import neighbourhood_program
+from coda.engine.generate import make_validation_batches
+from coda.engine.programs import Program, ProgramError, apply, program_to_source
+from coda.engine.roles import resolve_role
+from coda.engine.seeding import seed_scenes
+from coda.sim import assets
+
+ATOL = 1e-6
+# a side of the table: every failure had its target here (right half, front)
+RIGHT = {"edit": "place_in_region", "boxes": {"target": [[0.34, 0.44], [-0.22, -0.12]]}}
+
+
+@pytest.fixture(scope="module")
+def scenes():
+    return {f: seed_scenes(f, 4, seed=11) for f in ("pick_place", "articulated")}
+
+
+@pytest.fixture(scope="module")
+def failures(scenes):
+    """Evidence on one side of the table: pick-place scenes with the target moved there."""
+    return [apply(RIGHT, s, seed=k) for k, s in enumerate(scenes["pick_place"])]
+
+
+def _xy(scene, role):
+    p = scene.layout[resolve_role(scene, role)]
+    return p["x"], p["y"]
+
+
+def _inside(v, band):
+    return band[0] - ATOL <= v <= band[1] + ATOL
+
+
+def test_engine_writes_a_directional_layout_program_from_the_failures(failures, scenes):
+    p = OfflineEngine().program_for(ModeSpec("layout", "grasp", "other"), failures)
+    (e,) = p.edits
+    assert e["edit"] == "place_in_region" and p.primary_role == "target"
+    (x0, x1), (y0, y1) = e["boxes"]["target"]
+    assert y1 <= -0.12 + 0.01 + ATOL and y0 >= -0.22 - 0.01 - ATOL  # the failures' side only
+    assert x0 >= 0.34 - 0.01 - ATOL and x1 <= 0.44 + 0.01 + ATOL
+    for k, base in enumerate(scenes["pick_place"]):  # any base: the target goes to that side
+        child = apply(p, base, seed=100 + k)
+        assert changed_factors(base, child) == ["layout"]
+        x, y = _xy(child, "target")
+        assert _inside(x, [x0, x1]) and _inside(y, [y0, y1])
+        gx, gy = _xy(child, "goal")
+        assert _inside(gx, e["boxes"]["goal"][0]) and _inside(gy, e["boxes"]["goal"][1])
+        (_, _, lo, hi) = e["distances"][0]
+        assert _inside(math.hypot(x - gx, y - gy), [lo, hi])
+
+
+def test_attribute_and_task_programs_keep_the_failing_bands_and_categories(failures):
+    att = neighbourhood_program("attributes", "lift", "contact_lost", failures)
+    bands = att.edits[0]["bands"]
+    assert set(bands) == {"target", "goal"} and "mass" in bands["target"]
+    task = neighbourhood_program("task", "grasp", "never_grasped", failures)
+    cats = task.edits[0]["categories"]
+    assert cats["target"] == sorted(
+        {s.object(resolve_role(s, "target")).category for s in failures}
+    )
+    for k, base in enumerate(failures):
+        child = apply(att, base, seed=k)
+        assert changed_factors(base, child) == ["attributes"]
+        for role, fields in bands.items():
+            name = resolve_role(child, role)
+            cat, a = assets.get_category(child.object(name).category), child.attributes[name]
+            for f, band in fields.items():
+                v = a[f] if f in ("mass", "friction") else a["dims"].get(f)
+                if v is not None:
+                    lo, hi = getattr(cat, f) if f in ("mass", "friction") else cat.dims[f]
+                    assert _inside(v, [max(band[0], lo), min(band[1], hi)]), (role, f, v, band)
+        moved = apply(task, base, seed=k)
+        assert changed_factors(base, moved) in (["task"], [])
+        assert moved.object(resolve_role(moved, "target")).category in cats["target"]
+
+
+def test_task_program_chooses_the_relation_where_the_family_has_several(scenes):
+    arts = scenes["articulated"]
+    opens = [s for s in arts if s.task["params"]["action"] == "open"] or arts[:1]
+    p = neighbourhood_program("task", "open", "joint_not_moving", opens)
+    want = sorted({s.task["params"]["action"] for s in opens})
+    assert p.edits[0]["params"]["action"] == want
+    for k, base in enumerate(arts):  # a closing scene is made an opening one (and vice versa)
+        assert apply(p, base, seed=k).task["params"]["action"] in want
+
+
+@pytest.mark.parametrize("factor", ["layout", "attributes", "task"])
+def test_recreate_pairs_differ_only_in_the_diagnosed_factor(failures, factor):
+    mode = ModeSpec(factor, "grasp", "other")
+    for rest in ("keep", "resample"):
+        vb = make_validation_batches(
+            mode, failures, 3, 5, control="resample", pairing="recreate", rest=rest
+        )
+        assert vb.control_factor == factor and vb.pairing == "recreate" and vb.rest == rest
+        for t, c in zip(vb.targeted, vb.control, strict=True):
+            assert t.parent == c.parent and t.verdict.ok and c.verdict.ok
+            assert changed_factors(c.scene, t.scene) in ([factor], [])
+            if rest == "keep":
+                assert changed_factors(failures[t.parent], t.scene) in ([factor], [])
+            else:
+                assert t.rest_seed == c.rest_seed and t.record()["rest_seed"] == t.rest_seed
+    with pytest.raises(ValueError, match="control must be 'resample'"):
+        make_validation_batches(mode, failures, 2, 0, pairing="recreate", control="matched")
+    with pytest.raises(ValueError, match="unknown rest 'some'; valid"):
+        make_validation_batches(mode, failures, 2, 0, pairing="recreate", rest="some")
+
+
+def test_distinct_modes_give_distinct_programs(failures, scenes):
+    eng = OfflineEngine()
+    modes = [
+        ModeSpec("layout", "grasp", "other"),
+        ModeSpec("layout", "transport", "other"),
+        ModeSpec("attributes", "lift", "other"),
+        ModeSpec("task", "grasp", "other"),
+    ]
+    progs = [eng.program_for(m, failures).to_json() for m in modes]
+    assert len(set(progs)) == len(progs)
+    # the same mode on other failures: another program (the evidence differs)
+    other = eng.program_for(modes[0], scenes["pick_place"]).to_json()
+    assert other != progs[0]
+
+
+def test_programs_round_trip_as_json_and_sdk_source(failures):
+    base = failures[0]
+    for f in ("layout", "attributes", "task"):
+        p = neighbourhood_program(f, "grasp", "other", failures)
+        assert Program.from_dict(p.to_dict()) == p
+        src = Program(p.factor, source=program_to_source(p))
+        assert set(src.roles) == set(p.roles)
+        a = apply(p, base, seed=3)
+        b = apply(src, base, seed=3, isolation="inprocess")
+        assert a.to_json() == b.to_json()
+
+
+def test_bad_neighbourhood_parameters_fail_with_one_line_naming_what_is_valid():
+    with pytest.raises(ProgramError, match=r"boxes must be a non-empty \{role"):
+        Program.from_dict({"edit": "place_in_region"})
+    with pytest.raises(ProgramError, match=r"rest must be one of \['resample', 'keep'\]"):
+        Program.from_dict({"edit": "set_in_bands", "bands": {"target": {"mass": [0.1, 0.2]}},
+                           "rest": "all"})  # fmt: skip
+    with pytest.raises(ProgramError, match=r"target.mass must be \[lo, hi\]"):
+        Program.from_dict({"edit": "set_in_bands", "bands": {"target": {"mass": [0.3, 0.2]}}})
+    assert N.EDIT_NAMES == ("place_in_region", "set_in_bands", "choose_task")
