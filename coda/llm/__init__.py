@@ -14,6 +14,7 @@ from coda.llm.backends import (
 from coda.llm.client import DEFAULT_CRITIC_MODEL, ChatCall, LLMClient, LLMConfig, RoleConfig
 from coda.llm.jsonschema import parse_json_text, validate_json
 from coda.llm.record import RECORD_MODES, RecordStore, ReplayMissError, request_hash
+from coda.llm.replies import RecordingBackend, ReplayBackend, ReplyFile, reply_key
 from coda.llm.types import (
     ROLES,
     CompletionRequest,
@@ -47,7 +48,10 @@ __all__ = [
     "Price",
     "RawCompletion",
     "RecordStore",
+    "RecordingBackend",
+    "ReplayBackend",
     "ReplayMissError",
+    "ReplyFile",
     "RoleConfig",
     "ToolCall",
     "TransportError",
@@ -61,6 +65,7 @@ __all__ = [
     "png_bytes",
     "register_backend",
     "register_offline_handler",
+    "reply_key",
     "request_hash",
     "validate_json",
 ]
