@@ -96,7 +96,8 @@ class CarryFamily(TaskFamily):
         return (
             ph.Phase("reach", ph.reach(obj)),
             ph.Phase("grasp", ph.grasp(obj)),
-            ph.Phase("lift", ph.lift(obj)),
+            # a grasp is finished when the hand goes on to lift (with the object or without)
+            ph.Phase("lift", ph.lift(obj), moved_on=ph.hand_up(obj)),
             ph.Phase("transport", ph.at(obj, dest, interior=self.interior(params))),
             # the put-down starts when the object leaves the jaws: transport must hold until
             # then (carrying it across the destination on the way elsewhere is not transport)

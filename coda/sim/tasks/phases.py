@@ -18,6 +18,13 @@ destination) is complete only if the object is still there when it is let go (or
 still held), not when it was carried across the destination on its way elsewhere. Several
 phases may complete at one endpoint (a chunk is many control steps). `stopped_at` is the first
 phase never completed (== number of phases when all were), i.e. where progress stopped.
+
+A grasp means the object is held: both pads on it with its centre between their faces
+(`between_pads`; jaws closed beside it, on its edge or above it touch it but do not hold it),
+and the robot moves on from it: carry families' lift has `moved_on` = the hand rose (`hand_up`),
+so a grip the hand never lifts from (stuck pushing the object along the table, or still
+closing at the end) is not a finished grasp; a grip the hand rose from without the object (the
+jaws slackened as it rose) is a finished grasp and a failed lift.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from coda.sim import geometry as G
+from coda.sim import robot
 from coda.sim.state import SimState, SymbolTable
 
 PhasePredicate = Callable[[SimState, SymbolTable], jnp.ndarray]
@@ -37,17 +45,30 @@ PhasePredicate = Callable[[SimState, SymbolTable], jnp.ndarray]
 REACH_MARGIN = 0.02  # tcp within the body's bounding box grown by this on every side
 LIFT_HEIGHT = 0.02  # held object's bottom this far above the table
 GRASP_MARGIN = 0.01  # a grasp's jaw gap is at least the body's narrowest width less this
+HAND_RISE = 0.01  # the hand has moved on to lifting: the tcp this far above a resting grasp
+# The finger pads' faces in the tcp frame (`coda.sim.robot`): along the face (x) +- the pad's
+# half-length, vertically from the pads' lower edge (1 cm below the tcp) to their upper edge.
+PAD_FACE_X = float(robot.FINGER_HALF[0])
+PAD_TOP = 0.024  # m the pads' upper edge lies below the wrist (`robot.build`: fz)
+PAD_Z = (  # the pads' lower and upper edges above the tcp (m): about -0.01 and 0.05
+    robot.TCP_OFFSET - PAD_TOP - 2.0 * float(robot.FINGER_HALF[2]),
+    robot.TCP_OFFSET - PAD_TOP,
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
     """One ordered sub-goal: a name, its completion predicate (state, sym) -> bool [...] and
     its start condition: when the robot has visibly moved on to this phase, so the previous
-    phase must still hold then (None: it starts as soon as the previous phase completes)."""
+    phase must still hold then (None: it starts as soon as the previous phase completes), and
+    `moved_on`: the robot has gone on from the previous phase to this one, so the previous
+    phase counts at t only if this holds at some endpoint at or after t (a grip the hand never
+    lifts from is not a finished grasp; None: no such requirement)."""
 
     name: str
     done: PhasePredicate
     start: PhasePredicate | None = None
+    moved_on: PhasePredicate | None = None
 
 
 def held_until_next(done: jnp.ndarray, next_start: jnp.ndarray | None) -> jnp.ndarray:
@@ -66,6 +87,11 @@ def held_until_next(done: jnp.ndarray, next_start: jnp.ndarray | None) -> jnp.nd
     xs = (jnp.moveaxis(done, 1, 0), jnp.moveaxis(next_start, 1, 0))  # [T, B] each
     _, ok = jax.lax.scan(back, jnp.ones(done.shape[0], bool), xs, reverse=True)
     return jnp.moveaxis(ok, 0, 1)
+
+
+def later(x: jnp.ndarray) -> jnp.ndarray:
+    """[B, T]: x [B, T] holds at some endpoint at or after t (a reverse cumulative or)."""
+    return jnp.flip(jnp.cumsum(jnp.flip(x.astype(jnp.int32), -1), -1), -1) > 0
 
 
 def segment(
@@ -91,7 +117,9 @@ def segment(
     for k, p in enumerate(phases):
         nxt = phases[k + 1].start if k + 1 < n else None
         start = None if nxt is None else nxt(states, sym)
-        done.append(held_until_next(p.done(states, sym), start))
+        ok = held_until_next(p.done(states, sym), start)
+        on = phases[k + 1].moved_on if k + 1 < n else None
+        done.append(ok if on is None else ok & later(on(states, sym)))
     done = jnp.stack(done, -1)  # [B, T, P] bool
     done_t = jnp.moveaxis(done, 1, 0)  # [T, B, P]
     ks = jnp.arange(n)  # [P]
@@ -129,18 +157,42 @@ def between_jaws(state: SimState, i: int, margin: float = GRASP_MARGIN) -> jnp.n
     return G.gripper_opening(state) >= width - margin
 
 
+def between_pads(state: SimState, i: int) -> jnp.ndarray:
+    """Body i's centre lies between the finger pads' faces: in the tcp frame, within the pads'
+    half-length along the face (x) and between their lower and upper edges (z). Pads touching
+    an object whose centre is beside them (an edge pinched, jaws closed off-centre) or below
+    them (jaws closed above it) do not hold it."""
+    m = G.quat_to_mat(state.ee_quat)  # [..., 3, 3] tcp frame -> world
+    local = jnp.einsum("...ji,...j->...i", m, G.pos(state, i) - state.ee_pos)
+    return (jnp.abs(local[..., 0]) <= PAD_FACE_X) & (local[..., 2] >= PAD_Z[0]) & (
+        local[..., 2] <= PAD_Z[1]
+    )
+
+
 def grasp(role: str, or_lifted: bool = True) -> PhasePredicate:
-    """Phase predicate: both finger pads touch the body playing `role` and it is between the
-    jaws (`between_jaws`), or (`or_lifted`, for objects that rest on the table) it is held
-    `LIFT_HEIGHT` off the table: a grasp that only brushes the object with closing jaws does
-    not count. Parts that never rest on the table (a handle) pass or_lifted=False."""
+    """Phase predicate: the body playing `role` is held. For objects that rest on the table
+    (`or_lifted`): both finger pads touch it and its centre is between their faces
+    (`between_pads`), or it is held `LIFT_HEIGHT` off the table; jaws closing beside it, on its
+    edge or above it do not count. Parts that never rest on the table (a handle, held anywhere
+    along its bar) pass or_lifted=False: both pads on it and it spans the jaws (`between_jaws`)."""
 
     def done(s: SimState, sym: SymbolTable) -> jnp.ndarray:
         i = sym.body(role)
-        spans = between_jaws(s, i)
-        if or_lifted:
-            spans = spans | G.lifted(s, i, LIFT_HEIGHT)
-        return G.grasped(s, i) & spans
+        if not or_lifted:
+            return G.grasped(s, i) & between_jaws(s, i)
+        return G.grasped(s, i) & (between_pads(s, i) | G.lifted(s, i, LIFT_HEIGHT))
+
+    return done
+
+
+def hand_up(role: str, rise: float = HAND_RISE) -> PhasePredicate:
+    """Phase `moved_on` condition: the tcp is `rise` above where it holds the body playing
+    `role` resting on the table (its half-height above the table): the hand has started to
+    lift, with the object or without it."""
+
+    def done(s: SimState, sym: SymbolTable) -> jnp.ndarray:
+        i = sym.body(role)
+        return s.ee_pos[..., 2] - G.TABLE_Z > G.half(s, i)[..., 2] + rise
 
     return done
 
