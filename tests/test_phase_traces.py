@@ -212,10 +212,11 @@ def test_dropped_while_carried_is_lost_from_the_jaws(traces):
 def test_jaws_closed_before_the_grasp_never_grasped(traces):
     _, _, ep = traces["close_early"]
     f = ep.features
-    # the closed pads pressed on the cube's top: "grasped" by contact, never between the jaws,
-    # so the grasp phase never completed (`phases.grasp` needs the cube between the jaws)
+    # the closed pads pressed on the cube's top: "grasped" by contact, its centre never between
+    # the pads' faces, so the grasp phase never completed (`phases.grasp`: `between_pads`)
     assert f["grasped"].any() and f["obj_height"].max() < 0.01
+    assert not (f["grasped"] & f["centred"]).any()
     assert ep.stopped_phase == "grasp"
     finding = infer_cause(ep)
     assert finding.cause == "never_grasped", finding
-    assert finding.numbers["max_gap_while_touching_m"] < 0.005
+    assert finding.numbers["centred_endpoints"] == pytest.approx(0.0, abs=0.0)

@@ -32,6 +32,7 @@ from coda.sim.compile import CompiledScene
 from coda.sim.rollout import Bucket, RolloutResult
 from coda.sim.scene import Scene
 from coda.sim.state import LEFT, N_FIXED_ENTITIES, RIGHT, SimState, SymbolTable
+from coda.sim.tasks.phases import between_pads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +78,7 @@ def trace_features(states: SimState, roles: TraceRoles) -> dict[str, jnp.ndarray
 
     Returns {name: [B, T]} (distractor features [B, T, K]): tcp_gap (m from the tcp to the
     object's bounding box, 0 inside it), left / right (finger pad touches the object), grasped,
-    opening (finger gap, m), obj_height (object bottom above the table), obj_disp (xy distance
+    opening (finger gap, m), centred (its centre between the pads' faces, `phases.between_pads`), obj_height (object bottom above the table), obj_disp (xy distance
     from its start), dest_dist (xy distance object -> destination), over_dest (object centre
     over the destination's footprint), joint_frac, d_touch (a finger touches distractor k),
     d_disp (distractor k's xy distance from its start)."""
@@ -100,6 +101,7 @@ def _features(
         "right": G.in_contact(states, RIGHT, e),
         "grasped": G.grasped(states, o),
         "opening": G.gripper_opening(states),
+        "centred": between_pads(states, o),
         "obj_height": G.height(states, o),
         "obj_disp": G.xy_distance(p, p[:, :1]),
     }

@@ -14,8 +14,9 @@ defines the labels):
                          else                                      -> did_not_approach
 4. p is a grasp phase:   the object's narrowest horizontal width exceeds the robot's maximum
    gap (2·FINGER_OPEN) by WIDTH_MARGIN                             -> object_too_wide
-                         both pads touched it but it was never between the jaws (as the
-                         lift rule below; the grasp phase needs it there) -> never_grasped
+                         both pads touched it but it was never held as the grasp phase
+                         needs (`phases.grasp`: an object's centre between the pads' faces,
+                         a handle spanning the jaws; as the lift rule below) -> never_grasped
                          its width exceeds the widest finger gap seen before the grasp by
                          WIDTH_MARGIN                              -> object_too_wide
                          distractor touched / moved before the object was touched
@@ -27,9 +28,8 @@ defines the labels):
 5. p is a lift phase:    mass above the grip's capacity 2·μ·F/g (μ = max(pad, object) friction,
                          MuJoCo's default combination; F = finger force limit; both read from
                          the compiled model)                       -> object_too_heavy
-                         both pads touched it, but at every such endpoint the jaws were closed
-                         more than JAW_MARGIN narrower than the object (it was never between
-                         them, e.g. they closed above it)           -> never_grasped
+                         both pads touched it, but at no such endpoint was it held (its
+                         centre beside or below the pads' faces)    -> never_grasped
                          grasped, then no pad touching: let go     -> released_away_from_goal
                                                    lost            -> contact_lost
                          else                                      -> not_lifted
@@ -512,8 +512,10 @@ def let_go(ep: Episode, lost: int, num: dict[str, float] | None = None) -> bool:
 
 
 def _never_between_jaws(ep: Episode, t0: int, num: dict[str, float]) -> Finding | None:
-    """never_grasped when both pads touched the object (from `t0` on, or at all) but at every
-    such endpoint the jaws were closed more than JAW_MARGIN narrower than it; else None."""
+    """never_grasped when both pads touched the object (from `t0` on, or at all) but at no such
+    endpoint was it held as the grasp phase requires (`phases.grasp`): an object that rests on
+    the table with its centre between the pads' faces (`centred`), a handle spanning the jaws
+    (not closed more than JAW_MARGIN narrower than it); else None."""
     f, obj = ep.features, ep.roles.obj_name
     held = np.nonzero(f["grasped"][t0:])[0] + t0
     if held.size == 0:
@@ -521,6 +523,17 @@ def _never_between_jaws(ep: Episode, t0: int, num: dict[str, float]) -> Finding 
     if held.size == 0:
         return None
     width, gap = object_width(ep), float(f["opening"][held].max())
+    if "joint_frac" not in f and "centred" in f:  # an object: its centre between the pads?
+        if bool((f["centred"] & f["grasped"]).any()):  # held somewhere: a grasp was made
+            return None
+        num.update({"object_width_m": width, "centred_endpoints": 0.0})
+        return Finding(
+            "never_grasped",
+            f"both pads touched {obj} but its centre was never between the pads' faces (jaws "
+            "closed beside it, on its edge or above it)",
+            (int(held[0]),),
+            num,
+        )
     if gap >= width - JAW_MARGIN:
         return None
     num.update({"object_width_m": width, "max_gap_while_touching_m": gap})

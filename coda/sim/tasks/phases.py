@@ -164,8 +164,10 @@ def between_pads(state: SimState, i: int) -> jnp.ndarray:
     them (jaws closed above it) do not hold it."""
     m = G.quat_to_mat(state.ee_quat)  # [..., 3, 3] tcp frame -> world
     local = jnp.einsum("...ji,...j->...i", m, G.pos(state, i) - state.ee_pos)
-    return (jnp.abs(local[..., 0]) <= PAD_FACE_X) & (local[..., 2] >= PAD_Z[0]) & (
-        local[..., 2] <= PAD_Z[1]
+    return (
+        (jnp.abs(local[..., 0]) <= PAD_FACE_X)
+        & (local[..., 2] >= PAD_Z[0])
+        & (local[..., 2] <= PAD_Z[1])
     )
 
 
