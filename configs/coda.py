@@ -133,9 +133,11 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # the success band; the parents if the program binds to none of them) | "parents" (the
     # diagnosed failures themselves; why not: benchmarks/results/validation_power.md).
     c.loop.validation_bases = "pool"
-    # How the control varies its factor: "resample" (redrawn from the family's distribution) |
-    # "matched" (moved by the targeted edit's normalised magnitude)
-    c.loop.validation_control = "resample"
+    # How the control varies its factor: "outside" (recreate pairs: the diagnosed factor moved
+    # out of the failures' neighbourhood; issue 28, was "resample") | "resample" (redrawn from
+    # the family's distribution) | "matched" (nested / sibling: moved by the targeted edit's
+    # normalised magnitude)
+    c.loop.validation_control = "outside"
     # How a targeted / control pair is made (coda.engine.pairs): "recreate" (targeted i = base i
     # with the diagnosed factor where the mode's failures had it, control i = base i with that
     # factor redrawn from the family: the pair differs only in the diagnosed factor; issue 28,
@@ -239,10 +241,12 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.eval.every = 1  # evaluate every this many rounds (and always the last one)
 
     c.render = ConfigDict()
-    c.render.enabled = True  # render the diagnosed failures' GIFs into the report (needs GL)
-    c.render.failures_per_round = 2  # diagnosed failures rendered as GIFs in the report
-    c.render.width = 160  # GIF frame width in px
-    c.render.height = 160  # GIF frame height in px
+    c.render.enabled = True  # render the diagnosed failures' GIFs + keyframe sheets (needs GL)
+    c.render.failures_per_round = 2  # diagnosed failures rendered in the report
+    # each view's side in px (the larger of the two) in the report's GIFs and keyframe sheets:
+    # the workspace camera framed on the task's objects beside the wrist camera (coda.sim.view)
+    c.render.width = 224
+    c.render.height = 224
 
     if arg == "smoke":  # CPU plumbing: tiny policy, few scenes, few chunks
         c.sim.families = ("pick_place",)
