@@ -114,18 +114,24 @@ def view_model(compiled: CompiledScene) -> mujoco.MjModel:
 
 
 def _points(model: mujoco.MjModel, qpos: np.ndarray, bodies: Sequence[str]) -> np.ndarray:
-    """World positions [T * (len(bodies) + 2), 3]: the named bodies' frames, the gripper's
-    wrist and its tcp."""
+    """World positions [T * k, 3] of the named bodies, the gripper's wrist and its tcp, those
+    the model has (a LIBERO visual model names its bodies its own way); [0, 3] when none."""
     data = mujoco.MjData(model)
-    ids = [model.body(b).id for b in (*bodies, "gripper")]
-    tcp = model.site("tcp").id
-    out = []
+    ids = [_find(model, mujoco.mjtObj.mjOBJ_BODY, b) for b in (*bodies, "gripper")]
+    ids = [i for i in ids if i >= 0]
+    tcp = _find(model, mujoco.mjtObj.mjOBJ_SITE, "tcp")
+    out = [np.zeros((0, 3))]
     for q in np.asarray(qpos, np.float64):
         data.qpos[:] = q
         mujoco.mj_kinematics(model, data)
         out.append(data.xpos[ids])
-        out.append(data.site_xpos[tcp][None])
+        if tcp >= 0:
+            out.append(data.site_xpos[tcp][None])
     return np.concatenate(out)
+
+
+def _find(model: mujoco.MjModel, kind: mujoco.mjtObj, name: str) -> int:
+    return int(mujoco.mj_name2id(model, kind, name))
 
 
 def _camera_axes(azimuth: float, elevation: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -150,6 +156,8 @@ def frame_workspace(
     the distance is the smallest at which every point lies within `FILL` of the image's half
     width (perspective included), with `MIN_EXTENT` of context around a lone object."""
     pts = _points(model, qpos, bodies)
+    if not len(pts):  # nothing known to frame: the default view of the table
+        return Framing(render.DEFAULT_LOOKAT, render.DEFAULT_DISTANCE, azimuth, elevation)
     pts[:, 2] = np.maximum(pts[:, 2], 0.0)  # what fell off the table is not worth the frame
     fwd, right, up = _camera_axes(azimuth, elevation)
     centre = (pts.min(0) + pts.max(0)) / 2
