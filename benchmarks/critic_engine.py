@@ -211,6 +211,7 @@ def main() -> None:
         "--n_recreate", type=int, default=0, help="pairs per mode (0: loop.validate_n; -1: skip)"
     )
     ap.add_argument("--rest", default="keep", help="recreate pairs' bases: keep | resample")
+    ap.add_argument("--control", default="outside", help="recreate control: outside | resample")
     args = ap.parse_args()
 
     import jax

@@ -7,9 +7,10 @@ expert's condition-true failures) as the evidence and the bases:
   failures; two WRONG-factor modes: the same phase and cause, each other scene factor;
 * per mode the offline engine writes its program from the failures (`OfflineEngine.program_for`
   -> `coda.engine.evidence`), and `make_validation_batches(pairing="recreate")` makes N
-  targeted (the failures' neighbourhood of the mode's factor) and N control (that factor
-  redrawn from the family's distribution) pairs on the failures, differing only in that factor
-  (`rest`: the bases' other factors kept, the loop's default, or redrawn);
+  targeted (the failures' neighbourhood of the mode's factor) and N control (that factor moved
+  out of the neighbourhood, ``--control outside``, the loop's default; or redrawn from the
+  family's distribution, ``resample``) pairs on the failures, differing only in that factor
+  (``--rest``: the bases' other factors kept, the loop's default, or redrawn);
 * the flawed expert is rolled out once per variant and once more on the failures' own scenes;
   the three tests of a flaw (one per mode) are one-sided Fisher at the loop's α, decided
   together with the loop's correction (configs/coda.py loop.validation_correction), as the loop
@@ -34,7 +35,7 @@ def _rate(x) -> float:
     return round(float(np.mean(x)), 3) if len(x) else float("nan")
 
 
-def _mode_row(flaw, mode, failures, backend, key, num_chunks, n, seed, rest) -> dict[str, Any]:
+def _mode_row(flaw, mode, failures, backend, key, num_chunks, n, seed, args) -> dict[str, Any]:
     import numpy as np
 
     from coda.engine.engines import OfflineEngine
@@ -47,8 +48,8 @@ def _mode_row(flaw, mode, failures, backend, key, num_chunks, n, seed, rest) -> 
     t0 = time.perf_counter()
     try:
         vb = make_validation_batches(
-            mode, scenes, n, seed, program=program, control="resample", pairing="recreate",
-            rest=rest,
+            mode, scenes, n, seed, program=program, control=args.control, pairing="recreate",
+            rest=args.rest,
         )  # fmt: skip
     except GenerationError as e:
         row.update(error=str(e), seconds=round(time.perf_counter() - t0, 1))
@@ -99,7 +100,7 @@ def run_recreation(flaw, diagnoses, failures, backend, cfg, args, seed: int) -> 
     rows = []
     for i, (kind, m) in enumerate(modes):
         k = jax.random.fold_in(key, i + 1)
-        r = _mode_row(flaw, m, failures, backend, k, num_chunks, n, seed + i, args.rest)
+        r = _mode_row(flaw, m, failures, backend, k, num_chunks, n, seed + i, args)
         rows.append({"kind": kind, **r})
     tested = [r for r in rows if "error" not in r]
     raw = [
@@ -148,8 +149,9 @@ def markdown(result: dict) -> list[str]:
         "",
         f"Per flaw, its failures above as evidence and bases; N = {result['recreation_n']} "
         "targeted / control pairs per mode (`make_validation_batches(pairing='recreate', "
-        f"rest={result['args']['rest']!r})`); the flawed expert's success on targeted, control "
-        "and the failures' own scenes; one-sided Fisher per mode, the flaw's 3 tests corrected "
+        f"control={result['args']['control']!r}, rest={result['args']['rest']!r})`); the "
+        "flawed expert's success on targeted, control and the failures' own scenes; "
+        "one-sided Fisher per mode, the flaw's 3 tests corrected "
         f"together ({result['recreation_correction']}). 'cond' = share of variants meeting the "
         "planted condition (the engine never reads it). Recreates = targeted <= control - 0.30.",
         "",
@@ -162,7 +164,7 @@ def markdown(result: dict) -> list[str]:
         for m in rec.get("modes", []):
             edits = ", ".join(e.get("edit", "?") for e in m["program"].get("edits", []))
             if "error" in m:
-                cells = f"error: {m['error']} | | | | | refuted | no"
+                cells = f"no pairs: {m['error']} | | | | untestable | no"
             else:
                 cells = (
                     f"{m['targeted']:.2f} ({m['condition_targeted']:.2f}) "

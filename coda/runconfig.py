@@ -260,12 +260,15 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
     choice("loop.validation_correction", VALIDATION_CORRECTIONS)
     choice("loop.validation_pairing", VALIDATION_PAIRINGS)
     choice("loop.validation_rest", VALIDATION_RESTS)
-    control = _get(config, "loop.validation_control")
-    if _get(config, "loop.validation_pairing") == "recreate" and control not in (
-        "resample",
-        _MISSING,
+    control, pairing = (_get(config, f"loop.validation_{k}") for k in ("control", "pairing"))
+    if _MISSING not in (control, pairing) and (
+        (pairing == "recreate" and control == "matched")
+        or (pairing != "recreate" and control == "outside")
     ):
-        out.append("loop.validation_pairing='recreate' needs loop.validation_control='resample'")
+        out.append(
+            f"loop.validation_control={control!r} does not go with validation_pairing="
+            f"{pairing!r} (recreate: outside | resample; nested / sibling: resample | matched)"
+        )
     _llm_problems(config, out, choice)
     choice("policy.name", POLICY_NAMES)
     for field, lo in LOOP_INTS.items():
@@ -396,7 +399,7 @@ def device_problems(
 
 NO_MODE_BUDGETS = ("novel", "pool")  # loop.no_mode_budget (coda.loop.rounds.plan)
 VALIDATION_BASES = ("pool", "parents")  # loop.validation_bases (coda.loop.rounds)
-VALIDATION_CONTROLS = ("resample", "matched")  # coda.engine.generate.CONTROLS
+VALIDATION_CONTROLS = ("resample", "matched", "outside")  # coda.engine.pairs.CONTROLS
 VALIDATION_CORRECTIONS = ("holm", "bh", "none")  # coda.engine.validate.CORRECTIONS
 VALIDATION_PAIRINGS = ("recreate", "nested", "sibling")  # coda.engine.pairs.PAIRINGS
 VALIDATION_RESTS = ("keep", "resample")  # coda.engine.pairs.RESTS

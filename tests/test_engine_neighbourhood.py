@@ -16,6 +16,7 @@ from coda.engine.generate import make_validation_batches
 from coda.engine.programs import Program, ProgramError, apply, program_to_source
 from coda.engine.roles import resolve_role
 from coda.engine.seeding import seed_scenes
+from coda.engine.task_control import task_control
 from coda.sim import assets
 
 ATOL = 1e-6
@@ -98,20 +99,23 @@ def test_task_program_chooses_the_relation_where_the_family_has_several(scenes):
 
 @pytest.mark.parametrize("factor", ["layout", "attributes", "task"])
 def test_recreate_pairs_differ_only_in_the_diagnosed_factor(failures, factor):
+    """Targeted and control share their base and differ in the diagnosed factor only (a task
+    control also swaps the focus object's kind in place: objects and its sizes)."""
     mode = ModeSpec(factor, "grasp", "other")
-    for rest in ("keep", "resample"):
+    allowed = {factor} | ({"objects", "attributes"} if factor == "task" else set())
+    for control, rest in (("outside", "keep"), ("resample", "keep"), ("outside", "resample")):
         vb = make_validation_batches(
-            mode, failures, 3, 5, control="resample", pairing="recreate", rest=rest
+            mode, failures, 3, 5, control=control, pairing="recreate", rest=rest
         )
         assert vb.control_factor == factor and vb.pairing == "recreate" and vb.rest == rest
         for t, c in zip(vb.targeted, vb.control, strict=True):
             assert t.parent == c.parent and t.verdict.ok and c.verdict.ok
-            assert changed_factors(c.scene, t.scene) in ([factor], [])
+            assert set(changed_factors(c.scene, t.scene)) <= allowed, control
             if rest == "keep":
                 assert changed_factors(failures[t.parent], t.scene) in ([factor], [])
             else:
                 assert t.rest_seed == c.rest_seed and t.record()["rest_seed"] == t.rest_seed
-    with pytest.raises(ValueError, match="control must be 'resample'"):
+    with pytest.raises(ValueError, match="control 'matched' does not go with pairing 'recreate'"):
         make_validation_batches(mode, failures, 2, 0, pairing="recreate", control="matched")
     with pytest.raises(ValueError, match="unknown rest 'some'; valid"):
         make_validation_batches(mode, failures, 2, 0, pairing="recreate", rest="some")
@@ -153,3 +157,34 @@ def test_bad_neighbourhood_parameters_fail_with_one_line_naming_what_is_valid():
     with pytest.raises(ProgramError, match=r"target.mass must be \[lo, hi\]"):
         Program.from_dict({"edit": "set_in_bands", "bands": {"target": {"mass": [0.3, 0.2]}}})
     assert N.EDIT_NAMES == ("place_in_region", "set_in_bands", "choose_task")
+
+
+def test_outside_controls_leave_the_neighbourhood_and_hold_the_rest(failures, scenes):
+    """control="outside": a banded / boxed value drawn outside its interval where the range
+    leaves room (the failures' side of the table -> the other side); a task control gives the
+    focus role another kind of object in place (pose, mass, friction held) or another
+    relation."""
+    lay = neighbourhood_program("layout", "grasp", "other", failures)
+    vb = make_validation_batches(
+        ModeSpec("layout", "grasp", "other"), failures, 3, 2, program=lay, control="outside",
+        pairing="recreate",
+    )  # fmt: skip
+    (_, _), (y0, y1) = lay.edits[0]["boxes"]["target"]
+    for t, c in zip(vb.targeted, vb.control, strict=True):
+        assert changed_factors(c.scene, t.scene) in (["layout"], [])
+        assert _inside(_xy(t.scene, "target")[1], [y0, y1])
+        assert not _inside(_xy(c.scene, "target")[1], [y0, y1])
+    task = neighbourhood_program("task", "grasp", "other", failures[:1])
+    (e,) = task.edits
+    base = failures[0]
+    out = task_control(base, e, seed=4)
+    name = resolve_role(base, "target")
+    assert out.object(name).category not in e["categories"]["target"]
+    assert out.layout[name] == base.layout[name]
+    for k in ("mass", "friction"):
+        assert out.attributes[name][k] == pytest.approx(base.attributes[name][k], abs=ATOL)
+    art = scenes["articulated"][0]
+    rel = neighbourhood_program("task", "open", "other", [art])
+    flipped = task_control(art, rel.edits[0], seed=0)
+    assert flipped.task["params"]["action"] not in rel.edits[0]["params"]["action"]
+    assert flipped.layout == art.layout and flipped.attributes == art.attributes

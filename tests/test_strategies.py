@@ -124,7 +124,7 @@ def test_validation_bases_pool_first_then_parents():
     from coda.loop.steps.generate import validation_bases
 
     cfg = _config("coda")
-    assert cfg.loop.validation_bases == "pool" and cfg.loop.validation_control == "resample"
+    assert cfg.loop.validation_bases == "pool" and cfg.loop.validation_control == "outside"
 
     def scene(fam, name):
         return types.SimpleNamespace(task={"family": fam}, name=name)

@@ -197,14 +197,14 @@ def test_the_loop_makes_recreate_pairs_by_default(monkeypatch):
     critique._batches(svc, SimpleNamespace(id=1), [], 8)
     n = cfg.loop.validate_n
     assert seen == [
-        (n, 7, "resample", "recreate", "keep", []),
-        (n, 8, "resample", "nested", "keep", []),
+        (n, 7, "outside", "recreate", "keep", []),
+        (n, 8, "outside", "nested", "keep", []),
     ]
     cfg.loop.validation_pairing = "twins"
     with pytest.raises(runconfig.ConfigError, match="validation_pairing='twins'"):
         runconfig.validate(cfg)
     cfg.loop.validation_pairing, cfg.loop.validation_control = "recreate", "matched"
-    with pytest.raises(runconfig.ConfigError, match="needs loop.validation_control='resample'"):
+    with pytest.raises(runconfig.ConfigError, match="does not go with validation_pairing"):
         runconfig.validate(cfg)
     added = runconfig.with_added_defaults({"loop": {}})["loop"]
     assert (added["validation_pairing"], added["validation_rest"]) == ("sibling", "keep")

@@ -4,26 +4,31 @@ A diagnosed difficulty lives somewhere: a region of the table, a distance betwee
 objects, a band of masses or sizes, a category, an action. These edits put the scene there and
 vary everything else of the same factor (the objects that play no task role are redrawn):
 
-    place_in_region(boxes, distances=[], rest="resample")            # layout
+    place_in_region(boxes, distances=[], rest="resample", side="inside")   # layout
         boxes     {role: [[x_lo, x_hi], [y_lo, y_hi]]}: each role's object inside its box (m)
         distances [[role_a, role_b, lo, hi], ...]: xy distance between two roles' objects in
                   [lo, hi] m (rejection-sampled together with the boxes)
         rest      "resample": every other object re-placed at random, clear of them; "keep":
                   the others stay, the roles' spots must be clear of them
-    set_in_bands(bands, rest="resample")                              # attributes
+    set_in_bands(bands, rest="resample", side="inside")                    # attributes
         bands     {role: {field: [lo, hi]}}; field: a dims key (half, radius, ...), "width"
                   (the object's width key), "mass" or "friction"; absolute values, each drawn
                   uniformly in the band cut to the object's category range (a band outside the
                   range gives its nearest end); fields an object does not have are skipped
         rest      "resample": the attributes of objects that play no task role redrawn
-    choose_task(categories, params={})                                # task
+    choose_task(categories, params={})                                     # task
         categories {role: [category, ...]}: the role played by an object of one of them
         params     {task parameter: [value, ...]} (e.g. action: [open]): the goal relation
         One of the tasks the family accepts on the scene's objects that meets both, drawn
         uniformly (the base's own task among them); unnamed roles and parameters keep theirs.
 
-Roles are symbolic (`coda.engine.roles`). Every method raises `SceneProgramError` when the
-scene cannot be put there (no clear spot, no object of those categories).
+``side="outside"`` is the control of a recreate pair (`coda.engine.pairs`): each box axis, band
+and distance band of the program drawn outside its interval, uniformly over what is left of the
+object's range (the region, the category's range, 0-0.566 m), when at least `MIN_OUTSIDE` of
+the range is left; else anywhere in the range (an interval that covers nearly all of it names
+no direction to move away in). Roles are symbolic (`coda.engine.roles`). Every method raises
+`SceneProgramError` when the scene cannot be put there (no clear spot, no object of those
+categories).
 """
 
 from __future__ import annotations
@@ -58,6 +63,9 @@ __all__ = [
 ]
 
 RESTS = ("resample", "keep")
+SIDES = ("inside", "outside")
+MIN_OUTSIDE = 0.1  # an "outside" draw needs this share of the range left outside the band
+DISTANCE_SPAN = 0.566  # m: the span of distances (the sampling region's diagonal)
 EDIT_NAMES = ("place_in_region", "set_in_bands", "choose_task")  # as program edits
 WIDTH_KEYS = ("half", "radius", "inner_half", "width", "hole_half")
 
@@ -137,6 +145,12 @@ def check_choices(v: Any) -> dict[str, list[Any]]:
     return out
 
 
+def check_side(v: Any) -> str:
+    if v not in SIDES:
+        raise ValueError(f"must be one of {list(SIDES)}, got {v!r}")
+    return v
+
+
 def check_rest(v: Any) -> str:
     if v not in RESTS:
         raise ValueError(f"must be one of {list(RESTS)}, got {v!r}")
@@ -149,6 +163,17 @@ def check_rest(v: Any) -> str:
 def object_region(category: str) -> tuple[tuple[float, float], tuple[float, float]]:
     """Where the family samples an object of `category` (articulated fixtures at the back)."""
     return BACK_REGION if assets.get_category(category).articulated else TABLE_REGION
+
+
+def _outside(lo: float, hi: float, a: float, b: float, rng: Any) -> float:
+    """A value of [a, b] outside [lo, hi], uniform over what is left, when that is at least
+    `MIN_OUTSIDE` of [a, b]; else anywhere in [a, b] (a band that covers nearly the whole range
+    names no direction to move away in)."""
+    left, right = max(min(lo, b) - a, 0.0), max(b - max(hi, a), 0.0)
+    if left + right < MIN_OUTSIDE * (b - a) or left + right <= 0.0:
+        return float(rng.uniform(a, b))
+    u = float(rng.uniform(0.0, left + right))
+    return a + u if u < left else max(hi, a) + (u - left)
 
 
 def _cut(lo: float, hi: float, a: float, b: float) -> tuple[float, float]:
@@ -175,62 +200,84 @@ class NeighbourhoodMixin:
             math.hypot(x - px, y - py) >= r + pr + MIN_GAP for px, py, pr in placed
         )
 
-    def _draw_roles(self, names, boxes, dists, fixed, tries) -> dict[str, tuple[float, float]]:
+    def _draw_roles(self, names, samplers, dists, fixed, tries) -> dict[str, tuple[float, float]]:
+        """Rejection-samples the roles' spots: `samplers` give (x, y) per role, `dists` are
+        (name_a, name_b, ok(d)) predicates; each spot clear of `fixed` and of the others."""
         for _ in range(tries):
             placed, pos = list(fixed), {}
-            for n, ((x0, x1), (y0, y1)) in zip(names, boxes, strict=True):
-                x, y = float(self.rng.uniform(x0, x1)), float(self.rng.uniform(y0, y1))
+            for n, draw in zip(names, samplers, strict=True):
+                x, y = draw()
                 if not self._placed_clear(n, x, y, placed):
                     break
                 pos[n] = (x, y)
                 placed.append((x, y, self.footprint(n)))
             else:
                 if all(
-                    lo <= math.hypot(pos[a][0] - pos[b][0], pos[a][1] - pos[b][1]) <= hi
-                    for a, b, lo, hi in dists
+                    ok(math.hypot(pos[a][0] - pos[b][0], pos[a][1] - pos[b][1]))
+                    for a, b, ok in dists
                 ):
                     return pos
         raise SceneProgramError(
-            f"no clear placement of {list(names)} inside their boxes at the asked distances "
-            f"after {tries} draws"
+            f"no clear placement of {list(names)} at the asked boxes and distances after "
+            f"{tries} draws"
         )
+
+    def _layout_constraints(self, names, boxes, distances, side):
+        """Per role an (x, y) sampler and per role pair a distance predicate: inside the boxes
+        and bands, or (``side="outside"``) outside each one that leaves room (`_outside`)."""
+        samplers = []
+        for n, ((x0, x1), (y0, y1)) in zip(names, boxes.values(), strict=True):
+            (rx0, rx1), (ry0, ry1) = object_region(self._check(n).category)
+            if side == "inside":
+                (a0, a1), (b0, b1) = _cut(x0, x1, rx0, rx1), _cut(y0, y1, ry0, ry1)
+                samplers.append(
+                    lambda a0=a0, a1=a1, b0=b0, b1=b1: (
+                        float(self.rng.uniform(a0, a1)),
+                        float(self.rng.uniform(b0, b1)),
+                    )
+                )
+            else:
+                bx, by = (x0, x1, rx0, rx1), (y0, y1, ry0, ry1)
+                samplers.append(
+                    lambda bx=bx, by=by: (_outside(*bx, self.rng), _outside(*by, self.rng))
+                )
+        dists = []
+        for a, b, lo, hi in distances:
+            na, nb = self.role(a), self.role(b)
+            if side == "inside":
+                dists.append((na, nb, lambda d, lo=lo, hi=hi: lo <= d <= hi))
+            elif lo + max(DISTANCE_SPAN - hi, 0.0) >= MIN_OUTSIDE * DISTANCE_SPAN:
+                dists.append((na, nb, lambda d, lo=lo, hi=hi: not lo <= d <= hi))
+        return samplers, dists
 
     def place_in_region(
         self,
         boxes: Mapping[str, Sequence[Sequence[float]]],
         distances: Sequence[Sequence[Any]] = (),
         rest: str = "resample",
+        side: str = "inside",
         tries: int = 400,
     ) -> None:
         """Puts each role's object inside its box (and role pairs at distances in their bands),
-        the other objects re-placed at random (``rest="resample"``) or left (``"keep"``);
-        see the module docstring."""
+        or outside them (``side="outside"``), the other objects re-placed at random
+        (``rest="resample"``) or left (``"keep"``); see the module docstring."""
         try:
-            boxes, distances, rest = (
-                check_boxes(boxes),
-                check_distances(distances),
-                check_rest(rest),
-            )
+            boxes, distances = check_boxes(boxes), check_distances(distances)
+            rest, side = check_rest(rest), check_side(side)
         except ValueError as e:
             raise SceneProgramError(f"place_in_region: {e}") from None
         names = [self.role(r) for r in boxes]
         if len(set(names)) != len(names):
             raise SceneProgramError(f"place_in_region: two roles name one object: {list(boxes)}")
-        cut = []
-        for n, ((x0, x1), (y0, y1)) in zip(names, boxes.values(), strict=True):
-            (rx0, rx1), (ry0, ry1) = object_region(self._check(n).category)
-            cut.append((_cut(x0, x1, rx0, rx1), _cut(y0, y1, ry0, ry1)))
-        dists = [(self.role(a), self.role(b), lo, hi) for a, b, lo, hi in distances]
+        samplers, dists = self._layout_constraints(names, boxes, distances, side)
         others = [o for o in self.objects if o.name not in names]
-        fixed = (
-            [
+        fixed = []
+        if rest == "keep":
+            fixed = [
                 (self.layout[o.name]["x"], self.layout[o.name]["y"], self.footprint(o.name))
                 for o in others
             ]
-            if rest == "keep"
-            else []
-        )
-        pos = self._draw_roles(names, cut, dists, fixed, tries)
+        pos = self._draw_roles(names, samplers, dists, fixed, tries)
         new = {
             n: {**self.layout[n], "x": round(x, 5), "y": round(y, 5)} for n, (x, y) in pos.items()
         }
@@ -242,13 +289,22 @@ class NeighbourhoodMixin:
             self.set_layout(n, p["x"], p["y"], p.get("yaw", 0.0))
 
     # ------------------------------------------------------------ attributes
+    def _band_value(self, lo: float, hi: float, a: float, b: float, side: str) -> float:
+        if side == "outside":
+            return _outside(lo, hi, a, b, self.rng)
+        a, b = _cut(lo, hi, a, b)
+        return float(self.rng.uniform(a, b))
+
     def set_in_bands(
-        self, bands: Mapping[str, Mapping[str, Sequence[float]]], rest: str = "resample"
+        self,
+        bands: Mapping[str, Mapping[str, Sequence[float]]],
+        rest: str = "resample",
+        side: str = "inside",
     ) -> None:
         """Each role's fields drawn inside their bands (cut to the category's range), the
         objects that play no task role redrawn (``rest="resample"``) or left; module doc."""
         try:
-            bands, rest = check_bands(bands), check_rest(rest)
+            bands, rest, side = check_bands(bands), check_rest(rest), check_side(side)
         except ValueError as e:
             raise SceneProgramError(f"set_in_bands: {e}") from None
         if rest == "resample":
@@ -268,11 +324,9 @@ class NeighbourhoodMixin:
                     else field
                 )
                 if key in ("mass", "friction"):
-                    a, b = _cut(lo, hi, *getattr(cat, key))
-                    kw[key] = round(float(self.rng.uniform(a, b)), 6)
+                    kw[key] = round(self._band_value(lo, hi, *getattr(cat, key), side), 6)
                 elif key in cat.dims:
-                    a, b = _cut(lo, hi, *cat.dims[key])
-                    dims[key] = round(float(self.rng.uniform(a, b)), 6)
+                    dims[key] = round(self._band_value(lo, hi, *cat.dims[key], side), 6)
             self.set_attributes(name, dims=dims or None, **kw)
 
     # ------------------------------------------------------------ task
@@ -355,17 +409,23 @@ def edit_specs(make: Any) -> tuple[Any, ...]:
                 ("boxes", check_boxes, {}),
                 ("distances", check_distances, []),
                 ("rest", check_rest, "resample"),
+                ("side", check_side, "inside"),
                 focus,
             ),
-            lambda b, r, p: b.place_in_region(p["boxes"], p["distances"], p["rest"]),
+            lambda b, r, p: b.place_in_region(p["boxes"], p["distances"], p["rest"], p["side"]),
             _region_roles,
         ),
         make(
             "set_in_bands",
             "attributes",
             (),
-            (("bands", check_bands, {}), ("rest", check_rest, "resample"), focus),
-            lambda b, r, p: b.set_in_bands(p["bands"], p["rest"]),
+            (
+                ("bands", check_bands, {}),
+                ("rest", check_rest, "resample"),
+                ("side", check_side, "inside"),
+                focus,
+            ),
+            lambda b, r, p: b.set_in_bands(p["bands"], p["rest"], p["side"]),
             lambda e: _with_focus(e, list(e["bands"])),
         ),
         make(
@@ -387,12 +447,15 @@ def edit_source(e: Mapping[str, Any]) -> str:
             _region_roles(e),
             (
                 f"place_in_region({json.dumps(e['boxes'])}, {json.dumps(e['distances'])}, "
-                f"{json.dumps(e['rest'])})"
+                f"{json.dumps(e['rest'])}, {json.dumps(e['side'])})"
             ),
         )
     elif name == "set_in_bands":
         roles = _with_focus(e, list(e["bands"]))
-        call = f"set_in_bands({json.dumps(e['bands'])}, {json.dumps(e['rest'])})"
+        call = (
+            f"set_in_bands({json.dumps(e['bands'])}, {json.dumps(e['rest'])}, "
+            f"{json.dumps(e['side'])})"
+        )
     elif name == "choose_task":
         roles = _with_focus(e, list(e["categories"]))
         call = f"choose_task({json.dumps(e['categories'])}, {json.dumps(e['params'])})"

@@ -8,13 +8,20 @@ pair is made (`pairing`, `PAIRINGS`; the loop's `loop.validation_pairing`):
 
 * ``recreate`` (the loop's default since issue 28): targeted i = base i with the mode's program
   (the diagnosed factor put where the failures had it: `coda.engine.evidence`); control i = base
-  i with the diagnosed factor redrawn from the family's own distribution (``resample_<factor>``).
-  They differ only in the diagnosed factor, and the control puts it back to nominal: the test
-  asks "does keeping δ where the failures were fail more than δ as usual?", which a wrong
-  factor cannot pass (the true factor is the base's in both). ``rest`` says what the base is:
-  ``keep`` (parent i as it is) or ``resample`` (parent i with every other factor redrawn,
-  shared by the pair: the difficulty must recreate in other contexts too). Only
-  ``control="resample"``.
+  i with the diagnosed factor moved out of that neighbourhood: ``control="outside"`` (the
+  loop's default) draws each box axis / value band / distance band of the program outside its
+  interval (`coda.engine.neighbourhood`, ``side="outside"``), and a task mode's focus role gets
+  an object of another category in place, or the relation another value
+  (`coda.engine.task_control`: holding the role's pose, mass, friction and width, which a task
+  redraw would move with the role; where the failures span every category and relation the
+  family allows here, the control is drawn from that same neighbourhood, as a band covering
+  nearly a whole range is); ``control="resample"`` redraws the factor from the
+  family's own distribution (weak where the failures' band is most of a category's range, and
+  a task redraw moves the role to another object). The pair differs only in the diagnosed
+  factor (a task control also swaps the focus object's kind), so a wrong factor cannot pass:
+  the true factor is the base's in both. ``rest`` says what the base is: ``keep`` (parent i as
+  it is) or ``resample`` (parent i with every other factor redrawn, shared by the pair: the
+  difficulty must recreate in other contexts too).
 * ``nested``: control i = parent i with the control edit (another factor, `CONTROL_FACTOR`);
   targeted i = control i with the mode's edit. Targeted i and control i then differ only in the
   diagnosed factor, but the control keeps that factor at the parent's value (a failing one when
@@ -43,17 +50,20 @@ from typing import Any
 
 import numpy as np
 
-from coda.engine.edits import LAYOUT_SCALE
+from coda.engine.edits import LAYOUT_SCALE, factor_magnitude
 from coda.engine.engines import Engine, resolve_program
 from coda.engine.programs import Program
 from coda.engine.seeding import verify_scenes
+from coda.engine.task_control import task_control
 from coda.engine.variants import GenerationError, Variant, check_factor, make_many, usable_parents
 from coda.sim.scene import Scene, resample
+from coda.sim.sdk import SceneProgramError
 
 __all__ = [
     "CONTROLS",
     "CONTROL_FACTOR",
     "PAIRINGS",
+    "RECREATE_CONTROLS",
     "RESTS",
     "ValidationBatches",
     "control_program",
@@ -69,7 +79,9 @@ _OTHERS = {
 }
 
 # how the control batch varies its factor (`make_validation_batches(control=...)`)
-CONTROLS = ("resample", "matched")
+CONTROLS = ("resample", "matched", "outside")
+# the controls a recreate pair may use: the diagnosed factor out of the neighbourhood | redrawn
+RECREATE_CONTROLS = ("outside", "resample")
 # how a targeted / control pair is made (`make_validation_batches(pairing=...)`, module doc)
 PAIRINGS = ("recreate", "nested", "sibling")
 # recreate pairs: what the shared base keeps of the parent besides the diagnosed factor
@@ -135,10 +147,10 @@ def _check_args(N: int, control: str, pairing: str, rest: str) -> None:
         raise ValueError(f"unknown pairing {pairing!r}; valid: {list(PAIRINGS)}")
     if rest not in RESTS:
         raise ValueError(f"unknown rest {rest!r}; valid: {list(RESTS)}")
-    if pairing == "recreate" and control != "resample":
+    if (pairing == "recreate") != (control in RECREATE_CONTROLS) and control != "resample":
         raise ValueError(
-            f"pairing 'recreate' redraws the diagnosed factor for its control; control must be "
-            f"'resample', got {control!r}"
+            f"control {control!r} does not go with pairing {pairing!r}; valid: recreate with "
+            f"{list(RECREATE_CONTROLS)}, nested / sibling with ['resample', 'matched']"
         )
 
 
@@ -152,14 +164,41 @@ def _base(parent: Scene, factor: str, rest: str, seed: int) -> Scene:
     return out
 
 
-def _recreate_pairs(program, factor, parents, picks, rest, isolation) -> list[tuple]:
+def outside_program(program: Program) -> Program | None:
+    """The control of a recreate pair with ``control="outside"``: the program's neighbourhood
+    edits with ``side="outside"`` (other edits, e.g. an obstruction, dropped); None when it has
+    none (a rule-table program: the control redraws the factor instead)."""
+    edits = [{**e, "side": "outside"} for e in program.edits if "side" in e]
+    if not edits:
+        return None
+    return Program.from_dict({"factor": program.factor, "edits": edits, "note": "outside"})
+
+
+def _controls(program: Program, factor: str, kind: str, jobs: list) -> list:
+    """(scene, magnitude) | None per (base, seed): the diagnosed factor moved out of the
+    program's neighbourhood (``outside``) or redrawn from the family (``resample``)."""
+    choose = [e for e in program.edits if e["edit"] == "choose_task"]
+    if kind == "outside" and factor == "task" and choose:
+        out = []
+        for base, sc in jobs:
+            try:
+                c = task_control(base, choose[0], sc)
+            except SceneProgramError:  # nothing outside: "anywhere" is the neighbourhood itself
+                out += make_many(program, [(base, sc)])
+                continue
+            out.append((c, factor_magnitude(base, c, factor)))
+        return out
+    cprog = outside_program(program) if kind == "outside" else None
+    return make_many(cprog or control_program(factor, "", 0.0, "resample"), jobs)
+
+
+def _recreate_pairs(program, factor, parents, picks, rest, kind, isolation) -> list[tuple]:
     """(targeted, control) per pick (parent i, targeted seed, control seed, rest seed)."""
     bases = [_base(parents[i], factor, rest, sr) for i, _, _, sr in picks]
-    made_t = make_many(
-        program, [(b, st) for b, (_, st, _, _) in zip(bases, picks, strict=True)], isolation
-    )
-    cprog = control_program(factor, "", 0.0, "resample")
-    made_c = make_many(cprog, [(b, sc) for b, (_, _, sc, _) in zip(bases, picks, strict=True)])
+    jobs_t = [(b, st) for b, (_, st, _, _) in zip(bases, picks, strict=True)]
+    made_t = make_many(program, jobs_t, isolation)
+    jobs_c = [(b, sc) for b, (_, _, sc, _) in zip(bases, picks, strict=True)]
+    made_c = _controls(program, factor, kind, jobs_c)
     pairs = []
     for (i, st, sc, sr), t, c in zip(picks, made_t, made_c, strict=True):
         if t is None or c is None:
@@ -245,7 +284,7 @@ def make_validation_batches(
         ]
         k, attempted = k + n, attempted + n
         if pairing == "recreate":
-            pairs = _recreate_pairs(program, factor, parents, picks, rest, isolation)
+            pairs = _recreate_pairs(program, factor, parents, picks, rest, control, isolation)
         else:
             pairs = _edited_pairs(
                 program, factor, cf, role, control, pairing, parents, picks, isolation
