@@ -208,7 +208,7 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.critic.n_probes = 2  # offline critic: counterfactual probes per factor
     c.critic.n_repeats = 1  # offline critic: unchanged-scene repeats per failed episode (baseline)
     c.critic.max_keyframes = 6  # vlm critic: images per failed episode
-    c.critic.image_size = 224  # vlm critic: the images' side in px
+    c.critic.image_size = 224  # vlm critic: each view's side in px (workspace | wrist)
 
     c.engine = ConfigDict()
     c.engine.name = "offline"  # offline (rule table) | llm (LLM-written edit programs, sandboxed)
