@@ -2,8 +2,9 @@
 replies: a local OpenAI-compatible server on 127.0.0.1 answers as a model would (the critic
 names the flaw's factor and phase, the engine replies with the rule table's program as SDK
 source); the run records every exchange to a reply file; a second run replays the file with no
-server and reproduces the diagnoses, the engine's program and the validation numbers. No
-network beyond 127.0.0.1, no key. One flaw, tiny sizes."""
+server, a third through a local server serving the file, and both reproduce the diagnoses, the
+engine's program and the validation numbers. No network beyond 127.0.0.1, no key. One flaw,
+tiny sizes."""
 
 from __future__ import annotations
 
@@ -96,6 +97,15 @@ def test_vlm_critic_and_llm_engine_on_a_planted_flaw_then_replayed(tmp_path, no_
     replay = bench.main(["--critic", "vlm", "--engine", "llm", "--replay", str(replies), *SIZES])
     assert _digest(replay) == _digest(live)
     assert replay["totals"]["replay_misses"] == 0
+    # ... and served by a local OpenAI-compatible server from the same file
+    server = ChatServer(ReplyFile(replies).answer)
+    try:
+        served = bench.main(
+            ["--critic", "vlm", "--engine", "llm", "--base_url", server.url, *SIZES]
+        )
+    finally:
+        server.close()
+    assert _digest(served) == _digest(live)
 
 
 def test_reply_file_is_served_by_a_local_server_keyed_without_images(tmp_path, no_proxy):
