@@ -10,6 +10,9 @@ top, articulated's cabinet) in a chosen direction:
   is moved). Attributes: every size, the mass and the friction of the focus object set to the
   other end of its category's range (the end farther from the current value). If the failure is
   keyed to that factor's value, an away probe should succeed.
+- `relation` (layout, second round): the focus object's distance to the task's second role
+  object (its destination / base / hole) moved to the other end: far pairs brought together,
+  near ones taken apart (`layout_relation`).
 - `near`: a small perturbation that should keep failing when the failure is keyed to the value
   (layout: the focus object shifted `NEAR_SHIFT` in a seeded direction; attributes: sizes, mass
   and friction scaled by 1 +- `NEAR_SCALE`). A near probe that succeeds says the failure is not
@@ -100,6 +103,45 @@ def layout_away(scene: Scene, seed: int) -> Scene | None:
     far_x, far_y = _other_side(p["x"], x0, x1) + jx, _other_side(p["y"], y0, y1) + jy
     for x, y in ((far_x, far_y), (p["x"], far_y), (far_x, p["y"])):
         if _free(scene, name, x, y):
+            out = _fresh(scene)
+            out.layout[name] = {**p, "x": round(float(x), 5), "y": round(float(y), 5)}
+            return out
+    return None
+
+
+def _partner(scene: Scene) -> str | None:
+    """The task's second role's object (where the focus object goes: a destination, a base, a
+    hole; None when the task has one role)."""
+    names = list(scene.task.get("roles", {}).values())
+    return names[1] if len(names) > 1 else None
+
+
+def layout_relation(scene: Scene, seed: int) -> Scene | None:
+    """The focus object's distance to the task's second role object moved to the other end:
+    a far pair brought next to each other (the focus object set down beside the partner, on
+    the side it came from), a near one taken apart (to the far side of its region). The
+    relation, not the position, is what changes most. None without a partner or a free spot."""
+    name, other = focus_object(scene), _partner(scene)
+    if name is None or other is None:
+        return None
+    rng = np.random.default_rng(seed)
+    p, q = scene.layout[name], scene.layout[other]
+    (x0, x1), (y0, y1) = _region(scene, name)
+    dx, dy = p["x"] - q["x"], p["y"] - q["y"]
+    d = math.hypot(dx, dy)
+    span = math.hypot(x1 - x0, y1 - y0)
+    o, po = scene.object(name), scene.object(other)
+    r = footprint_radius(o.category, scene.attributes[name], o.instance)
+    ro = footprint_radius(po.category, scene.attributes[other], po.instance)
+    close = r + ro + MIN_GAP + 0.01
+    for _ in range(8):
+        a = math.atan2(dy, dx) + float(rng.uniform(-0.6, 0.6))
+        if d > 0.25 * span:  # far apart: set it down beside the partner
+            x, y = q["x"] + close * math.cos(a), q["y"] + close * math.sin(a)
+        else:  # close together: take it to the far side of the region from the partner
+            x, y = _other_side(q["x"], x0, x1), _other_side(q["y"], y0, y1)
+            x, y = x + float(rng.uniform(-0.02, 0.02)), y + float(rng.uniform(-0.02, 0.02))
+        if x0 <= x <= x1 and y0 <= y <= y1 and _free(scene, name, x, y):
             out = _fresh(scene)
             out.layout[name] = {**p, "x": round(float(x), 5), "y": round(float(y), 5)}
             return out

@@ -12,8 +12,11 @@ Rules:
   "near" perturbations of the layout and attributes (controls) and on the unchanged scene. δ is
   the factor whose change most often flips the failure to success beyond its controls (the
   unchanged scene's and its near probes' success rates); "execution" when none does, with the
-  evidence in the cause text and `execution_evidence`.
-  Ties go to the factor the measured cause points at (`types.CAUSE_FACTOR_HINT`).
+  evidence in the cause text and `execution_evidence`. Enough probes to decide: an episode the
+  first round leaves undecided (no factor beat its controls, or several tied; no repeat
+  succeeded) gets a second round of its undecided factors' probes (`probes.undecided`,
+  `probes.followup_plan`); the rollouts of both rounds are counted in the evidence.
+  Remaining ties go to the factor the measured cause points at (`types.CAUSE_FACTOR_HINT`).
 - cause c: measured evidence in the stopped phase (`coda.critic.evidence`: contacts, openings,
   widths vs the gripper, mass vs the grip's capacity, distractor contacts, joint motion; an
   object out of the jaws was let go when the jaws were commanded open wider than it, else lost).
@@ -33,7 +36,15 @@ import jax
 from coda.critic.base import Critique, record
 from coda.critic.episode import Episode, keyframe_indices
 from coda.critic.evidence import infer_cause
-from coda.critic.probes import PolicyLike, attribute, probe_text, run_probes
+from coda.critic.probes import (
+    PolicyLike,
+    attribute,
+    followup_plan,
+    merge,
+    probe_text,
+    run_probes,
+    undecided,
+)
 from coda.critic.types import CAUSE_FACTOR_HINT, Diagnosis, Evidence, validate_diagnosis
 
 
@@ -83,23 +94,44 @@ class OfflineCritic:
         self.memory = memory
         self.split = split  # probe buckets spread over a run's hosts (`run_probes`)
 
-    def diagnose(
-        self, episodes: Sequence[Episode], key: jax.Array, *, round: int = 0
-    ) -> list[Critique]:
-        t0 = time.perf_counter()
-        stats = run_probes(
-            episodes,
+    def _probe(self, episodes: Sequence[Episode], key: jax.Array) -> list:
+        """Probe outcomes per episode: the first round (`run_probes`), then, for the episodes
+        it left undecided (`probes.undecided`: no factor beat its controls, or several tied,
+        and no repeat succeeded), a second round of the undecided factors' probes
+        (`probes.followup_plan`), merged into the first."""
+        common = dict(
             policy=self.policy,
             params=self.params,
             backend=self.backend,
-            key=key,
             num_chunks=self.num_chunks,
             n_probes=self.n_probes,
-            n_repeats=self.n_repeats,
             max_tries=self.max_tries,
             pad_to=self.pad_to,
             split=self.split,
         )
+        k1, k2 = jax.random.split(key)
+        stats = run_probes(episodes, key=k1, n_repeats=self.n_repeats, **common)
+        more = [(i, undecided(st)) for i, st in enumerate(stats)]
+        more = [(i, fs) for i, fs in more if fs]
+        if not more:
+            return stats
+        extra = run_probes(
+            [episodes[i] for i, _ in more],
+            key=k2,
+            n_repeats=0,
+            plan=followup_plan,
+            factors_for=[fs for _, fs in more],
+            **common,
+        )
+        for (i, _), st in zip(more, extra, strict=True):
+            stats[i] = merge(stats[i], st)
+        return stats
+
+    def diagnose(
+        self, episodes: Sequence[Episode], key: jax.Array, *, round: int = 0
+    ) -> list[Critique]:
+        t0 = time.perf_counter()
+        stats = self._probe(episodes, key)
         out = []
         for ep, st in zip(episodes, stats, strict=True):
             finding = infer_cause(ep)

@@ -140,12 +140,16 @@ def run_probes(
     pad_to: int = 8,
     factors: Sequence[str] = FACTORS,
     split: Any = None,
+    plan: Callable[[str, int], list[str]] | None = None,
+    factors_for: Sequence[Sequence[str]] | None = None,
 ) -> list[ProbeStats]:
     """Probe outcomes per episode (see the module docstring). `max_tries` rounds of resampling
     replace probes that fail verification; buckets are padded to a multiple of `pad_to` (and of
     the backend's device count) so repeated calls reuse compiled policies. `split`: the probe
     buckets spread over the hosts of a run (`coda.eval.split_map`; each bucket keeps its key,
-    so every host gets the outcomes one host rolling out all would)."""
+    so every host gets the outcomes one host rolling out all would). `plan`: the probe kinds per
+    factor (default `probe_plan`); `factors_for`: each episode's own factors (default
+    `factors` for all)."""
     k_seed, k_roll = jax.random.split(key)
     base = int(jax.random.randint(k_seed, (), 0, 2**31 - 1))
     stats = [ProbeStats() for _ in episodes]
@@ -157,6 +161,8 @@ def run_probes(
         n_repeats=n_repeats,
         max_tries=max_tries,
         factors=factors,
+        plan=plan or probe_plan,
+        factors_for=factors_for,
     )
     if not probes:
         return stats
@@ -189,16 +195,70 @@ def probe_plan(factor: str, n_probes: int) -> list[str]:
     """The probe kinds of one factor per episode: task: `n_probes` probes alternating
     recategorized / redraw (recategorized first); layout and attributes: one away probe,
     `n_probes - 1` redraws and one near probe (the control). A kind with no probe for a scene
-    falls back to a redraw (recategorized) or is skipped (away, near)."""
+    falls back to a redraw (recategorized, relation) or is skipped (away, near)."""
     if factor == "task":
         return [("recategorized", "redraw")[j % 2] for j in range(n_probes)]
     return ["away"] + ["redraw"] * max(n_probes - 1, 0) + ["near"]
+
+
+def followup_plan(factor: str, n_probes: int) -> list[str]:
+    """The second round's probe kinds for a factor still undecided after the first
+    (`undecided`): task as `probe_plan` (new seeds: other categories, other redraws); layout and
+    attributes `n_probes` redraws, layout's first one the relation probe
+    (`directed.layout_relation`: the focus object's distance to its partner at the other end);
+    the away probe would be the same scene again, near is a control the first round has."""
+    if factor == "task":
+        return probe_plan(factor, n_probes)
+    if factor == "layout":  # positions were tried: now the relation to the partner object
+        return ["relation"] + ["redraw"] * max(n_probes - 1, 0)
+    return ["redraw"] * n_probes
+
+
+def undecided(stats: ProbeStats) -> tuple[str, ...]:
+    """Factors worth a second round of probes after the first: none when a repeat of the
+    unchanged scene succeeded (the failure is inconsistent: that is execution's evidence) or
+    one factor's flip margin over its controls is alone at the top; the tied factors when
+    several share the top margin; every probed factor when none beat its controls."""
+    if (stats.repeat_rate or 0.0) > 0.0:
+        return ()
+    _, numbers = attribute(stats)
+    margins = {f: m for f in FACTORS if (m := numbers.get(f"margin_{f}")) is not None}
+    best = max(margins.values(), default=0.0)
+    if best <= 0.0:
+        return tuple(f for f in FACTORS if stats.n.get(f, 0) + stats.near_n.get(f, 0))
+    tied = tuple(f for f in FACTORS if margins.get(f) == best)
+    return tied if len(tied) > 1 else ()
+
+
+def merge(a: ProbeStats, b: ProbeStats) -> ProbeStats:
+    """The outcomes of two rounds of probes of one episode, summed."""
+
+    def add(x: dict, y: dict) -> dict:
+        return {k: x.get(k, 0) + y.get(k, 0) for k in {*x, *y}}
+
+    kinds = {
+        k: [*map(sum, zip(a.kinds.get(k, [0, 0]), b.kinds.get(k, [0, 0]), strict=True))]
+        for k in {*a.kinds, *b.kinds}
+    }
+    return ProbeStats(
+        success=add(a.success, b.success),
+        n=add(a.n, b.n),
+        rejected=add(a.rejected, b.rejected),
+        unavailable={**a.unavailable, **b.unavailable},
+        confounded=a.confounded + b.confounded,
+        repeat_success=a.repeat_success + b.repeat_success,
+        n_repeats=a.n_repeats + b.n_repeats,
+        near_success=add(a.near_success, b.near_success),
+        near_n=add(a.near_n, b.near_n),
+        kinds=kinds,
+    )
 
 
 _DIRECTED = {
     ("task", "recategorized"): directed.recategorized,
     ("layout", "away"): directed.layout_away,
     ("layout", "near"): directed.layout_near,
+    ("layout", "relation"): directed.layout_relation,
     ("attributes", "away"): directed.attributes_away,
     ("attributes", "near"): directed.attributes_near,
 }
@@ -208,7 +268,7 @@ def _probe_scene(ep: Episode, f: str, kind: str, seed: int, st: ProbeStats) -> S
     """One candidate probe of kind `kind` for factor `f` (None: none; counted in `st`)."""
     if kind != "redraw":
         scene = _DIRECTED[(f, kind)](ep.scene, seed)
-        if scene is not None or kind != "recategorized":
+        if scene is not None or kind not in ("recategorized", "relation"):
             return scene
     try:
         scene = resample(ep.scene, f, seed)
@@ -231,6 +291,8 @@ def _verified_probes(
     n_repeats: int,
     max_tries: int,
     factors: Sequence[str],
+    plan: Callable[[str, int], list[str]] = None,  # type: ignore[assignment]
+    factors_for: Sequence[Sequence[str]] | None = None,
 ) -> tuple[list[CompiledScene], dict[int, tuple[int, str, str]]]:
     """(probes, owner): each episode's scene `n_repeats` times, then each (episode, factor)'s
     planned probes (`probe_plan`), verified, drawn in `max_tries` rounds from seeds derived from
@@ -242,11 +304,12 @@ def _verified_probes(
         for _ in range(n_repeats):
             probes.append(ep.compiled)
         stats[i].n_repeats = n_repeats
+    plan = plan or probe_plan
     want = [
         (i, f, j, kind)
         for i in range(len(episodes))
-        for f in factors
-        for j, kind in enumerate(probe_plan(f, n_probes))
+        for f in (factors if factors_for is None else factors_for[i])
+        for j, kind in enumerate(plan(f, n_probes))
     ]
     for attempt in range(max_tries):
         cands: list[tuple[int, str, int, str, CompiledScene]] = []
@@ -275,11 +338,20 @@ def _verified_probes(
     return probes, owner
 
 
+def control(stats: ProbeStats, factor: str) -> float:
+    """The success rate `factor`'s change probes must beat: the unchanged scene's repeats and
+    the near probes of every other factor (small perturbations that should not matter)."""
+    near = [stats.near_rate(g) for g in FACTORS if g != factor]
+    return max([stats.repeat_rate or 0.0, *(r for r in near if r is not None)])
+
+
 def attribute(stats: ProbeStats, hint: str | None = None) -> tuple[str, dict[str, float]]:
     """(factor, numbers): the factor whose change (redraws, away and recategorized probes) most
-    often flips the failure to success beyond its controls: the unchanged scene's repeat
-    success rate and the factor's own near-probe success rate (a small perturbation that
-    succeeds says the failure is not tied to the value). "execution" when no factor's flip rate
+    often flips the failure to success beyond its controls (`control`): the unchanged scene's
+    repeat success rate and the *other* factors' near-probe success rates (a small
+    perturbation of something else that succeeds says the failure is fragile, not tied to this
+    factor; a small perturbation of this factor that succeeds says its value sits near the
+    edge of the failing range: evidence for it, not against). "execution" when no factor's rate
     beats its controls. Recategorized task probes do not count when the attribute probes
     explain the failure (shape is confounded with size). Ties go to `hint` (the cause's
     factor), then to the order attributes, layout, task. numbers: per factor the flip rate and
@@ -299,9 +371,9 @@ def attribute(stats: ProbeStats, hint: str | None = None) -> tuple[str, dict[str
     # object's attribute probes flip the failure beyond their controls, its flips are confounded
     # (a ball of a too-wide cube's width is gripped above its equator) and the task rate is the
     # same-category probes' alone
-    a_rate, a_near = rate["attributes"], stats.near_rate("attributes")
+    a_rate = rate["attributes"]
     s_r, n_r = stats.kinds.get("task/recategorized", [0, 0])
-    if n_r and a_rate is not None and a_rate > max(base, a_near or 0.0):
+    if n_r and a_rate is not None and a_rate > control(stats, "attributes"):
         n_t = stats.n.get("task", 0) - n_r
         rate["task"] = (stats.success.get("task", 0) - s_r) / n_t if n_t else None
         numbers["task_recategorized_confounded"] = float(n_r)
@@ -315,7 +387,8 @@ def attribute(stats: ProbeStats, hint: str | None = None) -> tuple[str, dict[str
         if r is not None:
             numbers[f"flip_rate_{f}"] = r
             if r > 0.0:
-                margins[f] = r - max(base, near or 0.0)
+                margins[f] = r - control(stats, f)
+                numbers[f"margin_{f}"] = margins[f]
     for k, (s_k, n_k) in sorted(stats.kinds.items()):
         numbers[f"probes_{k.replace('/', '_')}"] = float(n_k)
         numbers[f"flips_{k.replace('/', '_')}"] = float(s_k)
