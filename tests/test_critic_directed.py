@@ -101,15 +101,18 @@ def test_probe_plan_and_controls():
         ("layout", "near", 0),
         ("attributes", "away", 1),
         ("attributes", "redraw", 0),
-        ("attributes", "near", 1),  # a small change flips it too: not keyed to the value
+        ("attributes", "near", 1),  # a small change of it flips it too: near the range's edge
     ]:
         st.count(f, kind)
         st.count(f, kind, ok)
     st.n_repeats = 1
     f, num = attribute(st)
-    assert f == "layout" and num["execution_evidence"] == 0.0
+    # attributes' own near flip is evidence for it; it is layout's control (fragility)
+    assert f == "attributes" and num["execution_evidence"] == 0.0
+    assert num["margin_attributes"] == pytest.approx(0.5, abs=1e-9)
+    assert num["margin_layout"] == pytest.approx(-0.5, abs=1e-9)
     assert num["n_probes_layout"] == 3.0 and num["flip_rate_near_attributes"] == 1.0
-    st.count("layout", "near", 1)  # now layout's control flips as often as its change
+    st.count("layout", "near", 1)  # small changes of either flip it: fragile, not a factor
     f, num = attribute(st)
     assert f == "execution" and num["execution_evidence"] == 3.0
     st.repeat_success = 1

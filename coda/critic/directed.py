@@ -136,7 +136,7 @@ def layout_relation(scene: Scene, seed: int) -> Scene | None:
     close = r + ro + MIN_GAP + 0.01
     for _ in range(8):
         a = math.atan2(dy, dx) + float(rng.uniform(-0.6, 0.6))
-        if d > 0.25 * span:  # far apart: set it down beside the partner
+        if d > 0.5 * (close + 0.5 * span):  # far apart: set it down beside the partner
             x, y = q["x"] + close * math.cos(a), q["y"] + close * math.sin(a)
         else:  # close together: take it to the far side of the region from the partner
             x, y = _other_side(q["x"], x0, x1), _other_side(q["y"], y0, y1)
