@@ -8,8 +8,10 @@ another category, in place, attributes held: `coda.critic.directed.recategorized
 redraw (`resample(scene, "task", seed)`, isolated as below; articulated's redraw changes the
 goal relation, open <-> close). Layout and attributes: one "away" probe (the focus object to
 the other side of the table / the other end of its ranges), `n_probes - 1` redraws and one
-"near" probe (a small perturbation: a control that should keep failing). `attribute` names the
-factor whose change probes flip the failure more often than its controls (repeats, near).
+"near" probe (a small perturbation). `attribute` names the factor whose change probes flip
+the failure more often than its controls (`control`: the repeats and the other factors' near
+probes). An episode this leaves undecided (`undecided`) gets a second round of its undecided
+factors' probes (`followup_plan`, run by the critic and `merge`d into the first).
 All probes of all episodes are compiled, verified and grouped into buckets together
 (`make_buckets`), so a call costs one rollout per distinct bucket structure: typically one for
 the layout / attribute / repeat probes of a scene and one per distinct task-probe structure.
