@@ -14,8 +14,18 @@ import numpy as np
 import pytest
 
 from coda.critic import directed
-from coda.critic.probes import ProbeStats, attribute, control, followup_plan, merge, undecided
+from coda.critic.probes import (
+    ProbeStats,
+    attribute,
+    control,
+    followup_plan,
+    isolate_task_probe,
+    merge,
+    undecided,
+)
 from coda.sim import robot
+from coda.sim.compile import compile_scene
+from coda.sim.scene import resample
 from coda.sim.sdk import exec_program
 from coda.sim.tasks import phases as ph
 
@@ -132,3 +142,36 @@ def test_layout_relation_moves_the_distance_to_the_other_end():
     back = directed.layout_relation(near, 1)
     assert back is not None and dist(back) > 2 * dist(near)
     assert near.layout["goal"] == far.layout["goal"]  # only the focus object moves
+
+
+TWO_CUBES = """
+add_object("cube", role="target", instance="cube_red")
+add_object("cube", instance="cube_blue")
+add_object("plate", role="goal", instance="plate_white")
+set_task("pick_place", target="target", goal="goal")
+sample_layout()
+"""
+
+
+def test_task_probe_holds_the_roles_place():
+    scene = exec_program(TWO_CUBES, seed=2, isolation="inprocess")
+    probe = resample(scene, "task", 0)
+    old, new = scene.task["roles"]["target"], probe.task["roles"]["target"]
+    assert old != new
+    out = isolate_task_probe(compile_scene(scene), probe)
+    assert out.layout[new] == scene.layout[old] and out.layout[old] == scene.layout[new]
+
+
+def test_layout_away_tries_other_far_spots_when_blocked():
+    scene = exec_program(PICK, seed=3, isolation="inprocess")
+    scene.layout["target"] = {**scene.layout["target"], "x": 0.36, "y": -0.2}
+    far = directed.layout_away(scene, 0)
+    fx, fy = far.layout["target"]["x"], far.layout["target"]["y"]
+    # block that spot with the plate: the probe still lands on the far side of both axes
+    scene.layout["goal"] = {**scene.layout["goal"], "x": fx, "y": fy}
+    for k in scene.layout:
+        if k not in ("target", "goal"):
+            scene.layout[k] = {**scene.layout[k], "x": 0.34, "y": 0.0}
+    moved = directed.layout_away(scene, 0).layout["target"]
+    assert moved["x"] > 0.47 and moved["y"] > 0.0
+    assert math.hypot(moved["x"] - fx, moved["y"] - fy) > 0.05

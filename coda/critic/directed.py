@@ -6,9 +6,10 @@ top, articulated's cabinet) in a chosen direction:
 
 - `away`: a value far from the failing one. Layout: the focus object moved to the other side of
   its region on both table axes (to the 20 % / 80 % point of the region's span on the side
-  opposite its current one; if that overlaps another object, only the y, then only the x axis
-  is moved). Attributes: every size, the mass and the friction of the focus object set to the
-  other end of its category's range (the end farther from the current value). If the failure is
+  opposite its current one; if that overlaps another object, a few other free spots between
+  there and the middle on both axes, then only the y, then only the x axis is moved).
+  Attributes: every size, the mass and the friction of the focus object set to the other end
+  of its category's range (the end farther from the current value). If the failure is
   keyed to that factor's value, an away probe should succeed.
 - `relation` (layout, second round): the focus object's distance to the task's second role
   object (its destination / base / hole) moved to the other end: far pairs brought together,
@@ -52,6 +53,7 @@ from coda.sim.tasks import get_family
 NEAR_SHIFT = 0.015  # m: a near layout probe moves the focus object this far
 NEAR_SCALE = 0.03  # relative: a near attribute probe scales sizes / mass / friction by 1 +- this
 AWAY_QUANTILE = 0.2  # an away layout probe goes to this fraction of the region from its far end
+AWAY_TRIES = 6  # other spots on the far side tried when that point is taken
 
 
 def focus_object(scene: Scene) -> str | None:
@@ -101,7 +103,12 @@ def layout_away(scene: Scene, seed: int) -> Scene | None:
     (x0, x1), (y0, y1) = _region(scene, name)
     jx, jy = rng.uniform(-0.01, 0.01, size=2)
     far_x, far_y = _other_side(p["x"], x0, x1) + jx, _other_side(p["y"], y0, y1) + jy
-    for x, y in ((far_x, far_y), (p["x"], far_y), (far_x, p["y"])):
+    # blocked: other free spots on the far side of both axes before moving one axis only
+    qx = sorted((_other_side(p["x"], x0, x1), 0.5 * (x0 + x1)))
+    qy = sorted((_other_side(p["y"], y0, y1), 0.5 * (y0 + y1)))
+    spots = [(far_x, far_y)]
+    spots += [(rng.uniform(*qx), rng.uniform(*qy)) for _ in range(AWAY_TRIES)]
+    for x, y in (*spots, (p["x"], far_y), (far_x, p["y"])):
         if _free(scene, name, x, y):
             out = _fresh(scene)
             out.layout[name] = {**p, "x": round(float(x), 5), "y": round(float(y), 5)}

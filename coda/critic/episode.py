@@ -78,7 +78,8 @@ def trace_features(states: SimState, roles: TraceRoles) -> dict[str, jnp.ndarray
 
     Returns {name: [B, T]} (distractor features [B, T, K]): tcp_gap (m from the tcp to the
     object's bounding box, 0 inside it), left / right (finger pad touches the object), grasped,
-    opening (finger gap, m), centred (its centre between the pads' faces, `phases.between_pads`), obj_height (object bottom above the table), obj_disp (xy distance
+    opening (finger gap, m), centred (its centre between the pads' faces,
+    `phases.between_pads`), obj_height (object bottom above the table), obj_disp (xy distance
     from its start), dest_dist (xy distance object -> destination), over_dest (object centre
     over the destination's footprint), joint_frac, d_touch (a finger touches distractor k),
     d_disp (distractor k's xy distance from its start)."""

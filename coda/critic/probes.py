@@ -20,8 +20,9 @@ Isolating the task factor: resampling τ may hand a role to another object, whic
 role's shape, size, mass and friction too, so a task probe could "fix" an attribute failure
 (measured: a too-wide cube's task probe handing the role to a ball of the same width succeeded
 every time). A task probe is therefore kept only when every re-bound role's new object has the
-old one's category (its shape), and that object gets the old role object's mass and friction
-and sizes scaled so its narrowest horizontal width matches (the width the jaws span). Other
+old one's category (its shape), and that object gets the old role object's mass and friction,
+sizes scaled so its narrowest horizontal width matches (the width the jaws span), and its place
+(the two swap poses: a redraw that hands the role to an object elsewhere would move it too). Other
 task probes are counted as `confounded` and not rolled out; a scene without a same-category
 alternative has no task probe. Transferred attributes can leave an instance's realistic range,
 so task probes ignore verification's `scale` check (every other check applies); other probes
@@ -106,16 +107,24 @@ def _width(compiled: CompiledScene, name: str) -> float:
 
 def isolate_task_probe(original: CompiledScene, probe: Scene) -> Scene | None:
     """`probe` (a task resample of `original.scene`) with every re-bound role's new object given
-    the old role object's mass, friction and width; None when a re-bound role's new object has
-    another category (shape), i.e. the probe cannot hold the attributes (module docstring)."""
+    the old role object's mass, friction and width and its place (the two objects swap poses:
+    the role's object stays where it was, so a task probe does not move the layout either);
+    None when a re-bound role's new object has another category (shape), i.e. the probe cannot
+    hold the attributes (module docstring)."""
     out = copy.deepcopy(probe)
     old_roles, new_roles = original.scene.task["roles"], probe.task["roles"]
+    layout = original.scene.layout
     for role, new_name in new_roles.items():
         old_name = old_roles.get(role)
         if old_name is None or old_name == new_name:
             continue
         if out.object(new_name).category != original.scene.object(old_name).category:
             return None
+        if out.layout[new_name] != layout[old_name]:  # not already there (roles swapped)
+            out.layout[new_name], out.layout[old_name] = (
+                dict(layout[old_name]),
+                dict(layout[new_name]),
+            )
         old_a, new_a = original.scene.attributes[old_name], out.attributes[new_name]
         new_a["mass"] = old_a["mass"]
         new_a["friction"] = old_a["friction"]
