@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--flaws", default="")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--validity_only", action="store_true")
-    ap.add_argument("--n_recreate", type=int, default=-1, help="critic_engine's recreation: -1 skips")
+    ap.add_argument("--n_recreate", type=int, default=-1, help="-1: no recreation section")
     args = ap.parse_args()
     import jax
 
