@@ -480,6 +480,7 @@ def test_offline_critic_blames_execution_for_a_random_policy(sized_bucket, nativ
     assert isinstance(c.diagnosis, Diagnosis) and isinstance(c.diagnosis.evidence, Evidence)
 
 
+@pytest.mark.slow  # probe rollouts twice (split and whole)
 def test_probe_rollouts_split_over_hosts_match_one_host(sized_bucket, native_backend):
     """`run_probes(..., split=(i, 2, gather))`: two hosts each roll out every other probe bucket
     and both get the one-host outcomes (simulated in one process: each host's share captured,

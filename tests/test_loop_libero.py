@@ -1,6 +1,6 @@
 """The loop seeded from a LIBERO suite (`sim.source=libero:<suite>`, configs/libero_loop.py):
 episode programs, the source's pool and suites, the config checks, and the smoke loop run then
-resumed (one module fixture, ~40 s)."""
+resumed (one module fixture; slow tier)."""
 
 from __future__ import annotations
 
@@ -183,6 +183,7 @@ def _history(workdir, r):
         return json.load(f)["history"]
 
 
+@pytest.mark.slow  # a LIBERO loop from a cold compile cache; the source and configs stay default
 def test_the_loop_seeds_from_libero_and_runs_its_rounds(libero_run):
     cfg, workdir, _ = libero_run
     r0, r1 = _history(workdir, 1)
@@ -205,6 +206,7 @@ def test_the_loop_seeds_from_libero_and_runs_its_rounds(libero_run):
         assert "Scenes: LIBERO `libero_spatial`, tasks 0,1 at initial states 0-1" in f.read()
 
 
+@pytest.mark.slow  # needs the run above
 def test_a_libero_run_resumes_from_its_checkpoint(libero_run, tmp_path):
     """Round 1 lost (its checkpoint removed): the resumed run rebuilds the pool and suites from
     their episode programs, reloads round 0 and replays round 1 to the same numbers."""

@@ -90,6 +90,7 @@ def test_unrolled_tiny_matches_openpi_fixture():
     np.testing.assert_allclose(sample, out["sample_actions"], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow  # compiles a train step to read its HLO
 def test_train_step_has_no_activation_sized_transposes():
     """The regression this layout fixes: weight gradients contracting over (batch, token) made
     XLA:CPU write [F, B*T] transposed copies of the backward's activations."""

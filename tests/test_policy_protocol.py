@@ -121,7 +121,9 @@ def test_padded_action_dims_are_masked(name):
         loss(params, Batch(obs, jnp.zeros((B, policy.config.action_horizon, 9))), rng)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    "name", ["small_tiny", pytest.param("oft_tiny", marks=pytest.mark.slow)]
+)  # oft_tiny's train-step compile: the slow tier
 def test_train_step_and_bit_exact_checkpoint(name, tmp_path):
     policy, params, obs, actions, *_ = _setup(name)
     cfg = train_config(peak_lr=1e-3, warmup_steps=2, decay_steps=20, ema_decay=0.9)

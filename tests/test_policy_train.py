@@ -72,6 +72,7 @@ def test_oft_overfits_fixed_batch():
     assert before / after >= 5.0, (before, after)  # L1 loss: a 5x drop is a 25x drop in L2
 
 
+@pytest.mark.slow  # compiles the k-step scan and the single step
 def test_scan_of_k_updates_equals_k_single_steps():
     """K updates in one jitted lax.scan, minibatches drawn from a device buffer inside it, give
     the same train state as K jitted single steps on the same draws (float32 tolerance)."""

@@ -70,9 +70,9 @@ def demos(planner_demos, native_backend):
 CASES = [
     "pick_place",
     "articulated",
-    "put_inside",
-    "stack_or_insert",
-    "stack_or_insert/other",
+    pytest.param("put_inside", marks=pytest.mark.slow),  # each: its family's demo compile
+    pytest.param("stack_or_insert", marks=pytest.mark.slow),
+    pytest.param("stack_or_insert/other", marks=pytest.mark.slow),
     "articulated/other",
 ]
 

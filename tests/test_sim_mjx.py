@@ -1,7 +1,8 @@
 """MJX buckets: per-variant fields take effect, backends agree, NaN isolation, sharding.
 
 Every MJX episode compile costs ~1 minute on a 2-core CPU, so all tests in this file share one
-bucket shape (4 variants, 14 chunks) through session fixtures; the sharding / deadlock check
+bucket shape (4 variants, 14 chunks) through session fixtures, and the tests that roll it out
+on both backends are slow-marked (the default tier keeps the per-variant field checks); the sharding / deadlock check
 lives in tests/test_mjx_deadlock.py (a subprocess with 4 forced host devices; marked slow).
 """
 
@@ -63,6 +64,7 @@ def test_structurally_different_variants_cannot_share_a_bucket(cube_plate_bucket
         Bucket([cube_plate_bucket.variants[0], other])
 
 
+@pytest.mark.slow  # shares the two 14-chunk episodes (MJX + native) of `both_results`
 def test_backends_agree_on_planner_success(both_results):
     m, n = both_results
     assert np.asarray(n.success).all()
@@ -74,6 +76,7 @@ def test_backends_agree_on_planner_success(both_results):
     )
 
 
+@pytest.mark.slow  # shares the two 14-chunk episodes (MJX + native) of `both_results`
 def test_backends_decode_the_same_body_velocities(cube_plate_bucket, both_results):
     """The velocity sensors ν's "at rest" reads come out of MJX as out of MuJoCo: the carried
     cube moves (> 0.1 m/s mid-episode) and comes to rest, with the same numbers on both."""
@@ -96,6 +99,7 @@ def test_backends_decode_the_same_body_velocities(cube_plate_bucket, both_result
     assert (speed[:, -1] < predicates.REST_MAX_SPEED).all(), speed
 
 
+@pytest.mark.slow  # shares the two 14-chunk episodes (MJX + native) of `both_results`
 def test_commanded_setpoint_is_the_integrated_actions_on_both_backends(
     cube_plate_bucket, both_results
 ):
@@ -115,6 +119,7 @@ def test_commanded_setpoint_is_the_integrated_actions_on_both_backends(
     np.testing.assert_allclose(np.asarray(m.states.ee_pos[:, -1]), tcp_goal, atol=0.01)
 
 
+@pytest.mark.slow  # shares the two 14-chunk episodes (MJX + native) of `both_results`
 def test_per_variant_size_changes_contact_geometry(cube_plate_bucket, both_results):
     """Each cube ends on the plate at plate top + its *own* half size: MJX used every
     variant's geom_size in collision, not the first variant's."""

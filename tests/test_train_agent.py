@@ -62,6 +62,7 @@ def test_agent_in_native_rollout_params_traced(setup):
         PolicyAgent(policy, agent.tokens, agent.token_mask, num_candidates=3)
 
 
+@pytest.mark.slow  # compiles a 2-candidate agent
 def test_best_of_j_picks_the_critics_argmax(setup):
     bucket, policy, _ = setup
     critic = ChunkCritic.for_policy(policy, hidden=16)
@@ -87,7 +88,9 @@ def _initial_states(bucket):
     return decode(jnp.asarray(sens, jnp.float32), bucket.layout, consts, cmd)
 
 
-@pytest.mark.parametrize("mode", ["shaped", "frozen_policy"])
+@pytest.mark.parametrize(
+    "mode", [pytest.param("shaped", marks=pytest.mark.slow), "frozen_policy"]
+)  # shaped: another learner compile; frozen_policy runs the same round in the default tier
 def test_learner_round(setup, mode):
     bucket, policy, backend = setup
     cfg = LearnerConfig(
@@ -139,6 +142,7 @@ def test_awr_batches_mix_in_demos(setup):
         LearnerConfig(demo_fraction=1.0)
 
 
+@pytest.mark.slow  # its own learner compile (policy_ema)
 def test_learner_acts_with_ema_weights_when_enabled(setup):
     """policy_ema > 0: rollouts use the EMA of the weights (ema ← d·ema + (1−d)·params)."""
     bucket, policy, backend = setup

@@ -36,6 +36,7 @@ def test_larger_advantage_larger_weight():
         awr_weights(adv, temperature=0.0)
 
 
+@pytest.mark.slow  # two train-step compiles
 def test_awr_update_with_equal_advantages_equals_bc_step():
     policy = get_policy("small_tiny")
     cfg = train_config(peak_lr=1e-3, init_lr=1e-3, warmup_steps=1, ema_decay=None)

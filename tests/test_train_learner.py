@@ -53,7 +53,7 @@ def synthetic_demos(policy, n: int, seed: int) -> Batch:
     return Batch(obs, tr.actions, jnp.ones((n,), jnp.float32))
 
 
-@pytest.mark.slow  # ~22 s; the policy's k-step scan equivalence stays in the default tier
+@pytest.mark.slow  # ~22 s; like the policy's k-step scan equivalence (tests/test_policy_train.py)
 def test_critic_k_step_scan_equals_k_single_steps_and_the_old_fit():
     policy = get_policy("small_tiny")
     critic = ChunkCritic.for_policy(policy, hidden=16)
@@ -254,6 +254,7 @@ def test_sample_noise_scale_zero_is_deterministic():
     assert float(jnp.max(jnp.abs(c - d))) > 1e-3
 
 
+@pytest.mark.slow  # two train-step compiles (the BC and the fine-tuning batch)
 def test_finetune_phase_switches_batch_and_rate():
     """Updates before `finetune_start` draw policy_batch rows at the BC rate; from it on the
     fine-tuning batch and rate (the loop's loop.finetune_batch / finetune_lr)."""
@@ -278,6 +279,7 @@ def test_finetune_phase_switches_batch_and_rate():
         LearnerConfig(finetune_start=3)
 
 
+@pytest.mark.slow  # its own acting compile
 def test_prompt_tokens_follow_the_bucket_not_its_id():
     """The acting caches key tokens by the bucket's instructions: a bucket that reuses a
     collected one's id (CPython recycles them) acts on its own prompts, not the old ones."""
