@@ -131,7 +131,8 @@ def summary(rows: list[dict]) -> dict[str, Any]:
     return {
         "true_accepted": sum(m["accepted"] for m in true),
         "true_modes": len(true),
-        "wrong_refuted": sum(not m["accepted"] for m in wrong),
+        "wrong_refuted": sum(not m["accepted"] and "error" not in m for m in wrong),
+        "wrong_untestable": sum("error" in m for m in wrong),
         "wrong_modes": len(wrong),
         "validated": len(validated),
         "validated_recreating": sum(m["recreates"] for m in validated),
@@ -179,7 +180,8 @@ def markdown(result: dict) -> list[str]:
     lines += [
         "",
         f"Totals: true diagnoses accepted {s['true_accepted']} / {s['true_modes']}; wrong-factor "
-        f"modes refuted {s['wrong_refuted']} / {s['wrong_modes']}; validated modes that recreate "
+        f"modes refuted {s['wrong_refuted']} / {s['wrong_modes']} (untestable: no pairs "
+        f"{s.get('wrong_untestable', 0)}); validated modes that recreate "
         f"(targeted <= control - 30 points) {s['validated_recreating']} / {s['validated']}.",
     ]
     return lines
