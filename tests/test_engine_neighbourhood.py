@@ -187,4 +187,28 @@ def test_outside_controls_leave_the_neighbourhood_and_hold_the_rest(failures, sc
     rel = neighbourhood_program("task", "open", "other", [art])
     flipped = task_control(art, rel.edits[0], seed=0)
     assert flipped.task["params"]["action"] not in rel.edits[0]["params"]["action"]
-    assert flipped.layout == art.layout and flipped.attributes == art.attributes
+    assert flipped.layout == art.layout  # in place (the cabinet may also change its kind)
+    cab = resolve_role(art, "cabinet")
+    for k in ("mass", "friction"):
+        assert flipped.attributes[cab][k] == pytest.approx(art.attributes[cab][k], abs=ATOL)
+
+
+def test_task_control_moves_another_role_where_the_focus_has_no_other_kind(scenes):
+    """A put-down phase's focus is the goal; where the goal has no other kind to become (or
+    as a fixture becomes another container), the control still leaves the neighbourhood: some
+    task role's object is another category, in place."""
+    base = seed_scenes("put_inside", 1, seed=5)[0]
+    p = neighbourhood_program("task", "place", "other", [base])
+    (e,) = p.edits
+    assert e["focus"] == "goal"
+    for seed in range(3):
+        out = task_control(base, e, seed=seed)
+        moved = [
+            r
+            for r, cats in e["categories"].items()
+            if out.object(resolve_role(out, r)).category not in cats
+        ]
+        assert moved, seed
+        for r in moved:
+            name = resolve_role(out, r)
+            assert out.layout[name] == base.layout[name]

@@ -9,13 +9,15 @@ determine at the role (as the critic's task probes do, `coda.critic.directed`):
 * relation: a task parameter the neighbourhood constrains (``choose_task``'s ``params``) set to
   a value outside its set that the family's own task resample makes on the same objects
   (articulated: open -> close);
-* category: the focus role's object replaced in place by an instance of a train category
-  outside the neighbourhood's set that the family accepts for the role, keeping its name, pose,
-  mass and friction, its sizes scaled so its narrowest horizontal width matches the old one's.
+* category: the focus role's object (where it has none to change to, the next task role's)
+  replaced in place by an instance of a train category of the same kind (graspable object,
+  container / plate, cabinet) outside the neighbourhood's set that the family accepts for the
+  role, keeping its name, pose, mass and friction, its sizes scaled so its narrowest horizontal
+  width matches the old one's.
 
-One of the options that exist is drawn (seeded); `SceneProgramError` when none does (the
-neighbourhood covers every category and relation the family allows here: nothing to control
-against).
+Both are applied where they exist (as a layout / attribute control moves every interval that
+leaves room); `SceneProgramError` when neither does (the neighbourhood covers every category
+and relation the family allows here: nothing to control against).
 """
 
 from __future__ import annotations
@@ -84,8 +86,7 @@ def _category(scene: Scene, role: str, excluded: list[str], rng) -> Scene | None
         return None
     name = scene.task["roles"][key]
     old = scene.object(name)
-    if not assets.get_category(old.category).graspable:
-        return None
+    kind = assets.get_category(old.category)
     family = get_family(scene.task["family"])
     cats = [
         c.name
@@ -93,8 +94,8 @@ def _category(scene: Scene, role: str, excluded: list[str], rng) -> Scene | None
         if c.name not in excluded
         and c.name != old.category
         and c.split == "train"
-        and c.graspable
-        and family._graspables([ObjectSpec(name, c.name, c.instances[0].name)])
+        and (c.graspable, c.articulated, c.kind) == (kind.graspable, kind.articulated, kind.kind)
+        and (not c.graspable or family._graspables([ObjectSpec(name, c.name, c.instances[0].name)]))
     ]
     params = {**scene.task.get("params", {}), **scene.task["roles"]}
     for cname in [cats[i] for i in rng.permutation(len(cats))] if cats else []:
@@ -120,20 +121,22 @@ def _category(scene: Scene, role: str, excluded: list[str], rng) -> Scene | None
 
 def task_control(scene: Scene, edit: Mapping[str, Any], seed: int) -> Scene:
     """`scene` with the task moved out of ``choose_task`` edit `edit`'s neighbourhood, in place
-    (module docstring)."""
+    (module docstring): the relation and a role's category both moved where each can be."""
     rng = np.random.default_rng([int(seed), 0x7C])
-    focus = edit.get("focus") or next(iter(edit["categories"]), None)
-    makers = []
+    cats = edit["categories"]
+    focus = edit.get("focus") or next(iter(cats), None)
+    out = scene
     if edit.get("params"):
-        makers.append(lambda: _relation(scene, edit["params"], rng))
-    if focus is not None and focus in edit["categories"]:
-        makers.append(lambda: _category(scene, focus, edit["categories"][focus], rng))
-    for i in rng.permutation(len(makers)) if makers else []:
-        out = makers[i]()
-        if out is not None:
-            return out
-    raise SceneProgramError(
-        "no task control: no relation outside "
-        f"{dict(edit.get('params', {}))} and no category outside "
-        f"{edit['categories'].get(focus, [])} the family accepts here"
-    )
+        out = _relation(out, edit["params"], rng) or out
+    for r in [r for r in dict.fromkeys([focus, *cats]) if r in cats]:
+        moved = _category(out, r, cats[r], rng)  # the focus role, else the next that can move
+        if moved is not None:
+            out = moved
+            break
+    if out is scene:
+        raise SceneProgramError(
+            "no task control: no relation outside "
+            f"{dict(edit.get('params', {}))} and no category outside {dict(cats)} the family "
+            "accepts here"
+        )
+    return out
