@@ -12,8 +12,9 @@ determine at the role (as the critic's task probes do, `coda.critic.directed`):
 * category: the focus role's object (where it has none to change to, the next task role's)
   replaced in place by an instance of a train category of the same kind (graspable object,
   container / plate, cabinet) outside the neighbourhood's set that the family accepts for the
-  role, keeping its name, pose, mass and friction, its sizes scaled so its narrowest horizontal
-  width matches the old one's.
+  role, keeping its name, pose, mass and friction, and its size parameters where the new
+  category has the same ones (a cube into a block), else its sizes scaled so its narrowest
+  horizontal width matches the old one's.
 
 Both are applied where they exist (as a layout / attribute control moves every interval that
 leaves room); `SceneProgramError` when neither does (the neighbourhood covers every category
@@ -112,8 +113,12 @@ def _category(scene: Scene, role: str, excluded: list[str], rng) -> Scene | None
         new_a["mass"] = scene.attributes[name]["mass"]
         new_a["friction"] = scene.attributes[name]["friction"]
         out.attributes[name] = new_a
-        scale = _narrowest(scene, name) / max(_narrowest(out, name), 1e-6)
-        new_a["dims"] = {k: round(v * scale, 5) for k, v in new_a["dims"].items()}
+        old_dims = scene.attributes[name]["dims"]
+        if set(new_a["dims"]) <= set(old_dims):  # the same size parameters: held as they are
+            new_a["dims"] = {k: old_dims[k] for k in new_a["dims"]}
+        else:  # other parameters: the narrowest horizontal width held
+            scale = _narrowest(scene, name) / max(_narrowest(out, name), 1e-6)
+            new_a["dims"] = {k: round(v * scale, 5) for k, v in new_a["dims"].items()}
         family.couple_attributes(out)
         return out
     return None
