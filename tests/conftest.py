@@ -129,12 +129,12 @@ def _process_lifetime(request):
 # policy's train steps), longest first: under `-n auto --dist loadfile` they start first, so the
 # suite does not end on one worker running a long file while the other idles.
 _LONG_FILES = (
-    "test_policy_protocol.py",
+    "test_potentials.py",  # first on its worker: jax.checking_leaks' leak report walks the heap
     "test_notebook.py",
+    "test_policy_protocol.py",
     "test_train_agent.py",
     "test_train_learner.py",
     "test_potentials_demos.py",
-    "test_potentials.py",
     "test_policy_pi05_parity.py",
     "test_libero_planner.py",
     "test_sim_tasks.py",

@@ -15,7 +15,7 @@ should come to rest on / in the goal). The chain checked here:
 5. its Ω program (stored over symbolic roles) re-binds into a second family (stack) and still
    recreates the difficulty there (targeted < control).
 
-`run_trial` is the whole chain for one seed; the default suite runs it once, the slow test repeats
+`run_trial` is the whole chain for one seed; a slow test runs it once, another slow test repeats
 it and measures how often validation decides right (issue: >= 90% of repeated trials).
 """
 
@@ -211,6 +211,7 @@ def run_trial(seed: int, backend, n_parents: int = 24) -> Trial:
     )
 
 
+@pytest.mark.slow  # the whole chain from a cold cache; its parts have default-tier tests
 def test_planted_difficulty_end_to_end(native_backend):
     t = run_trial(0, native_backend)
     print(t)
