@@ -130,7 +130,6 @@ def _process_lifetime(request):
 # suite does not end on one worker running a long file while the other idles.
 _LONG_FILES = (
     "test_potentials.py",  # first on its worker: jax.checking_leaks' leak report walks the heap
-    "test_notebook.py",
     "test_policy_protocol.py",
     "test_train_agent.py",
     "test_train_learner.py",

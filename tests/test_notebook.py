@@ -34,6 +34,7 @@ def _execute(name: str):
     return "\n".join(_text(c) for c in nb.cells if c.cell_type == "code")
 
 
+@pytest.mark.slow  # a smoke loop in a fresh kernel: ~100 s of one CI worker
 @pytest.mark.timeout(1800)
 def test_quickstart_then_memory_explorer_on_its_run_folder(tmp_path, monkeypatch):
     workdir = tmp_path / "run"

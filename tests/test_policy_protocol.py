@@ -21,7 +21,8 @@ from coda.policy import (
     train_config,
 )
 
-NAMES = ["small_tiny", "oft_tiny"]
+# small_tiny in the default tier; oft_tiny (the other action head) in the slow tier
+NAMES = ["small_tiny", pytest.param("oft_tiny", marks=pytest.mark.slow)]
 B, A_ENV = 3, 7
 
 
@@ -121,9 +122,7 @@ def test_padded_action_dims_are_masked(name):
         loss(params, Batch(obs, jnp.zeros((B, policy.config.action_horizon, 9))), rng)
 
 
-@pytest.mark.parametrize(
-    "name", ["small_tiny", pytest.param("oft_tiny", marks=pytest.mark.slow)]
-)  # oft_tiny's train-step compile: the slow tier
+@pytest.mark.parametrize("name", NAMES)
 def test_train_step_and_bit_exact_checkpoint(name, tmp_path):
     policy, params, obs, actions, *_ = _setup(name)
     cfg = train_config(peak_lr=1e-3, warmup_steps=2, decay_steps=20, ema_decay=0.9)
