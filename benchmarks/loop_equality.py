@@ -5,10 +5,10 @@ code (issue 27's redesign) changed no behaviour.
     # a run's record (the run folder's summary.json, minus wall-clock times)
     python benchmarks/loop_equality.py record --run_folder=runs/smoke \
         --command="python -m launch.main --config=configs/coda.py:smoke --workdir=runs/smoke" \
-        --out=benchmarks/results/loop_equality_smoke.json
+        --out=benchmarks/results/loop_equality_smoke_<machine>.json
     # a later run against it: exit 0 when every metric and every episode is the same
     python benchmarks/loop_equality.py compare \
-        --a=benchmarks/results/loop_equality_smoke.json --b_run_folder=runs/smoke_after
+        --a=benchmarks/results/loop_equality_smoke_<machine>.json --b_run_folder=runs/smoke_after
 
 A record names the machine it ran on: XLA compiles for the host's instruction set, so a run on
 a CPU with AVX-512 and one without differ in float rounding and hence in episodes; records are

@@ -1,8 +1,9 @@
-"""Same config, same seed, same numbers: the smoke run equals its committed record (made before
-issue 27's redesign) in every metric of every round and every evaluation episode. Records are
-comparable only on a machine with the same signature (instruction set, library versions: XLA's
-float rounding follows them), so there is one record per machine kind we have
-(`benchmarks/results/loop_equality_smoke*.json`); elsewhere the test says which it would need."""
+"""Same config, same seed, same numbers: the smoke run equals its committed record in every
+metric of every round and every evaluation episode (a regression pin: re-record it, in its own
+commit, when a change is meant to change behaviour). Records are comparable only on a machine
+with the same signature (instruction set, library versions: XLA's float rounding follows them),
+so there is one record per machine kind (`benchmarks/results/loop_equality_smoke*.json`);
+elsewhere the test says which it would need."""
 
 import glob
 import importlib.util
@@ -46,7 +47,7 @@ def test_smoke_run_equals_its_record_episode_for_episode(tmp_path):
         made = [eq.signature(r["machine"]) for r in records]
         pytest.skip(
             f"records made on {made}, this machine is {eq.signature(here)}: "
-            "re-record with benchmarks/loop_equality.py (at the commit before the redesign)"
+            "record one with benchmarks/loop_equality.py at the current commit"
         )
     want = mine[0]
     workdir = str(tmp_path / "smoke")
