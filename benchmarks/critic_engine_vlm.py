@@ -181,6 +181,13 @@ def test_mode(mode: tuple, parents: list, flaw: Any, engine: Any, backend: Any, 
     if hasattr(engine, "attempts"):
         row["engine_attempts"] = len(engine.attempts) - before
     n = args.n_validate
+    lc = loop_config().loop  # the loop's validation pairs (recreate, outside, keep by default)
+    pairs = {
+        "pairing": str(lc.validation_pairing),
+        "control": str(lc.validation_control),
+        "rest": str(lc.validation_rest),
+        "evidence": parents,  # the diagnosed failures' own scenes
+    }
     try:
         t, c = targeted_control_success(
             spec,
@@ -193,6 +200,7 @@ def test_mode(mode: tuple, parents: list, flaw: Any, engine: Any, backend: Any, 
             N=n,
             seed=args.seed,
             program=program,
+            **pairs,
         )
     except Exception as e:  # noqa: BLE001 - GenerationError: too few verified pairs
         return {**row, "outcome": "no_batches", "why": f"{type(e).__name__}: {e}"[:500]}
