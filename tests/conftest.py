@@ -32,6 +32,17 @@ sample_layout()
 
 
 @pytest.fixture(scope="session")
+def gl() -> str:
+    """Headless GL for rendering tests: its description, or the test is skipped saying why."""
+    from coda.sim import render
+
+    ok, info = render.gl_available()
+    if not ok:
+        pytest.skip(f"no headless GL here: {info}")
+    return info
+
+
+@pytest.fixture(scope="session")
 def native_backend():
     from coda.sim.rollout import NativeBackend
 

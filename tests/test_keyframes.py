@@ -23,19 +23,13 @@ from coda.sim import render, robot, view
 from coda.sim.compile import compile_scene
 from coda.sim.media import labelled_sheet
 from coda.sim.sdk import exec_program
+from tests.conftest import CUBE_PLATE
 from tests.test_critic_vlm import _episode
-
-SRC = """
-add_object("cube", role="target", instance="cube_red")
-add_object("plate", role="goal", instance="plate_white")
-set_task("pick_place", target="target", goal="goal")
-sample_layout()
-"""
 
 
 @pytest.fixture(scope="module")
 def compiled():
-    return compile_scene(exec_program(SRC, seed=0, isolation="inprocess"))
+    return compile_scene(exec_program(CUBE_PLATE, seed=0, isolation="inprocess"))
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +41,6 @@ def trace(compiled):
     for t in range(5):
         q[t, :3] = robot.HOME[:3] + (goal - robot.HOME[:3]) * t / 4
     return q
-
-
-@pytest.fixture(scope="module")
-def gl() -> str:
-    ok, info = render.gl_available()
-    if not ok:
-        pytest.skip(f"no headless GL here: {info}")
-    return info
 
 
 def test_view_model_adds_visuals_only(compiled):

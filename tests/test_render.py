@@ -50,14 +50,6 @@ def _falling_box(frames: int = 4, every: int = 25) -> tuple["mujoco.MjModel", np
     return model, np.stack(qpos)  # [T, nq]
 
 
-@pytest.fixture(scope="module")
-def gl() -> str:
-    ok, info = render.gl_available()
-    if not ok:
-        pytest.skip(f"no headless GL here: {info}")
-    return info
-
-
 def _run_py(code: str, env_updates: dict[str, str | None]) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     for k, v in env_updates.items():
