@@ -34,9 +34,15 @@ def _diagnoses(path: str) -> list[dict]:
     out = []
     for rnd, factor, phase, cause, ev in rows:
         nums = json.loads(ev).get("numbers", {})
-        out.append({"round": rnd, "factor": factor, "phase": phase,
-                    "cause": cause.split(":", 1)[0],
-                    "probe_rollouts": int(sum(nums.get(k, 0.0) for k in PROBE_KEYS))})  # fmt: skip
+        out.append(
+            {
+                "round": rnd,
+                "factor": factor,
+                "phase": phase,
+                "cause": cause.split(":", 1)[0],
+                "probe_rollouts": int(sum(nums.get(k, 0.0) for k in PROBE_KEYS)),
+            }
+        )
     return out, dict(statuses)
 
 
@@ -48,8 +54,12 @@ def arm(workdir: str) -> dict:
     rounds = [h for h in hist if h["round"] >= 1]
     validated = sum(len(h.get("critique", {}).get("validated", [])) for h in rounds)
     refuted = sum(len(h.get("critique", {}).get("refuted", [])) for h in rounds)
-    tests = [t for h in rounds for k in ("validated", "refuted")
-             for t in h.get("critique", {}).get(k, [])]  # fmt: skip
+    tests = [
+        t
+        for h in rounds
+        for k in ("validated", "refuted")
+        for t in h.get("critique", {}).get(k, [])
+    ]
     validation_rollouts = sum(2 * int(t["n"]) for t in tests)
     probe_rollouts = sum(d["probe_rollouts"] for d in diags)
     critic_s = sum(h.get("critique", {}).get("critic_seconds", 0.0) for h in rounds)
@@ -68,7 +78,9 @@ def arm(workdir: str) -> dict:
             r: dict(collections.Counter(d["factor"] for d in diags if d["round"] == r))
             for r in sorted({d["round"] for d in diags})
         },
-        "tests": len(tests), "validated": validated, "refuted": refuted,
+        "tests": len(tests),
+        "validated": validated,
+        "refuted": refuted,
         "modes_by_status": statuses,
         "probe_rollouts": probe_rollouts,
         "probe_rollouts_per_diagnosis": probe_rollouts / n if n else float("nan"),
@@ -81,50 +93,73 @@ def arm(workdir: str) -> dict:
         },
         "round_seconds": round_s,
         "round_seconds_mean": statistics.fmean(round_s) if round_s else float("nan"),
-    }  # fmt: skip
+    }
 
 
 def compare(a: dict, ref: dict) -> dict:
     """a against the reference arm: execution share (Fisher, two-sided) and round-time ratio."""
-    table = [[a["by_factor"].get("execution", 0), a["diagnoses"] - a["by_factor"].get("execution", 0)],
-             [ref["by_factor"].get("execution", 0), ref["diagnoses"] - ref["by_factor"].get("execution", 0)]]  # fmt: skip
+
+    def row(r):
+        k = r["by_factor"].get("execution", 0)
+        return [k, r["diagnoses"] - k]
+
+    table = [row(a), row(ref)]
     p = float(stats.fisher_exact(table)[1]) if a["diagnoses"] and ref["diagnoses"] else None
     return {
         "execution_share_diff": a["execution_share"] - ref["execution_share"],
         "execution_fisher_p": p,
         "round_seconds_ratio": a["round_seconds_mean"] / ref["round_seconds_mean"],
         "critic_seconds_ratio": a["critic_seconds"] / ref["critic_seconds"]
-        if ref["critic_seconds"] else None,
+        if ref["critic_seconds"]
+        else None,
     }
 
 
 def markdown(res: dict, ref: str) -> str:
     names = [n for n in res if not n.startswith("_")]
     lines = ["| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+
     def row(label, f):  # noqa: E306
         lines.append(f"| {label} | " + " | ".join(f(res[n]) for n in names) + " |")
+
     row("diagnoses (critiqued failures)", lambda r: f"{r['diagnoses']} ({r['critiqued']})")
-    row("execution", lambda r: f"{r['by_factor'].get('execution', 0)} "
-        f"({100 * r['execution_share']:.0f} %)")  # fmt: skip
+    row(
+        "execution",
+        lambda r: f"{r['by_factor'].get('execution', 0)} ({100 * r['execution_share']:.0f} %)",
+    )
     row("by factor", lambda r: ", ".join(f"{k} {v}" for k, v in r["by_factor"].items()))
     row("by phase", lambda r: ", ".join(f"{k} {v}" for k, v in r["by_phase"].items()))
-    row("validation tests: validated / refuted", lambda r: f"{r['tests']}: {r['validated']} / {r['refuted']}")
-    row("probe rollouts (per diagnosis)", lambda r: f"{r['probe_rollouts']} "
-        f"({r['probe_rollouts_per_diagnosis']:.1f})")  # fmt: skip
+    row(
+        "validation tests: validated / refuted",
+        lambda r: f"{r['tests']}: {r['validated']} / {r['refuted']}",
+    )
+    row(
+        "probe rollouts (per diagnosis)",
+        lambda r: f"{r['probe_rollouts']} ({r['probe_rollouts_per_diagnosis']:.1f})",
+    )
     row("validation rollouts", lambda r: str(r["validation_rollouts"]))
-    row("critic s (per diagnosis)", lambda r: f"{r['critic_seconds']:.0f} "
-        f"({r['critic_seconds_per_diagnosis']:.2f})")  # fmt: skip
-    row("per validated mode: rollouts, critic s", lambda r: "none validated"
-        if r["per_accepted"]["rollouts"] is None else
-        f"{r['per_accepted']['rollouts']:.0f}, {r['per_accepted']['critic_seconds']:.1f}")  # fmt: skip
+    row(
+        "critic s (per diagnosis)",
+        lambda r: f"{r['critic_seconds']:.0f} ({r['critic_seconds_per_diagnosis']:.2f})",
+    )
+    row(
+        "per validated mode: rollouts, critic s",
+        lambda r: (
+            "none validated"
+            if r["per_accepted"]["rollouts"] is None
+            else f"{r['per_accepted']['rollouts']:.0f}, {r['per_accepted']['critic_seconds']:.1f}"
+        ),
+    )
     row("round s (mean of rounds 1-8)", lambda r: f"{r['round_seconds_mean']:.1f}")
     for n in names:
         if n != ref and f"_{n}_vs_{ref}" in res:
             c = res[f"_{n}_vs_{ref}"]
-            lines.append(f"\n{n} vs {ref}: execution share {100 * c['execution_share_diff']:+.0f} "
-                         f"points (Fisher p = {c['execution_fisher_p']:.3g}); round seconds "
-                         f"x{c['round_seconds_ratio']:.3f}; critic seconds "
-                         f"x{c['critic_seconds_ratio']:.2f}")  # fmt: skip
+            lines.append(
+                f"\n{n} vs {ref}: execution share {100 * c['execution_share_diff']:+.0f} "
+                f"points (Fisher p = {c['execution_fisher_p']:.3g}); round seconds "
+                f"x{c['round_seconds_ratio']:.3f}; critic seconds "
+                f"x{c['critic_seconds_ratio']:.2f}"
+            )
     return "\n".join(lines) + "\n"
 
 

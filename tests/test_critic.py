@@ -474,8 +474,12 @@ def test_offline_critic_blames_execution_for_a_random_policy(sized_bucket, nativ
     (c,) = critic.diagnose(eps, jax.random.PRNGKey(2))
     assert c.diagnosis.factor == "execution"
     assert c.diagnosis.phase in eps[0].phase_names and c.diagnosis.cause in CAUSES
-    # away + one redraw + the near control
-    assert c.diagnosis.evidence.numbers["n_probes_layout"] == pytest.approx(3.0, abs=1e-12)
+    # first round: away + one redraw + the near control; nothing flipped and the repeat
+    # failed, so layout was undecided and got a second round (`probes.followup_plan`: the
+    # relation probe + one redraw)
+    n = c.diagnosis.evidence.numbers
+    assert n["repeat_success_rate"] == pytest.approx(0.0, abs=1e-12)
+    assert n["n_probes_layout"] == pytest.approx(3.0 + 2.0, abs=1e-12)
     assert "execution:" in c.diagnosis.cause_text
     assert isinstance(c.diagnosis, Diagnosis) and isinstance(c.diagnosis.evidence, Evidence)
 

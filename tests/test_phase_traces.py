@@ -15,15 +15,16 @@ import numpy as np
 import pytest
 
 from coda.critic.episode import episodes_from_rollout
-from coda.critic.evidence import infer_cause
+from coda.critic.evidence import infer_cause, object_width
+from coda.critic.replay import control_step_states
 from coda.sim import robot, tasks
 from coda.sim.compile import compile_scene
 from coda.sim.planner import ScriptedPlanner, planner_for, servo_chunk
 from coda.sim.rollout import make_buckets
 from coda.sim.sdk import exec_program
 from coda.sim.tasks.carry import PLANNER_PHASES
-from coda.sim.tasks.phases import segment
-from coda.sim.tasks.waypoints import CLOSE, Waypoint
+from coda.sim.tasks.phases import PAD_Z, segment
+from coda.sim.tasks.waypoints import CLOSE, OPEN, Waypoint
 
 CUBE_PLATE = """
 add_object("cube", role="target", instance="cube_red")
@@ -63,6 +64,8 @@ PLANS = {
     "loosen": PICK_UP
     + [(CARRY_BESIDE, 4, 1), (_loose(CARRY_BESIDE, name="loosen"), 4, 1)]
     + [(_loose(TRANSPORT), 4, 0), (_loose(LOWER), 5, 0), (RELEASE, 6, 0), (RETREAT, 7, 0)],
+    # grasped, then the jaws open as the lift starts: the hand rises without the cube
+    "open_on_lift": PICK_UP[:3] + [(dataclasses.replace(LIFT, grip=OPEN), 3, 0)],
     # the jaws closed during the approach, before the object was between them
     "close_early": [
         (dataclasses.replace(APPROACH, grip=CLOSE), 0, 0),
@@ -216,7 +219,51 @@ def test_jaws_closed_before_the_grasp_never_grasped(traces):
     # the pads' faces, so the grasp phase never completed (`phases.grasp`: `between_pads`)
     assert f["grasped"].any() and f["obj_height"].max() < 0.01
     assert not (f["grasped"] & f["centred"]).any()
-    assert ep.stopped_phase == "grasp"
+    # the jaws were closed before the hand got there: the cube was never between the OPEN
+    # jaws, so reaching never completed (`phases.reach(ready=True)`: the departure was in the
+    # approach, not at the grasp)
+    assert not f["ready"].any()
+    assert ep.stopped_phase == "reach"
     finding = infer_cause(ep)
     assert finding.cause == "never_grasped", finding
-    assert finding.numbers["centred_endpoints"] == pytest.approx(0.0, abs=0.0)
+    assert "never between the open jaws" in finding.text
+    # closed on its top: at its closest the cube's centre was below the pads' lower edge
+    assert finding.numbers["obj_in_tcp_z_m"] < PAD_Z[0]
+
+
+def test_unperturbed_plan_reaches_before_it_grasps(traces):
+    """The planner's own reach: the cube between the open jaws at an endpoint before the grasp
+    completes (reach is one step before the grasp's own test, never after it)."""
+    _, _, ep = traces["pass_place"]
+    f = ep.features
+    t_ready = int(np.nonzero(f["ready"] & (f["opening"] > object_width(ep)))[0][0])
+    t_grasp = int(np.nonzero(ep.phase_index >= 2)[0][0])
+    assert t_ready <= t_grasp and ep.phase_index[t_ready] >= 1
+
+
+def test_control_step_replay_lands_on_the_recorded_endpoints(traces):
+    bucket, r, ep = traces["pass_place"]
+    states, ok = control_step_states(bucket, r, np.array([0]))
+    horizon = r.actions.shape[2]
+    assert ok.tolist() == [True] and states.ee_pos.shape[1] == NUM_CHUNKS * horizon + 1
+    for name in ("ee_pos", "body_pos", "finger"):
+        np.testing.assert_allclose(
+            np.asarray(getattr(states, name))[0, ::horizon],
+            np.asarray(getattr(r.states, name))[0],
+            atol=1e-5,
+        )
+    assert ep.phase_steps == NUM_CHUNKS * horizon + 1
+
+
+def test_a_grasp_held_between_two_endpoints_counts(traces):
+    """Held for a few control steps between two chunk endpoints, then let go as the hand rose:
+    no endpoint shows the cube held, so the endpoints alone blame the grasp; the control steps
+    show it held, and the episode stopped lifting (released, not never grasped)."""
+    bucket, r, ep = traces["open_on_lift"]
+    (only_ends,) = episodes_from_rollout(bucket, r, failed_only=False, control_steps=False)
+    assert not (only_ends.features["grasped"] & only_ends.features["centred"]).any()
+    assert only_ends.stopped_phase == "grasp"
+    assert ep.stopped_phase == "lift" and ep.phase_steps > ep.num_endpoints
+    finding = infer_cause(ep)
+    assert finding.cause == "released_away_from_goal", finding
+    assert finding.numbers["commanded_gap_at_loss_m"] > finding.numbers["object_width_m"]

@@ -135,11 +135,27 @@ PICK_PHASES = tasks.get_family("pick_place").task_phases({"family": "pick_place"
 
 def test_hovering_without_grasp_stops_at_grasp():
     cube = [0.5, 0.0, 0.02]
-    hover = [0.5, 0.0, 0.04 + 0.5 * REACH_MARGIN]  # inside the grown box, fingers off
-    s = _trace([[0.3, 0.0, 0.3], hover, hover], [cube] * 3, [False] * 3)
+    around = [0.5, 0.0, 0.02]  # the cube between the open jaws (4 cm apart), fingers off
+    s = _trace([[0.3, 0.0, 0.3], around, around], [cube] * 3, [False] * 3)
     index, stopped = segment(s, SYM, PICK_PHASES)
     np.testing.assert_array_equal(np.asarray(index), [[0, 1, 1]])
     assert int(stopped[0]) == 1 and PICK_PHASES[1].name == "grasp"
+
+
+def test_hovering_above_or_beside_is_not_reached():
+    """Reached = the object between the open jaws (`phases.jaws_around`), not the tcp within a
+    few cm of it: above it (pads over its top), beside it along the closing axis, or in front
+    of the pads' faces, closing the jaws would not hold it."""
+    cube = [0.5, 0.0, 0.02]
+    for tcp in (
+        [0.5, 0.0, 0.04 + 0.5 * REACH_MARGIN],  # 3 cm above its centre: inside the grown box
+        [0.5, 0.03, 0.02],  # its centre 3 cm to the side, outside the 4 cm opening
+        [0.515, 0.0, 0.02],  # 1.5 cm along the pads' face (pad half-length 8 mm)
+    ):
+        s = _trace([[0.3, 0.0, 0.3], tcp, tcp], [cube] * 3, [False] * 3)
+        index, stopped = segment(s, SYM, PICK_PHASES)
+        np.testing.assert_array_equal(np.asarray(index), [[0, 0, 0]], err_msg=str(tcp))
+        assert int(stopped[0]) == 0
 
 
 def test_a_phase_counts_once_reached_and_only_in_order():

@@ -26,13 +26,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from coda import lifetime
+from coda.critic import replay
 from coda.sim import geometry as G
 from coda.sim import render, tasks
 from coda.sim.compile import CompiledScene
 from coda.sim.rollout import Bucket, RolloutResult
 from coda.sim.scene import Scene
 from coda.sim.state import LEFT, N_FIXED_ENTITIES, RIGHT, SimState, SymbolTable
-from coda.sim.tasks.phases import between_pads
+from coda.sim.tasks.phases import between_pads, jaws_around
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,10 +80,12 @@ def trace_features(states: SimState, roles: TraceRoles) -> dict[str, jnp.ndarray
     Returns {name: [B, T]} (distractor features [B, T, K]): tcp_gap (m from the tcp to the
     object's bounding box, 0 inside it), left / right (finger pad touches the object), grasped,
     opening (finger gap, m), centred (its centre between the pads' faces,
-    `phases.between_pads`), obj_height (object bottom above the table), obj_disp (xy distance
-    from its start), dest_dist (xy distance object -> destination), over_dest (object centre
-    over the destination's footprint), joint_frac, d_touch (a finger touches distractor k),
-    d_disp (distractor k's xy distance from its start)."""
+    `phases.between_pads`), ready (its centre between the open jaws, `phases.jaws_around`),
+    obj_local ([B, T, 3]: its centre in the tcp frame), obj_height (object bottom above the
+    table), obj_disp (xy distance from its start), dest_dist (xy distance object ->
+    destination), over_dest (object centre over the destination's footprint), joint_frac,
+    d_touch (a finger touches distractor k), d_disp (distractor k's xy distance from its
+    start)."""
     dis = tuple(i for i, _ in roles.distractors)
     return _features(states, roles.obj, roles.dest, roles.joint, dis)
 
@@ -103,6 +106,11 @@ def _features(
         "grasped": G.grasped(states, o),
         "opening": G.gripper_opening(states),
         "centred": between_pads(states, o),
+        "ready": jaws_around(states, o),  # its centre between the open jaws (carry reach)
+        # its centre in the tcp frame: along the pads' face (x), closing axis (y), up (z)
+        "obj_local": jnp.einsum(
+            "...ji,...j->...i", G.quat_to_mat(states.ee_quat), G.pos(states, o) - states.ee_pos
+        ),
         "obj_height": G.height(states, o),
         "obj_disp": G.xy_distance(p, p[:, :1]),
     }
@@ -181,6 +189,9 @@ class Episode:
     scene_program_id: int | None = None
     deployment_id: int | None = None
     mode_id: int | None = None  # the memory mode this scene was generated for (None: novel)
+    # states the phase segmentation read: every control step of a replay (C * H + 1) or the
+    # chunk endpoints (T) when there was none or it did not match the recording
+    phase_steps: int = 0
 
     @property
     def scene(self) -> Scene:
@@ -217,14 +228,22 @@ def episodes_from_rollout(
     scene_program_ids: Sequence[int | None] | None = None,
     deployment_ids: Sequence[int | None] | None = None,
     mode_ids: Sequence[int | None] | None = None,
+    control_steps: bool = True,
 ) -> list[Episode]:
     """Episodes of a bucket's valid variants (only the failed ones by default); provenance ids
-    are per valid variant, in bucket order."""
+    are per valid variant, in bucket order. control_steps: the phases are segmented on each
+    episode's control-step replay (`coda.critic.replay`) where it matches the recording, else
+    (and with False) on the chunk endpoints."""
     names, idx, stop = segment_bucket(bucket, result.states)
     roles = trace_roles(bucket.variants[0])
     feats = jax.tree_util.tree_map(np.asarray, trace_features(result.states, roles))
     success = np.asarray(result.success)
     failed = np.asarray(result.failed)
+    steps = np.zeros(len(idx), int)  # states the segmentation read per variant
+    if control_steps:
+        rows = [i for i in range(len(bucket.variants)) if not failed[i]]
+        rows = [i for i in rows if not (failed_only and success[i])]
+        idx, stop, steps = _control_step_phases(bucket, result, rows, idx, stop)
     qpos = np.asarray(result.qpos)
     actions = np.asarray(result.actions)
     out = []
@@ -244,6 +263,7 @@ def episodes_from_rollout(
                 roles=roles,
                 features={k: v[i] for k, v in feats.items()},
                 actions=actions[i],
+                phase_steps=int(steps[i]) or int(idx.shape[1]),
                 variant=i,
                 structure_key=c.structure_key,
                 scene_program_id=None if scene_program_ids is None else scene_program_ids[i],
@@ -252,6 +272,27 @@ def episodes_from_rollout(
             )
         )
     return out
+
+
+def _control_step_phases(bucket, result, rows, idx, stop):
+    """(phase_index [B, T], stopped_at [B], states read [B]) with the `rows` whose control-step
+    replay matches the recording segmented on it (the index sampled at each chunk endpoint)."""
+    steps = np.zeros(len(idx), int)
+    if not rows:
+        return idx, stop, steps
+    fine, ok = replay.control_step_states(bucket, result, np.asarray(rows))
+    n = len(rows)
+    pad = 1 << (n - 1).bit_length()  # a few batch shapes, so the segmenter compiles a few times
+    fine = jax.tree_util.tree_map(
+        lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad - n, 0)]) if pad > n else x, fine
+    )
+    _, fidx, fstop = segment_bucket(bucket, fine)
+    horizon = (fidx.shape[1] - 1) // (idx.shape[1] - 1)
+    idx, stop = idx.copy(), stop.copy()
+    for r, i in enumerate(rows):
+        if ok[r]:
+            idx[i], stop[i], steps[i] = fidx[r, ::horizon], fstop[r], fidx.shape[1]
+    return idx, stop, steps
 
 
 def make_episode(

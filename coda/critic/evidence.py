@@ -232,9 +232,42 @@ def _reach_rules(ep: Episode, num: dict[str, float]) -> Finding:
             num,
         )
     t = int(np.argmin(f["tcp_gap"]))
+    if "obj_local" not in f or ep.roles.joint is not None:  # a handle: reached = near it
+        return Finding(
+            "did_not_approach",
+            f"the tcp came no closer than {num['min_tcp_gap_m']:.3f} m to {obj}",
+            (t,),
+            num,
+        )
+    # reached = its centre between the open jaws (`phases.jaws_around`): where was it instead?
+    local = f["obj_local"]
+    t = int(np.argmin(np.linalg.norm(local, axis=-1)))
+    x, y, z = (float(v) for v in local[t])
+    num.update({"obj_in_tcp_x_m": x, "obj_in_tcp_y_m": y, "obj_in_tcp_z_m": z})
+    lo, hi = ph.PAD_Z
+    where = (
+        f"{lo - z:.3f} m below the pads' lower edge (the hand stopped above it)"
+        if z < lo
+        else f"{z - hi:.3f} m above the pads (the hand came down over it)"
+        if z > hi
+        else f"{abs(x) - ph.PAD_FACE_X:.3f} m off the pads' face (in front of / behind them)"
+        if abs(x) > ph.PAD_FACE_X
+        else f"{abs(y):.3f} m to the side, outside the jaws' opening"
+    )
+    touched = f["left"] | f["right"]
+    if touched.any():
+        tt = int(np.nonzero(touched)[0][0])
+        return Finding(
+            "never_grasped",
+            f"the pads touched {obj} at endpoint {tt} but its centre was never between the "
+            f"open jaws: at its closest (endpoint {t}) it was {where}",
+            (tt, t),
+            num,
+        )
     return Finding(
         "did_not_approach",
-        f"the tcp came no closer than {num['min_tcp_gap_m']:.3f} m to {obj}",
+        f"{obj} was never between the open jaws: at its closest (endpoint {t}) its centre was "
+        f"{where}; the tcp came no closer than {num['min_tcp_gap_m']:.3f} m to it",
         (t,),
         num,
     )
@@ -330,6 +363,8 @@ def _lift_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
     if never is not None:
         return never
     lost = _lost_after(grasped, touched, t0)
+    if lost is None:  # held only between endpoints (the grasp phase completed on the control
+        lost = _first(~touched, t0)  # steps): the grip ended where no pad touches it
     if lost is not None:
         num["lift_height_at_loss_m"] = float(f["obj_height"][lost])
         where = (

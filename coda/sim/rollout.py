@@ -130,9 +130,9 @@ _DECODERS = lifetime.RunCache("sim.decoders", maxsize=128)
 _CHUNK_PROGRAMS = lifetime.RunCache("sim.policy_chunks", maxsize=64)
 
 
-def _decode_jit(sensordata, layout: StateLayout, consts, cmd) -> SimState:
-    """decode of a whole trace [B, C+1], jitted once per layout (eager, its many slices would
-    compile one by one)."""
+def decode_trace(sensordata, layout: StateLayout, consts, cmd) -> SimState:
+    """decode of a whole trace [B, T] (sensordata [B, T, S], cmd [B, T, 6]), jitted once per
+    layout (eager, its many slices would compile one by one)."""
     fn = _DECODERS.get(layout, lambda: jax.jit(lambda s, c, u: decode(s, layout, c, u)))
     return fn(sensordata, consts, cmd)
 
@@ -238,7 +238,7 @@ class NativeBackend:
             acts.append(np.asarray(actions))
             infos.append(jax.tree_util.tree_map(np.asarray, info))
         sensordata = jnp.asarray(np.stack(ends, 1), jnp.float32)  # [B, C+1, S]
-        states = _decode_jit(sensordata, bucket.layout, consts, jnp.asarray(np.stack(cmds, 1)))
+        states = decode_trace(sensordata, bucket.layout, consts, jnp.asarray(np.stack(cmds, 1)))
         info = {k: jnp.stack([i[k] for i in infos], 1) for k in (infos[0] if infos else {})}
         actions = jnp.asarray(np.stack(acts, 1))
         qpos = np.stack(qs, 1)

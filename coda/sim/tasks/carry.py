@@ -94,7 +94,8 @@ class CarryFamily(TaskFamily):
         params = task.get("params", {})
         obj, dest = self.carried(params)
         return (
-            ph.Phase("reach", ph.reach(obj)),
+            # reached = the object between the open jaws, ready to close on it
+            ph.Phase("reach", ph.reach(obj, ready=True)),
             ph.Phase("grasp", ph.grasp(obj)),
             # a grasp is finished when the hand goes on to lift (with the object or without)
             ph.Phase("lift", ph.lift(obj), moved_on=ph.hand_up(obj)),

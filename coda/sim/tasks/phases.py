@@ -145,9 +145,24 @@ def tcp_near(state: SimState, i: int, margin: float = REACH_MARGIN) -> jnp.ndarr
     return jnp.all(jnp.abs(local) <= G.half(state, i) + margin, axis=-1)
 
 
-def reach(role: str) -> PhasePredicate:
-    """Phase predicate: tcp at the body playing `role`."""
+def reach(role: str, ready: bool = False) -> PhasePredicate:
+    """Phase predicate: tcp at the body playing `role`: in its bounding box grown by
+    REACH_MARGIN (a part held anywhere along it, a handle), or with `ready` (objects that rest
+    on the table) the hand is where closing the jaws would hold it (`jaws_around`): a hand
+    stopped above the object, or beside it, has not reached it even within a few cm."""
+    if ready:
+        return lambda s, sym: jaws_around(s, sym.body(role))
     return lambda s, sym: tcp_near(s, sym.body(role))
+
+
+def jaws_around(state: SimState, i: int) -> jnp.ndarray:
+    """Body i's centre lies between the jaws: between the pads' faces (`between_pads`) and,
+    along the closing axis (the tcp frame's y), inside the jaws' opening, so closing them
+    now would hold it (the grasp phase's own test, `grasp`, one step before)."""
+    m = G.quat_to_mat(state.ee_quat)
+    local = jnp.einsum("...ji,...j->...i", m, G.pos(state, i) - state.ee_pos)
+    inside = jnp.abs(local[..., 1]) <= 0.5 * G.gripper_opening(state)
+    return between_pads(state, i) & inside
 
 
 def between_jaws(state: SimState, i: int, margin: float = GRASP_MARGIN) -> jnp.ndarray:
