@@ -212,6 +212,33 @@ def _phase_rules(ep: Episode, kind: str, t0: int, num: dict[str, float]) -> Find
     return Finding("other", f"no rule for phase {ep.stopped_phase!r}", (t0, t_last), num)
 
 
+def _handle_reach(ep: Episode, t: int, num: dict[str, float]) -> Finding:
+    """A handle never reached with the jaws open to take it: the tcp got to it (within
+    REACH_MARGIN of its box) only with the jaws closed narrower than it (never_grasped when
+    the pads touched it), or never got there (did_not_approach)."""
+    f, obj = ep.features, ep.roles.obj_name
+    width = object_width(ep)
+    at = np.nonzero(f["tcp_gap"] <= ph.REACH_MARGIN)[0]
+    if at.size == 0:
+        return Finding(
+            "did_not_approach",
+            f"the tcp came no closer than {num['min_tcp_gap_m']:.3f} m to {obj}",
+            (t,),
+            num,
+        )
+    ta = int(at[0])
+    num.update({"object_width_m": width, "opening_at_handle_m": float(f["opening"][ta])})
+    touched = f["left"] | f["right"]
+    cause = "never_grasped" if touched.any() else "did_not_approach"
+    return Finding(
+        cause,
+        f"the tcp got to {obj} at endpoint {ta} with the jaws already closed to "
+        f"{float(f['opening'][ta]):.3f} m ({width:.3f} m wide): never reached with them open",
+        (ta,),
+        num,
+    )
+
+
 def _contacts(ep: Episode) -> tuple[np.ndarray, np.ndarray]:
     """(grasped, touched) per endpoint: touched = either pad touches the object."""
     f = ep.features
@@ -232,13 +259,8 @@ def _reach_rules(ep: Episode, num: dict[str, float]) -> Finding:
             num,
         )
     t = int(np.argmin(f["tcp_gap"]))
-    if "obj_local" not in f or ep.roles.joint is not None:  # a handle: reached = near it
-        return Finding(
-            "did_not_approach",
-            f"the tcp came no closer than {num['min_tcp_gap_m']:.3f} m to {obj}",
-            (t,),
-            num,
-        )
+    if "obj_local" not in f or ep.roles.joint is not None:  # a handle: `phases.reach_open`
+        return _handle_reach(ep, t, num)
     # reached = its centre between the open jaws (`phases.jaws_around`): where was it instead?
     local = f["obj_local"]
     t = int(np.argmin(np.linalg.norm(local, axis=-1)))

@@ -105,7 +105,13 @@ class ArticulatedFamily(TaskFamily):
 
     def task_phases(self, task) -> tuple[ph.Phase, ...]:
         return (
-            ph.Phase("reach", ph.reach("cabinet.handle")),
+            # reached = at the handle with the jaws open to take it (or already holding it)
+            ph.Phase(
+                "reach",
+                ph.either(
+                    ph.reach_open("cabinet.handle"), ph.grasp("cabinet.handle", or_lifted=False)
+                ),
+            ),
             ph.Phase("grasp", ph.grasp("cabinet.handle", or_lifted=False)),
             ph.Phase(task["params"]["action"], self.success_fn(task)),
         )

@@ -94,8 +94,8 @@ class CarryFamily(TaskFamily):
         params = task.get("params", {})
         obj, dest = self.carried(params)
         return (
-            # reached = the object between the open jaws, ready to close on it
-            ph.Phase("reach", ph.reach(obj, ready=True)),
+            # reached = the object between the open jaws, ready to close on it (or held)
+            ph.Phase("reach", ph.either(ph.reach(obj, ready=True), ph.grasp(obj))),
             ph.Phase("grasp", ph.grasp(obj)),
             # a grasp is finished when the hand goes on to lift (with the object or without)
             ph.Phase("lift", ph.lift(obj), moved_on=ph.hand_up(obj)),

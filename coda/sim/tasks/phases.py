@@ -19,6 +19,14 @@ still held), not when it was carried across the destination on its way elsewhere
 phases may complete at one endpoint (a chunk is many control steps). `stopped_at` is the first
 phase never completed (== number of phases when all were), i.e. where progress stopped.
 
+Reaching an object that rests on the table means the hand is where closing the jaws would
+hold it (`reach(ready=True)`, `jaws_around`: its centre between the open jaws), not only near
+it; a handle is reached when the tcp is at it with the jaws open at least its width
+(`reach_open`); a grasp also completes its reach (`either`): only a reached object can be
+held, even when no sampled state shows the hand in between. The critic segments each failure on
+its control-step replay (`coda.critic.replay`), so a phase completed and undone inside one chunk
+still counts.
+
 A grasp means the object is held: both pads on it with its centre between their faces
 (`between_pads`; jaws closed beside it, on its edge or above it touch it but do not hold it),
 and the robot moves on from it: carry families' lift has `moved_on` = the hand rose (`hand_up`),
@@ -30,6 +38,7 @@ jaws slackened as it rose) is a finished grasp and a failed lift.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 import jax
@@ -153,6 +162,25 @@ def reach(role: str, ready: bool = False) -> PhasePredicate:
     if ready:
         return lambda s, sym: jaws_around(s, sym.body(role))
     return lambda s, sym: tcp_near(s, sym.body(role))
+
+
+def either(*preds: PhasePredicate) -> PhasePredicate:
+    """Phase predicate: any of `preds` holds. A reach is also complete where the object is
+    already held (`grasp`): the hand got there, even if no sampled state shows it in between."""
+    return lambda s, sym: functools.reduce(jnp.logical_or, (p(s, sym) for p in preds))
+
+
+def reach_open(role: str) -> PhasePredicate:
+    """Phase predicate for a part held anywhere along it (a handle): the tcp at it (`tcp_near`)
+    with the jaws open at least its narrowest width, ready to close on it (a hand arriving
+    with the jaws already closed has not reached it to grasp it)."""
+
+    def done(s: SimState, sym: SymbolTable) -> jnp.ndarray:
+        i = sym.body(role)
+        width = 2.0 * jnp.min(G.half(s, i)[..., :2], axis=-1)
+        return tcp_near(s, i) & (G.gripper_opening(s) >= width)
+
+    return done
 
 
 def jaws_around(state: SimState, i: int) -> jnp.ndarray:
