@@ -127,6 +127,8 @@ def main() -> None:
     ap.add_argument("--set", default="1", choices=sorted(SETS), help="which held-out set")
     ap.add_argument("--validity_only", action="store_true")
     ap.add_argument("--n_recreate", type=int, default=-1, help="-1: no recreation section")
+    ap.add_argument("--rest", default="keep", help="recreate pairs' bases: keep | resample")
+    ap.add_argument("--control", default="outside", help="recreate control: outside | resample")
     args = ap.parse_args()
     import jax
 
