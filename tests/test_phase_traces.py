@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from coda.critic.episode import episodes_from_rollout
-from coda.critic.evidence import infer_cause, object_width
+from coda.critic.evidence import infer_cause
+from coda.critic.jaws import object_width
 from coda.critic.replay import control_step_states
 from coda.sim import robot, tasks
 from coda.sim.compile import compile_scene

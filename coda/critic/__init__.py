@@ -29,7 +29,8 @@ from coda.critic.episode import (
     trace_features,
     trace_roles,
 )
-from coda.critic.evidence import Finding, grip_capacity, infer_cause, object_width
+from coda.critic.evidence import Finding, infer_cause
+from coda.critic.jaws import grip_capacity, object_width
 from coda.critic.keyframes import keyframe_sheet, readable_keyframes, trace_sheet
 from coda.critic.offline import OfflineCritic
 from coda.critic.probes import ProbeStats, attribute, isolate_task_probe, run_probes
