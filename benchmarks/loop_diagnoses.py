@@ -9,6 +9,10 @@ benchmarks/registrations/issue28_loop_before_after.md.
 
     python benchmarks/loop_diagnoses.py --ref before before=/tmp/i28_before/run \
         after=/tmp/i28_after/run --out benchmarks/results/loop_diagnoses_issue28
+
+Several seeds per arm: `name=run_seed0,run_seed1` (the same seeds, in the same order, for every
+arm): counts are pooled over the seeds, each seed's numbers are kept under "per_seed", and the
+round-time ratio is taken per seed (the arms of one seed ran side by side) and averaged.
 """
 
 from __future__ import annotations
@@ -96,8 +100,51 @@ def arm(workdir: str) -> dict:
     }
 
 
+_SUMS = ("diagnoses", "critiqued", "tests", "validated", "refuted", "probe_rollouts")
+_SUMS += ("validation_rollouts", "critic_seconds")
+
+
+def pooled(runs: list[dict]) -> dict:
+    """Several seeds' `arm` records as one: counts summed, rates from the sums, per seed kept."""
+    if len(runs) == 1:
+        return runs[0]
+    out: dict = {k: sum(r[k] for r in runs) for k in _SUMS}
+    for k in ("by_factor", "by_phase", "by_cause"):
+        c = collections.Counter()
+        for r in runs:
+            c.update(r[k])
+        out[k] = dict(c.most_common())
+    n, v = out["diagnoses"], out["validated"]
+    out["execution_share"] = out["by_factor"].get("execution", 0) / n if n else float("nan")
+    out["probe_rollouts_per_diagnosis"] = out["probe_rollouts"] / n if n else float("nan")
+    out["critic_seconds_per_diagnosis"] = out["critic_seconds"] / n if n else float("nan")
+    out["per_accepted"] = {
+        "rollouts": (out["probe_rollouts"] + out["validation_rollouts"]) / v if v else None,
+        "critic_seconds": out["critic_seconds"] / v if v else None,
+    }
+    out["round_seconds"] = [s for r in runs for s in r["round_seconds"]]
+    out["round_seconds_mean"] = statistics.fmean(out["round_seconds"])
+    out["per_seed"] = runs
+    return out
+
+
 def compare(a: dict, ref: dict) -> dict:
-    """a against the reference arm: execution share (Fisher, two-sided) and round-time ratio."""
+    """a against the reference arm: execution share (Fisher, two-sided; pooled over seeds, with
+    each seed's shares beside it) and round-time ratio (per seed, then averaged)."""
+    seeds_a, seeds_r = a.get("per_seed", [a]), ref.get("per_seed", [ref])
+    out = _compare_one(a, ref)
+    if len(seeds_a) > 1:
+        per = [_compare_one(x, y) for x, y in zip(seeds_a, seeds_r, strict=True)]
+        out["per_seed"] = per
+        out["round_seconds_ratio"] = statistics.fmean(c["round_seconds_ratio"] for c in per)
+        out["execution_share_per_seed"] = [
+            [y["execution_share"], x["execution_share"]]
+            for x, y in zip(seeds_a, seeds_r, strict=True)
+        ]
+    return out
+
+
+def _compare_one(a: dict, ref: dict) -> dict:
 
     def row(r):
         k = r["by_factor"].get("execution", 0)
@@ -151,6 +198,13 @@ def markdown(res: dict, ref: str) -> str:
         ),
     )
     row("round s (mean of rounds 1-8)", lambda r: f"{r['round_seconds_mean']:.1f}")
+    if "per_seed" in res[names[0]]:
+        row(
+            "execution per seed",
+            lambda r: ", ".join(
+                f"{s['by_factor'].get('execution', 0)}/{s['diagnoses']}" for s in r["per_seed"]
+            ),
+        )
     for n in names:
         if n != ref and f"_{n}_vs_{ref}" in res:
             c = res[f"_{n}_vs_{ref}"]
@@ -160,6 +214,12 @@ def markdown(res: dict, ref: str) -> str:
                 f"x{c['round_seconds_ratio']:.3f}; critic seconds "
                 f"x{c['critic_seconds_ratio']:.2f}"
             )
+            for i, s in enumerate(c.get("per_seed", [])):
+                lines.append(
+                    f"- seed {i}: execution {100 * s['execution_share_diff']:+.0f} points "
+                    f"(Fisher p = {s['execution_fisher_p']:.3g}), round seconds "
+                    f"x{s['round_seconds_ratio']:.3f}"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -172,10 +232,12 @@ def main(argv=None) -> None:
     try:
         arms = dict(x.split("=", 1) for x in a.arms)
     except ValueError:
-        sys.exit(f"arms must be name=run_folder, got {a.arms}")
+        sys.exit(f"arms must be name=run_folder[,run_folder...], got {a.arms}")
     if a.ref not in arms:
         sys.exit(f"--ref {a.ref!r} is not one of the arms {sorted(arms)}")
-    res = {name: arm(path) for name, path in arms.items()}
+    if len({len(p.split(",")) for p in arms.values()}) != 1:
+        sys.exit(f"every arm needs the same number of seeds' run folders, got {arms}")
+    res = {name: pooled([arm(p) for p in path.split(",")]) for name, path in arms.items()}
     for name in arms:
         if name != a.ref:
             res[f"_{name}_vs_{a.ref}"] = compare(res[name], res[a.ref])

@@ -97,14 +97,16 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
 
     c.loop = ConfigDict()
     # The default is sized to show learning on the 2-core CPU: 8 rounds of 200 fine-tuning
-    # updates each (success-filtered self-imitation, the update measured to learn in the loop:
-    # benchmarks/results/loop_selfimit.md) and 256 evaluation episodes per suite, so the report's
-    # "Did the policy learn?" (round 0 vs rounds 5-8, paired by episode) resolves a change of a
-    # few points. Results and wall time: benchmarks/results/loop_default.{md,json}.
+    # updates each and 256 evaluation episodes per suite, so the report's "Did the policy
+    # learn?" (round 0 vs rounds 5-8, paired by episode) resolves a change of a few points.
+    # Since issue 29 the rounds learn by the method's rule (the chunk critic's advantages on
+    # Φ-shaped targets, best-of-j at collection); results and wall time of the previous default
+    # (success-filtered self-imitation, j = 1, now the `coda_selfimit` strategy):
+    # benchmarks/results/loop_default.{md,json}.
     c.loop.rounds = 8  # rounds after round 0
     c.loop.budget = 64  # B: scenes generated per round
     c.loop.rollouts_per_variant = 4  # N: rollouts of each generated scene
-    c.loop.num_candidates = 1  # j: best-of-j chunks by the critic at collection (1 = off)
+    c.loop.num_candidates = 4  # j: best-of-j chunks by the critic at collection (1 = off)
     c.loop.critiques_per_mode = 4  # C: failures critiqued per mode and round, at most
     c.loop.critic_updates = 200  # K_Q per block
     c.loop.policy_updates = 200  # K_π per block
@@ -170,7 +172,9 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.finetune_batch = 128  # ... and its minibatch rows (0 = policy_batch)
     c.loop.policy_warmup = 100  # warmup updates of the policy's learning rate
     c.loop.critic_batch = 128  # chunk-critic minibatch rows
-    c.loop.demo_fraction = 0.25  # planner-demo rows in each AWR batch
+    # planner-demo rows in each AWR batch (weight 1); the own-rollout rows carry the rest of the
+    # batch's weight whenever any of them has a positive advantage (coda.train.learner.awr_rows)
+    c.loop.demo_fraction = 0.25
     c.loop.awr_positive_only = True  # AWR: replay rows with advantage <= 0 get weight 0
     c.loop.updates_per_call = 20  # updates per jitted call (lax.scan length; results unchanged)
     c.loop.replay_size = 20000  # transitions kept on device (ring buffer)
@@ -179,15 +183,19 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # program (demos only); why this many: benchmarks/results/finetune.md
     c.loop.demo_seeds = 120
     c.loop.demo_dart = (0.1, 0.3)  # one more DART demo pass per noise sigma
-    # AWR advantages (coda.train.learner.ADVANTAGES): "nstep" = observed m-chunk return +
-    # bootstrapped V - V; "success" = success-filtered self-imitation: the chunk critic still
-    # trains on the Φ-shaped targets (and picks chunks when num_candidates > 1), but does not
-    # weight the policy's rows. Why not the critic's own Q - V, and why "success":
-    # benchmarks/results/finetune_inband.md, finetune_selfimit.md, loop_selfimit.md
-    c.loop.advantage = "success"
+    # AWR advantages (coda.train.learner.ADVANTAGES): "critic" = min_k Q_k - V of the chunk
+    # critic trained on Φ-shaped n-step targets (the method's rule); "nstep" = observed m-chunk
+    # return + bootstrapped V - V; "success" = success-filtered self-imitation (the critic
+    # trains and picks chunks but does not weight the rows; a strategy's own estimator, e.g.
+    # `coda_selfimit`, overrides this). Measured before: Q - V barely ranked the start policy's
+    # chunks (benchmarks/results/finetune_inband.md); the report's critic AUC tracks it per round
+    c.loop.advantage = "critic"
     # EMA of the policy weights; rollouts and evaluations act with it (0 = off). BC from noisy
     # flow-matching minibatches needs it; it also damps the AWR blocks' drift.
     c.loop.policy_ema = 0.999
+    # the EMA decay in rounds >= 1 (-1: policy_ema; 0: act with the raw weights); chosen by
+    # benchmarks/results/INDEX.md "EMA horizon of the rounds"
+    c.loop.finetune_ema = -1.0
     # Flow-noise scale of the rollouts that collect training data (step 3; evaluation, critic
     # probes and validation sample at policy.sample_noise_scale); compared with 0.3 in
     # benchmarks/results/finetune_selfimit.md and loop_selfimit.md (last section)
@@ -236,7 +244,8 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # fixed evaluation suites (coda.loop.evaluation): training layouts, held-out layouts /
     # object instances / categories / task programs
     c.eval.suites = ("id", "ood_layouts", "ood_instances", "ood_categories", "ood_tasks")
-    c.eval.heldout_tasks_per_family = 1  # proposed held-out task programs (ood_tasks) per family
+    # distinct held-out task programs (ood_tasks) proposed per family, never seeded or trained on
+    c.eval.heldout_tasks_per_family = 4
     c.eval.before_bc = True  # also the untrained policy on ID at round 0
     c.eval.every = 1  # evaluate every this many rounds (and always the last one)
 
@@ -268,8 +277,8 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
         c.loop.critic_updates = 20
         c.loop.policy_updates = 10
         c.loop.bc_steps = 40
-        # the smoke loop exercises the critic-weighted AWR path (the default's self-imitation
-        # ignores the critic) and fresh tasks for the unallocated budget
+        # the smoke loop exercises the n-step advantage path (observed returns + the critic's V)
+        # and fresh tasks for the unallocated budget
         awr_rounds(c)
         c.loop.validate_n = 4
         c.loop.max_validations = 1

@@ -8,8 +8,9 @@ initial states per task) train the BC start. Suites: `id` (the pool's episodes),
 (initial states >= `libero.heldout_from`, never trained on), `ood_shift` (those, LIBERO-Plus
 layout-shifted), `ood_swap` / `ood_objects` / `ood_language` / `ood_tasks` (LIBERO-PRO; not for
 libero_90). Rounds buy layout-shifted initial states (`libero.shift_levels`); the strategy is
-`sft` (planner demos on them), or any strategy that does not critique (`domain_randomization`,
-`success_rate_guided`, `zero_shot`): the critic and engine edit our families' programs only.
+`fresh_task_bc` (planner demos on them), or any strategy that does not critique (`sft`,
+`domain_randomization`, `success_rate_guided`, `zero_shot`): the critic and engine edit our
+families' programs only.
 Episodes last LIBERO's step cap of the suite in simulated time; backend native.
 """
 
@@ -43,7 +44,7 @@ def get_config(arg: str | None = None, suite: str = "libero_spatial"):
             f"unknown config variant or LIBERO suite {arg!r}; valid: variants {base.VARIANTS}, "
             f"suites {tuple(STEP_CAPS)}"
         )
-    c = base.get_config(arg, strategy="sft")
+    c = base.get_config(arg, strategy="fresh_task_bc")
     c.sim.source = f"libero:{suite}"
     c.sim.backend = "native"
     # LIBERO's step cap in simulated time: cap x 0.05 s / (H x 0.04 s) chunks

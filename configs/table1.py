@@ -16,12 +16,12 @@ Fields:
   `--config.study.base.loop.rounds=1`.
 
 Variants:
-* '' (CPU scale): the 7 strategies x 3 seeds = 21 cells + the transfer pair (2 x 3 = 6 `oft`
+* '' (CPU scale): the 9 strategies x 3 seeds = 27 cells + the transfer pair (2 x 3 = 6 `oft`
   cells) on `_cpu_base` (the self-imitation loop, 2 rounds, from an in-band BC start shared by
   the strategies of a seed); the run's wall time per cell is in benchmarks/results/table1.md;
 * 'smoke': 2 strategies x 1 seed on the smoke loop config (`configs/coda.py:smoke`) + the
   transfer pair at that seed, for tests;
-* 'gpu': `configs/coda.py:gpu` per cell, 7 strategies x 3 seeds. NOT run or timed: no
+* 'gpu': `configs/coda.py:gpu` per cell, 9 strategies x 3 seeds. NOT run or timed: no
   accelerator run of it has been made.
 * 'transfer': the memory-transfer pair on its own, measurable at CPU scale: `coda` (the memory
   source) and the `oft` pair, 3 seeds, on the CPU base with the two cube programs as the
@@ -52,10 +52,11 @@ set_task("stack_or_insert", mode="stack", top="top", base="base")
 sample_layout()
 """,
 )
-# Table 1's rows, from the strategy registry: the method, every baseline, the no-memory ablation.
+# Table 1's rows, from the strategy registry: the method, every baseline, the self-imitation
+# variant of the method (its own row: issue 29) and the no-memory ablation.
 TABLE1_STRATEGIES = tuple(
     name for name, s in registries.STRATEGIES.items() if s.kind in ("method", "baseline")
-) + ("no_memory",)
+) + ("coda_selfimit", "no_memory")
 
 
 def _loop_config(arg, strategy: str = "coda") -> ConfigDict:

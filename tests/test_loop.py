@@ -130,14 +130,24 @@ def test_a_changed_config_does_not_resume_into_the_run(smoke_run):
         loop.run(other, workdir)
 
 
+def got_start_rows(summary: dict) -> int:
+    return int(summary["history"][0]["demo_rows"])
+
+
 def test_novel_demos_add_planner_demos_of_the_fresh_scenes(smoke_run, tmp_path):
     """`loop.novel_demos`: the round's fresh scenes get planner demos that join the AWR demo rows
     (the smoke run itself, without it, adds none); round 0 adopted from the smoke run."""
     from coda import loop
 
     cfg, workdir, summary = smoke_run
-    assert "demo_rows_added" not in summary["history"][1]["update"]
+    assert "novel" not in summary["history"][1]["update"].get("demo_rows_added", {})
     nd = smoke_config(rounds=1, start_from=workdir, novel_demos=True)
     got = loop.run(nd, str(tmp_path / "nd"))["history"][1]
     fresh = got["kinds"].get("novel", 0)
-    assert fresh > 0 and got["update"]["demo_rows_added"] > 0
+    up = got["update"]
+    assert fresh > 0 and up["demo_rows_added"]["novel"] > 0
+    # the new rows are kept beside round 0's and carry their row share of the demo weight
+    assert up["demo_rows"]["novel"] == up["demo_rows_added"]["novel"]
+    assert up["demo_rows"]["start"] == got_start_rows(summary)
+    assert up["shares"]["demos/novel"] > 0
+    assert sum(up["shares"].values()) == pytest.approx(1.0, abs=1e-5)

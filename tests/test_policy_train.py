@@ -172,3 +172,38 @@ def test_two_phase_schedule_bc_then_finetune():
     np.testing.assert_allclose(float(b(150)), 3e-5, rtol=1e-5, atol=1e-9)  # its floor
     with pytest.raises(ValueError, match="finetune_lr"):
         make_schedule(train_config(finetune_start=10))
+
+
+def test_finetune_ema_decay_takes_over_at_finetune_start():
+    """Before `finetune_start` the EMA decays at ema_decay (the BC phase is unchanged); from it
+    on at finetune_ema_decay: 0 makes the EMA the raw weights."""
+    policy = get_policy("small_tiny")
+    batch = _synthetic_batch(policy, 4)
+    kw = dict(peak_lr=1e-3, warmup_steps=1, decay_steps=10, ema_decay=0.9, finetune_start=2)
+    kw.update(finetune_lr=1e-3, finetune_decay_steps=4)
+    params = policy.init(jax.random.key(0))
+    plain = make_train_step(policy, train_config(**kw))
+    raw = make_train_step(policy, train_config(**kw, finetune_ema_decay=0.0))
+    s_plain = init_train_state(params, train_config(**kw))  # two: each step donates its state
+    s_raw = init_train_state(params, train_config(**kw))
+    for i in range(3):
+        k = jax.random.key(10 + i)
+        s_plain, _ = plain(s_plain, batch, k)
+        s_raw, _ = raw(s_raw, batch, k)
+        leaves = zip(
+            jax.tree.leaves(s_plain.ema_params), jax.tree.leaves(s_raw.ema_params), strict=True
+        )
+        if i < 2:  # the BC phase: the same EMA
+            for a, b in leaves:
+                np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+    for e, p in zip(jax.tree.leaves(s_raw.ema_params), jax.tree.leaves(s_raw.params), strict=True):
+        np.testing.assert_allclose(np.asarray(e), np.asarray(p), atol=1e-6)
+    gap = max(
+        float(np.abs(np.asarray(e) - np.asarray(p)).max())
+        for e, p in zip(
+            jax.tree.leaves(s_plain.ema_params), jax.tree.leaves(s_plain.params), strict=True
+        )
+    )
+    assert gap > 1e-4  # at 0.9 the EMA lags the weights
+    with pytest.raises(ValueError, match="finetune_ema_decay"):
+        make_train_step(policy, train_config(**kw, finetune_ema_decay=1.5))

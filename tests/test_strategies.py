@@ -1,6 +1,7 @@
 """Strategy registry: every entry is selected by `configs/coda.py` + `strategy`, validates, and
 plans its round budget (cheap); each one runs a one-round smoke loop end to end (slow)."""
 
+import dataclasses
 import importlib.util
 import os
 import types
@@ -36,8 +37,8 @@ def test_unknown_strategy_lists_the_valid_names():
 
 def test_registry_has_the_issue_strategies():
     assert set(NAMES) == {
-        "coda", "zero_shot", "sft", "domain_randomization", "uniform_variants",
-        "success_rate_guided", "no_memory", "single_store", "skill_library", "sparse_only",
+        "coda", "zero_shot", "sft", "fresh_task_bc", "domain_randomization", "uniform_variants",
+        "success_rate_guided", "coda_selfimit", "no_memory", "single_store", "skill_library", "sparse_only",
         "taskdesc_potential", "no_refinement", "frozen_policy",
     }  # fmt: skip
 
@@ -81,6 +82,47 @@ def test_strategy_config_validates_and_plans_its_budget(name):
     assert kinds <= _expected_kinds(s) and (kinds or not _expected_kinds(s))
     assert state.times_allocated == {}  # the plan is a value; the state is not touched
     memory.close()
+
+
+def test_a_strategy_s_own_advantage_overrides_the_loop_s():
+    """`coda` learns by loop.advantage (the chunk critic's, by default); `coda_selfimit` is the
+    same strategy with success-filtered self-imitation."""
+    from coda.loop.services import learner_config
+
+    cfg = _config("coda", None)  # the default config
+    assert cfg.loop.advantage == "critic" and cfg.loop.num_candidates > 1
+    for name, want in (("coda", "critic"), ("coda_selfimit", "success")):
+        recipe = get_strategy(name).update
+        assert learner_config(cfg, "shaped", recipe.advantage)[0].advantage == want
+    coda, selfimit = get_strategy("coda"), get_strategy("coda_selfimit")
+    assert dataclasses.replace(selfimit, name="coda", kind="method", description="") == (
+        dataclasses.replace(coda, update=selfimit.update, description="")
+    )
+
+
+def test_success_rate_guided_splits_the_budget_by_failure_rate_where_dr_is_uniform():
+    """The paper's success-rate-guided baseline: more of B on the seed tasks that fail more;
+    domain randomization spreads B uniformly whatever the success; equal rates give equal
+    splits in both."""
+    from coda.loop.state import RunState
+
+    cfg = _config("success_rate_guided")
+    cfg.loop.budget = 40
+    pool = [types.SimpleNamespace(scene=types.SimpleNamespace(program=f"p{i}")) for i in range(4)]
+    svc = types.SimpleNamespace(config=cfg, pool=pool)
+    srg, dr = get_strategy("success_rate_guided"), get_strategy("domain_randomization")
+
+    def split(s, rates):
+        plan = s.allocator.plan(svc, RunState(program_success=rates), 1)
+        return [plan.record.get(f"pool{i}", 0) for i in range(4)]
+
+    rates = {"p0": 0.95, "p1": 0.6, "p2": 0.2, "p3": 0.0}
+    got = split(srg, rates)
+    assert sum(got) == 40 and got == sorted(got) and got[3] > 3 * got[0]
+    assert split(dr, rates) == [10, 10, 10, 10]
+    assert split(srg, {f"p{i}": 0.5 for i in range(4)}) == [10, 10, 10, 10]
+    assert srg.allocator.factors == ("layout", "attributes", "task")  # variants of any factor
+    assert dr.allocator.factors == ("layout", "attributes")  # the hand-set ranges
 
 
 def test_no_mode_budget_pool_resamples_the_pool_until_a_mode_is_usable():
@@ -154,5 +196,10 @@ def test_strategy_runs_one_round_of_the_smoke_loop(name, tmp_path):
     summary = loop.run(cfg, str(tmp_path))
     assert [h["round"] for h in summary["history"]] == [0, 1]
     assert summary["history"][-1]["suites"]["id"]["n"] == cfg.eval.episodes
-    if not get_strategy(name).update.trains:
-        assert summary["history"][-1]["budgets"]["policy_updates"] == 0
+    s, h0, h1 = get_strategy(name), summary["history"][0], summary["history"][-1]
+    if not s.update.trains:
+        assert h1["budgets"]["policy_updates"] == 0
+    if name == "sft":  # the seed demonstrations only: no scene, the same K_π updates
+        assert h1["generated"] == 0 and h1["update"]["demo_rows"] == {"start": h0["demo_rows"]}
+        bc_start = h0["budgets"]["policy_updates"]
+        assert h1["budgets"]["policy_updates"] - bc_start == cfg.loop.policy_updates

@@ -212,7 +212,7 @@ def test_every_variant_loads_and_every_cell_config_is_valid(arg):
         runconfig.validate(cfg, families=tasks.FAMILIES)
     assert c.study.base.strategy == "coda"  # the cells are copies: the base is untouched
     if arg is None:
-        assert len(got) == 21 and set(study.PAPER_OOD) <= set(c.study.strategies)
+        assert len(got) == 27 and set(study.PAPER_OOD) <= set(c.study.strategies)
 
 
 def test_bc_start_cells_adopt_the_first_bc_cells_round_0_at_their_seed(tmp_path):

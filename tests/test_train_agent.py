@@ -15,7 +15,15 @@ from coda.sim.planner import planner_for
 from coda.sim.rollout import make_backend, make_buckets
 from coda.sim.sdk import exec_program
 from coda.sim.state import decode
-from coda.train import AgentParams, ChunkCritic, Learner, LearnerConfig, ObsNorm, PolicyAgent
+from coda.train import (
+    SOURCES,
+    AgentParams,
+    ChunkCritic,
+    Learner,
+    LearnerConfig,
+    ObsNorm,
+    PolicyAgent,
+)
 from coda.train.agent import snap_gripper
 
 SCENE = """add_object("cube", role="top", instance="cube_red")
@@ -128,7 +136,8 @@ def test_awr_batches_mix_in_demos(setup):
     demos = backend.rollout(bucket, planner_for(bucket, horizon=4), None, jax.random.key(0), 3)
     learner.fit_norm(demos.states)
     res = learner.rollout(backend, bucket, jax.random.key(1), 3, num_candidates=1)
-    learner.add_rollout(res, bucket)
+    pool = SOURCES.index("pool")
+    learner.add_rollout(res, bucket, source=np.full(bucket.batch_size, pool, np.int32))
     assert learner.awr_policy_batch(jax.random.key(2)).weights.shape == (4,)  # no demos yet
     d = learner.demo_batch(demos, bucket, only_success=False)
     learner.set_demos(d)
@@ -137,6 +146,12 @@ def test_awr_batches_mix_in_demos(setup):
     np.testing.assert_array_equal(np.asarray(b.weights[2:]), 1.0)
     demo_rows = {np.asarray(a).tobytes() for a in np.asarray(d.actions)}
     assert all(np.asarray(a).tobytes() in demo_rows for a in np.asarray(b.actions[2:]))
+    # each source's share of the batches' weight: own rows (all "pool" here) weigh mean 1, as
+    # the demo rows do, so half and half
+    shares = learner.weight_shares(jax.random.key(4), n_batches=3)
+    assert shares["pool"] == pytest.approx(0.5, abs=1e-5)
+    assert shares["demos"] == pytest.approx(0.5, abs=1e-5)
+    assert shares["targeted"] == shares["novel"] == shares["other"] == 0.0
     learner.update_policy_awr(1, jax.random.key(3))
     with pytest.raises(ValueError, match="demo_fraction"):
         LearnerConfig(demo_fraction=1.0)

@@ -107,12 +107,14 @@ def test_positive_only_weights_drop_non_positive_advantages():
     adv = jnp.array([0.3, -0.2, 0.0, 0.1])
     w = awr_weights(adv, temperature=0.1, max_weight=100.0, positive_only=True)
     assert np.asarray(w)[[1, 2]] == pytest.approx([0.0, 0.0], abs=0.0)
-    # kept rows: exp(A/λ) ratio e^2, mean 1 over the kept pair, then x 2/4 kept
+    # kept rows: exp(A/λ) ratio e^2, mean 1 over the kept pair, then x 4 valid / 2 kept: the
+    # kept rows carry the batch's whole weight (mean 1 over the 4 rows)
     e = np.exp(2.0)
-    assert np.asarray(w)[[0, 3]] == pytest.approx([e / (1 + e), 1 / (1 + e)], abs=1e-5)
+    assert np.asarray(w)[[0, 3]] == pytest.approx([4 * e / (1 + e), 4 / (1 + e)], abs=1e-4)
+    assert float(np.sum(w)) == pytest.approx(4.0, abs=1e-4)
     none = awr_weights(jnp.array([-0.1, 0.0]), 0.1, positive_only=True)
     assert np.asarray(none) == pytest.approx([0.0, 0.0], abs=0.0)  # no NaN, no update
     masked = awr_weights(
         adv, 0.1, 100.0, mask=jnp.array([False, True, True, True]), positive_only=True
     )
-    assert np.asarray(masked) == pytest.approx([0.0, 0.0, 0.0, 1.0 / 3.0], abs=1e-6)
+    assert np.asarray(masked) == pytest.approx([0.0, 0.0, 0.0, 3.0], abs=1e-5)

@@ -191,11 +191,10 @@ def test_data_parallel_on_four_host_devices_equals_one_device(tmp_path):
     assert res["max_diff"] == pytest.approx(0.0, abs=1e-4), res
 
 
-@pytest.mark.parametrize("advantage", ["critic", "mc", "nstep", "success"])
+@pytest.mark.parametrize("advantage", ["critic", "mc", "nstep"])
 def test_awr_rows_advantage_estimators(advantage):
     """Each estimator's weights equal exp(A/λ) (normalised, clipped) of its own formula:
-    critic min Q - V, mc G - V(o), nstep G^(m) + Γ^m(1-d) V(o') - V(o); success: equal weights
-    on the rows of successful episodes, 0 on the rest (filtered BC)."""
+    critic min Q - V, mc G - V(o), nstep G^(m) + Γ^m(1-d) V(o') - V(o)."""
     from coda.train import awr as awr_lib
     from coda.train.learner import awr_rows
 
@@ -215,18 +214,53 @@ def test_awr_rows_advantage_estimators(advantage):
         "critic": critic.advantage(params, obs, mb.actions),
         "mc": mb.mc - v,
         "nstep": mb.ret + mb.boot_disc * critic.v(params, boot) - v,
-        "success": 2.0 * mb.success - 1.0,
     }[advantage]
-    want = awr_lib.awr_weights(want_adv, 0.5, 20.0, positive_only=advantage == "success")
-    if advantage == "success":  # kept rows weigh the same; failed episodes' rows nothing
-        w, s = np.asarray(out.weights), np.asarray(mb.success) > 0
-        assert s.any() and (~s).any()
-        np.testing.assert_allclose(w[~s], 0.0, atol=0)
-        np.testing.assert_allclose(w[s], w[s][0], atol=1e-6)
+    want = awr_lib.awr_weights(want_adv, 0.5, 20.0)
     np.testing.assert_allclose(np.asarray(out.weights), np.asarray(want), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(out.actions), np.asarray(mb.actions), atol=0)
     with pytest.raises(ValueError, match="valid: \\['critic', 'mc', 'nstep', 'success'\\]"):
         LearnerConfig(advantage="td")
+
+
+def test_success_rows_keep_their_share_however_few_succeed():
+    """advantage="success": the own rows are drawn among the successful rows only, weight 1
+    each, so they carry (batch - n_demo) / batch of the weight whether 1 of 16 rows or 8 of
+    16 succeeded (issue 29: the old filter gave them f² of it); with none, weight 0."""
+    from coda.train.learner import awr_rows, demo_rows
+
+    policy = get_policy("small_tiny")
+    critic = ChunkCritic.for_policy(policy, hidden=16)
+    params = critic.init(jax.random.key(0))
+    data = synthetic_transitions(policy, 16, seed=1)
+    width = int(policy.config.max_token_len)
+    demos = Replay.from_rows(demo_rows(synthetic_demos(policy, 8, seed=2), width))
+    kw = dict(batch=12, n_demo=4, temperature=0.5, max_weight=20.0, token_len=8)
+    for n_ok in (0, 1, 8):
+        ok = np.zeros(16, np.float32)
+        ok[np.arange(n_ok) * 2] = 1.0
+        d = data.replace(success=jnp.asarray(ok), source=jnp.arange(16, dtype=jnp.int32) % 3)
+        buf = insert(Replay.create(d, 32), d)  # half full: slots 16.. are empty
+        out, src = awr_rows(
+            critic,
+            params,
+            buf,
+            demos,
+            jax.random.key(5),
+            advantage="success",
+            with_source=True,
+            **kw,
+        )
+        w = np.asarray(out.weights)
+        assert w.shape == (12,) and np.asarray(src).shape == (8,)
+        np.testing.assert_allclose(w[8:], 1.0, atol=0)  # the demo rows
+        if n_ok == 0:
+            np.testing.assert_allclose(w[:8], 0.0, atol=0)
+            continue
+        np.testing.assert_allclose(w[:8], 1.0, atol=0)
+        drawn = np.asarray(out.actions[:8])
+        succ = np.asarray(d.actions)[ok > 0]
+        for row in drawn:  # every own row is one of the successful rows
+            assert np.abs(succ - row).reshape(n_ok, -1).max(-1).min() == pytest.approx(0, abs=0)
 
 
 def test_mc_returns_reach_the_replay():

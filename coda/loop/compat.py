@@ -34,6 +34,7 @@ _START_FREE += ("loop.min_stop_round", "loop.min_modes_in_band", "loop.plateau_u
 # nor the rounds' collection sampler (only step 3's rollouts sample with it), nor the rounds'
 # share of fresh programs (step 1's allocation)
 _START_FREE += ("loop.collect_noise_scale", "loop.epsilon", "loop.novel_demos")
+_START_FREE += ("loop.finetune_ema",)  # the rounds' EMA horizon (round 0 keeps policy_ema)
 _START_FREE += _RESUMABLE
 # round 0 reads the AWR batches' demo share only as "any?" (it stores the demos when > 0)
 _START_SAME_SIGN = ("loop.demo_fraction",)

@@ -49,6 +49,10 @@ def scalars(row: dict) -> dict:
     ):
         if k in row and row[k] is not None:
             out[k] = row[k]
+    for k, v in row.get("update", {}).get("shares", {}).items():  # the gradient's sources
+        out[f"share/{k}"] = v
+    for k, v in row.get("update", {}).get("critic_ranking", {}).items():  # held-out AUCs
+        out[f"critic_ranking/{k}"] = v
     for k, v in row.get("refutation_rate", {}).items():
         out[f"refutation_rate/{k}"] = v
     for k, v in row.get("critique", {}).get("round_refutations", {}).items():

@@ -287,6 +287,29 @@ def _rounds_section(hist: list[dict], plots: dict) -> list[str]:
     return L
 
 
+def _shares_section(hist: list[dict]) -> list[str]:
+    """Each data source's share of the policy update's weight per round (own rollouts by the
+    kind of scene, demo rows by where they came from: `coda.loop.demo_pool`), and how the chunk
+    critic ranked the round's new chunks before training on them (`train.critic_quality`)."""
+    ups = [(h["round"], h.get("update", {})) for h in hist[1:]]
+    ups = [(r, u) for r, u in ups if u.get("shares") or u.get("critic_ranking")]
+    if not ups:
+        return []
+    names = sorted({k for _, u in ups for k in u.get("shares", {})})
+    names.sort(key=lambda k: k.startswith("demos"))
+    L = ["", "## Where the gradient came from", ""]
+    L += ["Share of the policy loss's total weight per data source (the loss is linear in the row"]
+    L += ["weights), averaged over batches drawn as the round's updates draw them; the critic's"]
+    L += ["AUCs rank the round's new chunks by success / by return before it trains on them.", ""]
+    cols = names + ["critic AUC success", "critic AUC return"]
+    L += ["| round | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for r, u in ups:
+        sh, cr = u.get("shares", {}), u.get("critic_ranking", {})
+        vals = [sh.get(k) for k in names] + [cr.get("auc_success"), cr.get("auc_return")]
+        L.append(f"| {r} | " + " | ".join(_num(v) for v in vals) + " |")
+    return L + [""]
+
+
 def _round_refutations(counts: dict | None) -> str:
     """'critic: refuted/tested' per critic of a round's validation tests ('–': none tested)."""
     if not counts:
@@ -423,6 +446,7 @@ def markdown(summary: dict, plots: dict, failures: list[dict], config: ConfigDic
     L = _header_section(summary, config)
     L += _success_section(summary, plots)  # with "did the policy learn?"
     L += _rounds_section(hist, plots)
+    L += _shares_section(hist)
     L += _modes_section(hist)
     L += _failures_section(failures)
     L += _costs_section(summary, config)

@@ -99,7 +99,8 @@ def start(
     ev = evaluate(svc, k_eval)
     row.update(ev.row())
     budgets = budgets.plus(spend + ev.spend)
-    state = state.replace(budgets=budgets, demos=demos)
+    segs = [] if demos is None else [["start", int(demos.actions.shape[0])]]
+    state = state.replace(budgets=budgets, demos=demos, demo_segments=segs)
     return svc, state, row, Start(list(pool), list(held), rows)
 
 
@@ -150,12 +151,12 @@ def run_round(
         row["potentials"] = potentials_row(pot, rt)
     modes = score_modes(svc, state, r, per_mode)
     row.update(modes)
-    if gens:
+    if gens or not getattr(s.update, "needs_scenes", True):  # kept data: no scenes needed
         _step(bar, f"round {r}: updates")
         up = s.update.run(svc, state, r, gens, routing, modes["modes_in_band"], ks[3])
         if up is not None:
             row["update"] = dict(up.row)
-            state = state.replace(demos=up.demos)
+            state = state.replace(demos=up.demos, demo_segments=[list(x) for x in up.segments])
             lrn = svc.learner
             budgets = budgets.plus(
                 up.spend,

@@ -55,9 +55,10 @@ def policy_overrides(pc: ConfigDict, horizon: int) -> dict[str, Any]:
     )
 
 
-def learner_config(config: ConfigDict, mode: str) -> tuple[LearnerConfig, int]:
+def learner_config(config: ConfigDict, mode: str, advantage: str = "") -> tuple[LearnerConfig, int]:
     """The loop's `LearnerConfig` from `config.loop` and its total policy updates (round 0's
-    `bc_steps` + every round's blocks)."""
+    `bc_steps` + every round's blocks); `advantage` (a strategy's own estimator) overrides
+    `loop.advantage`."""
     lc = config.loop
     after = int(lc.rounds) * int(lc.policy_updates) * (1 + int(lc.max_extra_blocks))
     # loop.finetune_lr / finetune_batch: rounds >= 1 learn at their own rate and / or batch
@@ -72,8 +73,9 @@ def learner_config(config: ConfigDict, mode: str) -> tuple[LearnerConfig, int]:
         critic_batch=int(lc.critic_batch),
         demo_fraction=float(lc.demo_fraction),
         awr_positive_only=bool(lc.awr_positive_only),
-        advantage=str(lc.advantage),
+        advantage=str(advantage or lc.advantage),
         policy_ema=float(lc.policy_ema),
+        finetune_ema=float(lc.finetune_ema),
         updates_per_call=int(lc.updates_per_call),
         replay_size=int(lc.replay_size),
         demo_capacity=int(lc.demo_cap),
@@ -125,7 +127,9 @@ def make_services(config: ConfigDict, workdir: str, strategy: Strategy) -> Servi
     mesh = distributed.learner_mesh(str(lc.get("data_parallel", "auto")))
     over = policy_overrides(config.policy, config.sim.horizon)
     policy = get_policy(config.policy.name, **over)
-    cfg, total = learner_config(config, strategy.update.learner_mode(strategy.potential))
+    recipe = strategy.update
+    mode = recipe.learner_mode(strategy.potential)
+    cfg, total = learner_config(config, mode, getattr(recipe, "advantage", ""))
     learner = Learner(
         policy, cfg, jax.random.PRNGKey(config.seed + 1), total_policy_steps=total, mesh=mesh
     )

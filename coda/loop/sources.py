@@ -94,13 +94,16 @@ class FamilySource:
                 )
         held: list[str] = []
         seen = {s.program for s in scenes}
-        for fam in c.sim.families:
-            f = tasks.get_family(fam)
-            for _ in range(int(c.eval.heldout_tasks_per_family)):
+        for fam in c.sim.families:  # distinct programs, none of them trained on
+            f, want, got = tasks.get_family(fam), int(c.eval.heldout_tasks_per_family), 0
+            for _ in range(10 * want):
+                if got == want:
+                    break
                 src = f.propose(rng, split=c.sim.split)
                 if src is not None and src not in seen:
                     held.append(src)
                     seen.add(src)
+                    got += 1
         pool = []
         for s, (comp, v) in zip(scenes, verify_scenes(scenes), strict=True):
             rows.append(

@@ -85,6 +85,8 @@ class RunState:
     stopped: str = ""  # why the run stopped ("" while it runs)
     plateau: int = 0  # policy updates since the ID success last improved
     best_id: float = -1.0
+    # where the demo rows came from, in row order: [[source, rows], ...] (coda.loop.demo_pool)
+    demo_segments: list[list] = dataclasses.field(default_factory=list)
     # the planner-demo rows BC reads (a `coda.train` demo batch or None): orbax, not JSON
     demos: Any = dataclasses.field(default=None, compare=False, repr=False)
 

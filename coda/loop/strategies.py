@@ -166,10 +166,13 @@ class AWR(_Recipe):
 
     name = "awr"
     trains = True
+    needs_scenes = True  # learns from the round's own rollouts
+    advantage: str = ""  # the advantage estimator (coda.train ADVANTAGES); "" = loop.advantage
 
-    def observe(self, learner: Any, result: Any, bucket: Any, phi: Any) -> int:
-        """A rollout's transitions into the replay (Φ-shaped when `phi`); how many."""
-        return int(learner.add_rollout(result, bucket, phi_fn=phi)["transitions"])
+    def observe(self, learner: Any, result: Any, bucket: Any, phi: Any, source: Any = None) -> int:
+        """A rollout's transitions into the replay (Φ-shaped when `phi`; `source`: each row's
+        data-source id); how many."""
+        return int(learner.add_rollout(result, bucket, phi_fn=phi, source=source)["transitions"])
 
     def run(self, svc, state, r, gens, routing, n_in_band, key) -> Any:  # noqa: ANN001
         from coda.loop.steps.update import awr_update  # lazy: see _LAZY
@@ -197,14 +200,29 @@ class BC(_Recipe):
 
     name = "bc"
     trains = True
+    needs_scenes = True  # demos on the round's scenes
 
-    def observe(self, learner: Any, result: Any, bucket: Any, phi: Any) -> int:
+    def observe(self, learner: Any, result: Any, bucket: Any, phi: Any, source: Any = None) -> int:
         return 0  # own rollouts are not trained on
 
     def run(self, svc, state, r, gens, routing, n_in_band, key) -> Any:  # noqa: ANN001
         from coda.loop.steps.update import bc_update  # lazy: see _LAZY
 
         return bc_update(svc, state, gens, key)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedBC(BC):
+    """Each round: `loop.policy_updates` BC updates on round 0's seed demonstrations only (no
+    new data): the paper's SFT baseline, given the same updates as the others."""
+
+    name = "seed_bc"
+    needs_scenes = False
+
+    def run(self, svc, state, r, gens, routing, n_in_band, key) -> Any:  # noqa: ANN001
+        from coda.loop.steps.update import seed_bc_update  # lazy: see _LAZY
+
+        return seed_bc_update(svc, state, key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,7 +328,17 @@ ZERO_SHOT = Strategy(
 SFT = Strategy(
     "sft",
     "baseline",
-    "BC on planner demos only: each round's budget buys fresh seeded tasks + demos",
+    "fine-tuning on the seed demonstrations only (round 0's planner demos, the same updates "
+    "per round as the others; no new scenes): the paper's SFT",
+    allocator=NoScenes(),
+    update=SeedBC(),
+    **NO_TRAINING,
+)
+FRESH_TASK_BC = Strategy(
+    "fresh_task_bc",
+    "baseline",
+    "BC on planner demos of fresh tasks: each round's budget buys new seeded tasks from the "
+    "training distribution + their demos (an extra row: not a baseline of the paper)",
     allocator=NovelTasks(),
     update=BC(),
     **NO_TRAINING,
@@ -318,22 +346,33 @@ SFT = Strategy(
 DOMAIN_RANDOMIZATION = Strategy(
     "domain_randomization",
     "baseline",
-    "uniform resampling of layout and attributes of the training pool, AWR",
+    "the seed tasks with layout and attributes redrawn over the families' hand-set ranges, "
+    "uniformly over the pool; AWR on the rollouts",
     allocator=PoolResample(("layout", "attributes")),
     **NO_TRAINING,
 )
 UNIFORM_VARIANTS = Strategy(
     "uniform_variants",
     "baseline",
-    "engine variants of validated modes with a uniform allocation (no UCB)",
-    allocator=UniformModes(),
+    "open-loop variants of the seed tasks from the same SDK (any factor, task edits included: "
+    "`resample(scene, factor)`), uniformly over the pool; no critic, no modes, no Φ; AWR",
+    allocator=PoolResample(("layout", "attributes", "task")),
+    **NO_TRAINING,
 )
 SUCCESS_RATE_GUIDED = Strategy(
     "success_rate_guided",
     "baseline",
-    "allocation by the pool's failure rate, no diagnosis, no Φ",
+    "the budget split over the generator's seed tasks by their measured failure rate "
+    "(variants of any factor); no diagnosis, no Φ; AWR",
     allocator=PoolResample(("layout", "attributes", "task"), by_failure_rate=True),
     **NO_TRAINING,
+)
+CODA_SELFIMIT = Strategy(
+    "coda_selfimit",
+    "ablation",
+    "CoDA with success-filtered self-imitation instead of the chunk critic's advantages: the "
+    "own rows of successful episodes at weight 1, the rest 0 (the default before issue 29)",
+    update=AWR(advantage="success"),
 )
 NO_MEMORY = Strategy(
     "no_memory", "ablation", "memory forgets everything each round", memory=NoMemory()

@@ -39,6 +39,10 @@ def train_config(**overrides) -> ConfigDict:
             finetune_lr=0.0,
             finetune_warmup=1,
             finetune_decay_steps=0,
+            # EMA decay from `finetune_start` on (-1: ema_decay throughout; 0: the EMA is the
+            # raw weights). Sized to the updates a fine-tuning round makes: an EMA of 0.999
+            # carries a third of a 400-update round.
+            finetune_ema_decay=-1.0,
         )
     )
     for k, v in overrides.items():
@@ -106,6 +110,9 @@ def make_train_step(
     tx = make_optimizer(cfg)
     schedule = make_schedule(cfg)
     decay = cfg.ema_decay
+    ft, ft_decay = int(cfg.get("finetune_start", 0) or 0), float(cfg.get("finetune_ema_decay", -1))
+    if not 0.0 <= ft_decay < 1.0 and ft_decay != -1.0:
+        raise ValueError(f"finetune_ema_decay must be -1 (off) or in [0, 1), got {ft_decay}")
 
     def step(state: TrainState, batch: Batch, rng: jax.Array):
         (loss, metrics), grads = jax.value_and_grad(policy.loss, has_aux=True)(
@@ -115,7 +122,10 @@ def make_train_step(
         params = optax.apply_updates(state.params, updates)
         ema = state.ema_params
         if decay:
-            ema = jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p, ema, params)
+            d = decay
+            if ft > 0 and ft_decay >= 0:  # the fine-tuning phase's own horizon
+                d = jnp.where(state.step >= ft, ft_decay, decay)
+            ema = jax.tree.map(lambda e, p: d * e + (1.0 - d) * p, ema, params)
         metrics = dict(metrics, grad_norm=optax.tree.norm(grads), lr=schedule(state.step))
         new = TrainState(state.step + 1, params, opt_state, ema)
         return new, metrics

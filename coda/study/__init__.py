@@ -57,6 +57,7 @@ from coda.study.table import (  # re-exported: the study's public names
     markdown,
     mean_se,  # noqa: F401 - re-exported (tests, callers)
     ordering,
+    paired_table,
 )
 
 # (loop config, cell workdir) -> the run's summary (what `coda.loop.run` returns)
@@ -332,6 +333,7 @@ def _write(
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows": rows,
         "ordering": ordering(rows),
+        "paired": paired_table(records, names),
         "paper_ood_percent": PAPER_OOD,
         "cells": records,
     }

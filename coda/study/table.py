@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from coda.loop.strategies import STRATEGIES
+from coda.study import paired as paired_lib
 
 # The paper's Table 1, OOD success (%), for reference beside ours (zero_shot is not in it).
 PAPER_OOD = {
@@ -51,9 +52,12 @@ def cell_record(summary: dict[str, Any]) -> dict[str, Any]:
     hist = summary.get("history") or []
     last = next((h for h in reversed(hist) if "suites" in h), None)
     c = summary.get("costs", {})
+    suites = _suites(last["suites"]) if last else {}
     return {
         "id": _rate(last["suites"].get("id")) if last else None,
         "ood": _rate(_ood_of(last)) if last else None,
+        "ood_average": paired_lib.ood_average(suites),  # the headline: mean of OOD suites' rates
+        "suites": suites,  # each suite's counts and per-episode outcomes ("1" = success)
         "eval_round": None if last is None else int(last["round"]),
         "rounds": summary.get("rounds"),
         "stopped": summary.get("stopped"),
@@ -62,6 +66,20 @@ def cell_record(summary: dict[str, Any]) -> dict[str, Any]:
         "sim_hours": float(c.get("sim_hours", 0.0)),
         "env_steps": int(c.get("env_steps", 0)),
         "wall_seconds": float(summary.get("wall_seconds", math.nan)),
+    }
+
+
+def _suites(results: dict) -> dict[str, dict[str, Any]]:
+    """{suite: {n, successes, outcomes}} of a row's suite results (outcomes "" where only
+    counts were kept)."""
+    return {
+        name: {
+            "n": int(r["n"]),
+            "successes": int(r["successes"]),
+            "outcomes": r.get("outcomes", ""),
+        }
+        for name, r in results.items()
+        if r.get("n")
     }
 
 
@@ -105,6 +123,8 @@ def aggregate(records: list[dict[str, Any]], strategies: Sequence[str]) -> dict[
             "failed": {str(r["seed"]): r["error"] for r in mine if r["status"] == "failed"},
             "paper_ood_percent": PAPER_OOD.get(s),
         }
+        m, se = mean_se([r["ood_average"] for r in ok if _finite(r.get("ood_average"))])
+        row["ood_average"] = {"mean": m, "se": se}
         for key in ("ood", "id"):
             got = [r[key] for r in ok if r.get(key)]
             m, se = mean_se([g["rate"] for g in got])
@@ -124,6 +144,25 @@ def aggregate(records: list[dict[str, Any]], strategies: Sequence[str]) -> dict[
         row["wall_seconds_per_cell"] = mean_se([r["wall_seconds"] for r in ok])[0]
         rows[s] = row
     return rows
+
+
+def _finite(x: Any) -> bool:
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+def paired_table(
+    records: list[dict[str, Any]], strategies: Sequence[str], method: str = "coda"
+) -> dict[str, dict]:
+    """The method minus each baseline on the OOD average, paired by seed (`study.paired`);
+    empty when the method is not among the strategies."""
+    if method not in strategies:
+        return {}
+    values: dict[str, dict[int, float]] = {}
+    for r in records:
+        if r["status"] != "failed" and _finite(r.get("ood_average")):
+            values.setdefault(r["strategy"], {})[int(r["seed"])] = float(r["ood_average"])
+    base = [s for s in strategies if s in STRATEGIES and STRATEGIES[s].kind == "baseline"]
+    return paired_lib.paired_differences(values, method, base)
 
 
 def ordering(rows: dict[str, dict]) -> list[str]:
@@ -225,6 +264,7 @@ def markdown(table: dict[str, Any]) -> str:
             "offline, the embedded defaults) make no LLM calls.",
             "",
         ]
+    out += paired_lib.markdown(table.get("paired") or {}, "coda")
     out += _transfer_markdown(table)
     failed = [c for c in table["cells"] if c["status"] == "failed"]
     if failed:

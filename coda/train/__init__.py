@@ -22,7 +22,7 @@ from coda.train.critic import (
     init_critic_state,
     make_critic_train_step,
 )
-from coda.train.learner import MODES, Learner, LearnerConfig, critic_convergence
+from coda.train.learner import MODES, SOURCES, Learner, LearnerConfig, critic_convergence
 from coda.train.routing import RefinementReport, Routing, RoutingConfig, refinement_report, route
 from coda.train.shaping import (
     ChunkRewards,
@@ -36,6 +36,7 @@ from coda.train.shaping import (
 
 __all__ = [
     "MODES",
+    "SOURCES",
     "AgentParams",
     "ChunkCritic",
     "ChunkRewards",

@@ -29,9 +29,10 @@ def awr_weights(
 
     `positive_only` gives rows with A <= 0 weight exactly 0 (advantage filtering, as in CRR's
     binary filter / filtered BC): the policy never imitates a chunk the critic rates no better
-    than its own average, however flat exp(A/λ) is. The kept rows are normalised to mean 1 over
-    *all* valid rows' count, so a batch with few positive rows makes a proportionally smaller
-    step; a batch without any gives all-zero weights (no update).
+    than its own average, however flat exp(A/λ) is. The kept rows carry the whole batch's
+    weight (mean 1 over *all* valid rows: exp(A/λ) normalised over the kept rows and clipped,
+    then scaled by valid / kept), so the rows' share of a mixed batch does not shrink with how
+    few are kept; a batch without any gives all-zero weights (no update).
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -41,7 +42,7 @@ def awr_weights(
         n_valid = jnp.maximum(jnp.sum(m), 1)
         keep = m & (adv > 0)
         w = awr_weights(adv, temperature, max_weight, keep)  # mean 1 over the kept rows
-        return jnp.where(keep, w, 0.0) * (jnp.sum(keep) / n_valid)  # none kept: all 0, no NaN
+        return jnp.where(keep, w, 0.0) * (n_valid / jnp.maximum(jnp.sum(keep), 1))  # none: 0
     top = jnp.max(jnp.where(m, adv, -jnp.inf))
     w = jnp.where(m, jnp.exp((adv - top) / temperature), 0.0)
     w = w / (jnp.sum(w) / jnp.maximum(jnp.sum(m), 1))

@@ -96,6 +96,9 @@ class Transitions:
     # [N, n_cam, S, S, 3] uint8 frames at the chunk start, for image-mode policies (the critic
     # never reads them); None for state-only policies
     images: Any = None
+    # [N] int32: where the row's episode came from (`learner_state.SOURCES`: targeted / pool /
+    # novel scenes, "other" when not given); the gradient-share report reads it, no update does
+    source: Any = None
 
     @property
     def size(self) -> int:

@@ -39,6 +39,7 @@ from coda.policy.train import make_scan_train_step
 from coda.sim.observe import image_spec_for, with_images
 from coda.sim.state import SimState, flat_observation
 from coda.train import awr as awr_lib
+from coda.train import critic_quality
 from coda.train.agent import AgentParams, ObsNorm, PolicyAgent, bucket_prompts, state_features
 from coda.train.critic import ChunkCritic, Transitions, init_critic_state, make_critic_fit
 
@@ -46,6 +47,8 @@ from coda.train.critic import ChunkCritic, Transitions, init_critic_state, make_
 from coda.train.learner_state import (  # noqa: F401
     ADVANTAGES,
     MODES,
+    OTHER_SOURCE,
+    SOURCES,
     LearnerConfig,
     LearnerState,
     awr_rows,
@@ -122,6 +125,7 @@ class Learner:
                 finetune_lr=cfg.finetune_lr,
                 finetune_warmup=1,
                 finetune_decay_steps=max(cfg.finetune_steps, 2),
+                finetune_ema_decay=float(cfg.finetune_ema),
             )
         self.tcfg = train_config(
             peak_lr=cfg.policy_lr,
@@ -149,6 +153,7 @@ class Learner:
             token_len=jnp.zeros((), jnp.int32),
         )
         self.state = replicate(state, mesh)
+        self._fresh = 0  # replay rows added since the last critic update (held_out_ranking)
 
     # ----------------------------------------------------------------- state views
     pstate = property(lambda self: self.state.policy, lambda self, v: self._set(policy=v))
@@ -221,10 +226,15 @@ class Learner:
 
     # ----------------------------------------------------------------- data
     def add_rollout(
-        self, result, bucket, phi_fn: Callable[[SimState], jax.Array] | None = None
+        self,
+        result,
+        bucket,
+        phi_fn: Callable[[SimState], jax.Array] | None = None,
+        source: np.ndarray | None = None,
     ) -> dict:
         """Rewards (+ Φ at endpoints when shaping) -> n-step transitions into the replay (with
-        the chunk-start frames for an image-mode policy, rendered from qpos if not recorded)."""
+        the chunk-start frames for an image-mode policy, rendered from qpos if not recorded);
+        `source` [B]: each variant's `SOURCES` id (None: "other")."""
         result = with_images(result, bucket, self.image_spec)
         beta = self.cfg.effective_beta
         cr = chunk_rewards(
@@ -247,6 +257,7 @@ class Learner:
             gamma=self.cfg.gamma,
             horizon=agent.horizon,
             n_step=self.cfg.n_step,
+            source=source,
         )
         self.add_transitions(tr)
         return {"transitions": int(tr.size), "rewarded": int(cr.done.sum())}
@@ -259,10 +270,13 @@ class Learner:
         need = token_bucket(prompt_width(tr.token_mask), width)
         tok, tm = fit_prompt(tr.tokens, tr.token_mask, width)
         tr = tr.replace(tokens=jnp.asarray(tok, jnp.int32), token_mask=jnp.asarray(tm))
+        if tr.source is None:  # rows added without a source count as "other"
+            tr = tr.replace(source=jnp.full((tr.size,), OTHER_SOURCE, jnp.int32))
         self._set(
             replay=replay_insert(self.state.replay, replicate(tr, self.mesh)),
             token_len=jnp.maximum(self.state.token_len, need),
         )
+        self._fresh += int(tr.size)  # not yet trained on
 
     def set_demos(self, demos: Batch | None) -> None:
         """Planner demos D_t mixed into AWR batches (`LearnerConfig.demo_fraction`); None clears."""
@@ -315,7 +329,17 @@ class Learner:
         for keys in self._chunks(rng, steps):
             cstate, metrics = fit(cstate, self.state.replay, keys)
         self._set(critic=cstate, critic_updates=self.state.critic_updates + steps)
+        self._fresh = 0
         return {k: float(v) for k, v in metrics.items()}
+
+    def held_out_ranking(self) -> dict[str, float]:
+        """The critic's AUCs on the chunks added since its last update, before it trains on
+        them (`critic_quality.ranking`); empty when there are none."""
+        n = self._fresh
+        if n == 0:
+            return {}
+        rows = critic_quality.newest_rows(self.state.replay, n)
+        return critic_quality.ranking(self.critic, self.state.critic.params, rows, self.token_len)
 
     @property
     def policy_batch(self) -> int:
@@ -371,13 +395,14 @@ class Learner:
         data = (self.state.critic.params, self.state.replay, self.state.demos)
         return self._run_policy(run, data, steps, rng)
 
-    def awr_policy_batch(self, rng: jax.Array) -> Batch:
-        """One AWR batch as the updates draw it: replay rows weighted exp(A/λ) (normalised,
-        clipped), then round(demo_fraction · batch) demo rows with weight 1 when demos are set."""
+    def awr_policy_batch(self, rng: jax.Array, with_source: bool = False) -> Any:
+        """One AWR batch as the updates draw it (`awr_rows`): own-rollout rows weighted by their
+        advantage, then round(demo_fraction · batch) demo rows with weight 1 when demos are set.
+        `with_source`: (batch, the own rows' `SOURCES` ids)."""
         c, n_demo, token_len, b = self.cfg, self._n_demo(), self.token_len, self.policy_batch
         progs = self._progs["policy"]
         key = ("awr_batch", n_demo, token_len, b, c.awr_temperature)
-        key += (c.awr_max_weight, c.awr_positive_only, c.advantage)
+        key += (c.awr_max_weight, c.awr_positive_only, c.advantage, with_source)
         if key not in progs:
             progs[key] = jax.jit(
                 functools.partial(
@@ -391,10 +416,30 @@ class Learner:
                     positive_only=c.awr_positive_only,
                     advantage=c.advantage,
                     spec=self.image_spec,
+                    with_source=with_source,
                 )
             )
         data = (self.state.critic.params, self.state.replay, self.state.demos)
         return progs[key](data, rng)
+
+    def weight_shares(self, rng: jax.Array, n_batches: int = 16) -> dict[str, float]:
+        """Each data source's share of the AWR loss's total weight, over `n_batches` batches
+        drawn as the updates draw them: own-rollout rows by `SOURCES`, and "demos" (the policy
+        loss is linear in the row weights, so this is each source's share of the gradient's
+        weight). Empty dict before any transition."""
+        if self.replay_size == 0:
+            return {}
+        tot = np.zeros(len(SOURCES) + 1)
+        for i in range(n_batches):
+            batch, src = self.awr_policy_batch(jax.random.fold_in(rng, i), with_source=True)
+            w, src = np.asarray(batch.weights, np.float64), np.asarray(src)
+            n_own = src.shape[0]
+            tot[: len(SOURCES)] += np.bincount(src, w[:n_own], minlength=len(SOURCES))
+            tot[-1] += w[n_own:].sum()
+        total = tot.sum()
+        if total <= 0:
+            return {name: 0.0 for name in (*SOURCES, "demos")}
+        return {name: float(x / total) for name, x in zip((*SOURCES, "demos"), tot, strict=True)}
 
     def update_policy_bc(self, demos: Batch, steps: int, rng: jax.Array) -> dict:
         """Behaviour cloning on planner demos D_t (weights 1), K per call."""

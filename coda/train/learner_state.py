@@ -35,6 +35,11 @@ MODES = ("shaped", "sparse", "frozen_policy")
 # says); on stack it lifted an in-band start where every A-weighted rule stayed flat
 # (benchmarks/results/finetune_selfimit.md).
 ADVANTAGES = registries.ADVANTAGES
+# Where a replay row came from (`Transitions.source`): the engine's targeted variants, resampled
+# pool scenes, fresh (novel) seeds, or "other" (rows added without a source). Demo rows' sources
+# are tracked on the host (`coda.loop.demo_pool`): they are drawn uniformly with weight 1.
+SOURCES = ("targeted", "pool", "novel", "other")
+OTHER_SOURCE = SOURCES.index("other")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +61,9 @@ class LearnerConfig:
     # runs with small noisy flow-matching batches give a far more precise policy that way; keep
     # it off for short AWR fine-tuning, where an EMA would hide the few updates made.
     policy_ema: float = 0.0
+    # EMA decay in the fine-tuning phase (from `finetune_start`): -1 = policy_ema throughout,
+    # 0 = act with the raw weights
+    finetune_ema: float = -1.0
     # Fraction of every AWR batch drawn from the planner demos D_t (`set_demos`), weight 1: an
     # anchor to demonstrated behaviour while the policy's own successes are rare (demo mixing as
     # in AWAC / RLPD); 0 = pure AWR on the replay.
@@ -133,6 +141,7 @@ def empty_transitions(policy: Policy) -> Transitions:
         mc=sd((1,), jnp.float32),
         success=sd((1,), jnp.float32),
         images=_image_rows(image_spec_for(c)),
+        source=sd((1,), jnp.int32),
     )
 
 
@@ -222,13 +231,29 @@ def awr_rows(
     positive_only: bool = False,
     advantage: str = "critic",
     spec: ImageSpec | None = None,
-) -> Batch:
-    """One AWR batch drawn on device: replay rows weighted exp(A/λ) (normalised, clipped) with
-    A from the critic (or the observed return minus V, `advantage="mc"`), then `n_demo` demo
-    rows with weight 1. Pure and jittable. `spec`: an image-mode policy's cameras (the rows'
-    frames go into the policy's observation; the critic reads the state only)."""
+    with_source: bool = False,
+) -> Batch | tuple[Batch, jax.Array]:
+    """One AWR batch drawn on device: `batch - n_demo` own-rollout rows, then `n_demo` demo rows
+    with weight 1. Pure and jittable. The own rows carry (batch - n_demo) / batch of the batch's
+    weight whenever any of them has a positive advantage, however few do:
+
+    * ``advantage="success"`` (filtered BC / ReST): the own rows are drawn among the replay's
+      successful rows only, each with weight 1 (none yet: weight 0, no update from them);
+    * otherwise A comes from the critic (``"critic"``: Q - V; ``"mc"``: observed return - V;
+      ``"nstep"``: m-chunk return + bootstrap - V), rows drawn uniformly, weights exp(A/λ)
+      normalised to mean 1 over the own rows (`awr.awr_weights`; with `positive_only`, the
+      rows with A <= 0 get 0 and the kept rows carry the own rows' whole mass).
+
+    `with_source` also returns the own rows' `Transitions.source` ids [batch - n_demo] (the
+    gradient-share report). `spec`: an image-mode policy's cameras (the rows' frames go into the
+    policy's observation; the critic reads the state only)."""
     k_replay, k_demo = jax.random.split(key)
-    mb = replay.sample(k_replay, batch - n_demo)
+    n_own = batch - n_demo
+    if advantage == "success":
+        idx, any_ok = _sample_successes(replay, k_replay, n_own)
+        mb = jax.tree.map(lambda x: x[idx], replay.data)
+    else:
+        mb = replay.sample(k_replay, n_own)
     obs = Observation(
         mb.tokens[:, :token_len], mb.token_mask[:, :token_len], mb.state, mb.state_mask
     )
@@ -236,19 +261,35 @@ def awr_rows(
         images, masks = policy_images(mb.images, spec)
         obs = obs.replace(images=images, image_masks=masks)
     if advantage == "success":
-        adv, positive_only = 2.0 * mb.success - 1.0, True
-    elif advantage == "mc":
-        adv = mb.mc - critic.v(critic_params, obs)
-    elif advantage == "nstep":
-        boot = Observation(obs.tokens, obs.token_mask, mb.boot_state, mb.state_mask)
-        adv = mb.ret + mb.boot_disc * critic.v(critic_params, boot) - critic.v(critic_params, obs)
+        w = jnp.where(any_ok, jnp.ones((n_own,), jnp.float32), 0.0)
+        out = Batch(obs, mb.actions, w)
     else:
-        adv = critic.advantage(critic_params, obs, mb.actions)
-    out = awr_lib.awr_batch(obs, mb.actions, adv, temperature, max_weight, positive_only)
-    if n_demo == 0:
-        return out
-    d = cut_batch(demos.sample(k_demo, n_demo), token_len)
-    return awr_lib.concat_batches([out, d])
+        if advantage == "mc":
+            adv = mb.mc - critic.v(critic_params, obs)
+        elif advantage == "nstep":
+            boot = Observation(obs.tokens, obs.token_mask, mb.boot_state, mb.state_mask)
+            v_boot = critic.v(critic_params, boot)
+            adv = mb.ret + mb.boot_disc * v_boot - critic.v(critic_params, obs)
+        else:
+            adv = critic.advantage(critic_params, obs, mb.actions)
+        out = awr_lib.awr_batch(obs, mb.actions, adv, temperature, max_weight, positive_only)
+    if n_demo > 0:
+        d = cut_batch(demos.sample(k_demo, n_demo), token_len)
+        out = awr_lib.concat_batches([out, d])
+    return (out, mb.source) if with_source else out
+
+
+def _sample_successes(replay: Replay, key: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
+    """`n` slots drawn uniformly with replacement among the filled slots whose episode
+    succeeded, and whether there is any (none: uniform over the filled slots)."""
+    filled = jnp.arange(replay.capacity) < replay.size
+    ok = filled & (replay.data.success > 0.5)
+    any_ok = jnp.any(ok)
+    p = jnp.where(any_ok, ok, filled).astype(jnp.float32)
+    p = jnp.where(jnp.sum(p) > 0, p, jnp.arange(replay.capacity) == 0)  # empty: slot 0
+    p = p / jnp.sum(p)
+    idx = jax.random.choice(key, replay.capacity, (n,), replace=True, p=p)
+    return idx, any_ok
 
 
 def save_learner_state(path: str, state: LearnerState) -> None:

@@ -204,9 +204,11 @@ def chunk_transitions(
     gamma: float,
     horizon: int,
     n_step: int = 3,
+    source: np.ndarray | None = None,
 ) -> Transitions:
     """Flat transitions [N] (masked chunks only) with shaped n-step returns for the critic;
-    with the chunk-start frames when the rollout recorded them (`RolloutResult.images`)."""
+    with the chunk-start frames when the rollout recorded them (`RolloutResult.images`);
+    `source` [B]: each variant's data-source id, copied to its rows (None: left unset)."""
     big_gamma = chunk_discount(gamma, horizon)
     r = shaped_rewards(cr, beta, big_gamma)
     ret, boot_idx, boot_disc = n_step_targets(r, cr.done, cr.mask, big_gamma, n_step)
@@ -231,6 +233,7 @@ def chunk_transitions(
         mc=jnp.asarray(mc_returns(r, cr.mask, big_gamma)[rows, cols], jnp.float32),
         success=jnp.asarray(np.asarray(result.success, np.float32)[rows], jnp.float32),
         images=images,
+        source=None if source is None else jnp.asarray(np.asarray(source)[rows], jnp.int32),
     )
 
 

@@ -43,11 +43,19 @@ def planner_rollouts(
     return out, spend
 
 
-def bc_demos_for(svc: Any, compiled: Sequence[Any], key: jax.Array) -> tuple[Any, Spend]:
-    """Planner demos on the given compiled scenes as BC rows (None: no demo), and their spend."""
+def bc_demos_for(
+    svc: Any, compiled: Sequence[Any], key: jax.Array, dart: Sequence[float] = ()
+) -> tuple[Any, Spend]:
+    """Planner demos on the given compiled scenes as BC rows (None: no demo), and their spend:
+    one clean pass, plus one DART pass per noise sigma in `dart` (perturbed execution, clean
+    labels)."""
     buckets = collect.buckets_of(list(compiled), int(svc.config.loop.bucket_size))
-    got, spend = planner_rollouts(svc, buckets, key)
-    rows = [collect.demo_rows(svc.learner, svc.agents, res, b) for b, res in got]
+    rows, spend = [], Spend()
+    for p, sigma in enumerate([None, *(float(x) for x in dart)]):
+        k = key if sigma is None else jax.random.fold_in(key, p)
+        got, sp = planner_rollouts(svc, buckets, k, sigma)
+        spend = spend + sp
+        rows += [collect.demo_rows(svc.learner, svc.agents, res, b) for b, res in got]
     return collect.concat_batches(rows), spend
 
 

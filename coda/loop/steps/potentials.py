@@ -87,11 +87,14 @@ def compile_potentials(
 
 
 def route_modes(svc: Any, r: int, per_mode: Mapping[int, list[int]]) -> Routing:
-    """Each mode rolled out this round routed by its success rate against `loop.band`."""
+    """Each mode rolled out this round routed by its success rate against `loop.band`: below
+    the band -> "bc" (planner demos on its targeted variants), inside -> "awr", above ->
+    re-evaluation."""
     rates = {str(m): k / n for m, (k, n) in per_mode.items() if n}
     if not rates:
         return Routing({})
-    band = RoutingConfig(band=tuple(svc.config.loop.band))
+    lo, hi = (float(x) for x in svc.config.loop.band)
+    band = RoutingConfig(band=(lo, hi), zero_tol=lo)
     routing = route(rates, {k: True for k in rates}, band, r)
     return Routing(dict(routing.tools), routing.lower_importance)
 

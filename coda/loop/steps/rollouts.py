@@ -18,6 +18,7 @@ from coda.loop import collect, distributed
 from coda.loop.evaluation import targeting_precision
 from coda.loop.state import RunState, Spend
 from coda.loop.steps.generate import Gen
+from coda.train import SOURCES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +86,17 @@ def _remember(svc: Any, r: int, meta: dict, bucket: Any, succ: np.ndarray, n: in
             )
 
 
+_SOURCE_OF_KIND = {"targeted": "targeted", "resample": "pool", "novel": "novel"}
+
+
+def _sources(bucket: Any, meta: dict) -> np.ndarray:
+    """Each rollout row's data source (`coda.train.SOURCES` ids: the variant's kind; padding
+    rows repeat the last variant's and are dropped with it)."""
+    ids = [SOURCES.index(_SOURCE_OF_KIND.get(meta[id(c)].kind, "other")) for c in bucket.variants]
+    n = int(bucket.batch_size)
+    return np.asarray(ids + [ids[-1]] * (n - len(ids)), np.int32)
+
+
 def roll_out(svc: Any, state: RunState, r: int, gens: tuple[Gen, ...], key: jax.Array) -> Collected:
     """N rollouts per variant with the collection sampler, the buckets spread over the hosts;
     transitions to the strategy's update recipe (Φ-shaped where the mode has a potential),
@@ -108,10 +120,11 @@ def roll_out(svc: Any, state: RunState, r: int, gens: tuple[Gen, ...], key: jax.
         src = state.mode_potentials.get(mode_id) if mode_id is not None else None
         phi = s.potential.phi(src, bucket) if src is not None else None
         succ = np.zeros(len(bucket.variants), int)
+        source = _sources(bucket, meta)
         for n, (res, sec) in enumerate(results[bi]):
             spend = spend + Spend(res.env_steps, sec)
             succ += np.asarray(res.success)[: len(bucket.variants)]
-            tally.transitions += s.update.observe(svc.learner, res, bucket, phi)
+            tally.transitions += s.update.observe(svc.learner, res, bucket, phi, source)
             if n == 0 and s.critique.reads_failures:  # the failures the critic reads (step 4)
                 mids = [meta[id(c)].mode_id for c in bucket.variants]
                 eps = episodes_from_rollout(bucket, res, failed_only=True, mode_ids=mids)

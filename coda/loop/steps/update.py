@@ -12,7 +12,7 @@ from typing import Any
 import jax
 from tqdm.auto import tqdm
 
-from coda.loop import collect
+from coda.loop import demo_pool
 from coda.loop.state import RunState, Spend
 from coda.loop.steps.demos import bc_demos_for
 from coda.loop.steps.generate import Gen
@@ -28,6 +28,7 @@ class Updated:
     demos: Any  # the demo rows kept for later rounds (RunState.demos)
     spend: Spend = Spend()  # the planner demos' rollouts
     seconds: float = 0.0  # wall time of the step (Budgets.update_seconds)
+    segments: tuple = ()  # where the kept demo rows came from (RunState.demo_segments)
 
 
 def bc_update(svc: Any, state: RunState, gens: tuple[Gen, ...], key: jax.Array) -> Updated:
@@ -37,13 +38,27 @@ def bc_update(svc: Any, state: RunState, gens: tuple[Gen, ...], key: jax.Array) 
     t0 = time.perf_counter()
     k_demo, _, k_p = jax.random.split(key, 3)
     new, spend = bc_demos_for(svc, [g.compiled for g in gens], k_demo)
-    demos = collect.concat_batches([state.demos, new], int(lc.demo_cap))
-    row: dict[str, Any] = {}
+    segs = demo_pool.segments_of(state)
+    demos, segs = demo_pool.add(state.demos, segs, new, "round", int(lc.demo_cap))
+    row: dict[str, Any] = {"demo_rows": demo_pool.composition(segs)}
     if demos is not None:
         m = lrn.update_policy_bc(demos, int(lc.policy_updates), k_p)
         row["policy_loss"] = m.get("loss")
-    kept = state.demos if demos is None else demos
-    return Updated(row, kept, spend, time.perf_counter() - t0)
+        row["shares"] = demo_pool.shares_row({"demos": 1.0}, segs)
+    return Updated(row, demos, spend, time.perf_counter() - t0, tuple(segs))
+
+
+def seed_bc_update(svc: Any, state: RunState, key: jax.Array) -> Updated:
+    """`loop.policy_updates` BC updates on the kept demo rows (round 0's seed demonstrations);
+    nothing new is collected."""
+    t0 = time.perf_counter()
+    segs = demo_pool.segments_of(state)
+    row: dict[str, Any] = {"demo_rows": demo_pool.composition(segs)}
+    if state.demos is not None:
+        m = svc.learner.update_policy_bc(state.demos, int(svc.config.loop.policy_updates), key)
+        row["policy_loss"] = m.get("loss")
+        row["shares"] = demo_pool.shares_row({"demos": 1.0}, segs)
+    return Updated(row, state.demos, Spend(), time.perf_counter() - t0, tuple(segs))
 
 
 def awr_update(
@@ -54,30 +69,38 @@ def awr_update(
     n_in_band: int,
     key: jax.Array,
 ) -> Updated:
-    """Planner demos of the modes routed to "bc" (and, `loop.novel_demos`, of the fresh scenes)
-    join the demo rows AWR batches mix in; then blocks of `loop.critic_updates` critic and
-    `loop.policy_updates` AWR updates, another block while enough modes are in the band and
-    success has not plateaued (≤ 1 + `loop.max_extra_blocks`)."""
+    """Planner demos (clean + `loop.demo_dart`) on the targeted variants of the modes routed to
+    "bc" (below the band) and, `loop.novel_demos`, on the fresh scenes join the demo rows AWR
+    batches mix in, kept across rounds (`demo_pool`); then blocks of `loop.critic_updates`
+    critic and `loop.policy_updates` AWR updates, another block while enough modes are in the
+    band and success has not plateaued (≤ 1 + `loop.max_extra_blocks`). The row has each data
+    source's share of the AWR batches' weight (`Learner.weight_shares`)."""
     lc, lrn = svc.config.loop, svc.learner
     t0 = time.perf_counter()
     k_demo, k_q, k_p = jax.random.split(key, 3)
     row: dict[str, Any] = {}
-    kept, spend = state.demos, Spend()
+    kept, segs, spend = state.demos, demo_pool.segments_of(state), Spend()
     if lrn.replay_size <= 0:
-        return Updated(row, kept, spend, time.perf_counter() - t0)
+        return Updated(row, kept, spend, time.perf_counter() - t0, tuple(segs))
     bc_modes = {int(k) for k, v in routing.items() if v == "bc"}
-    novel_demos = bool(lc.get("novel_demos", False))
-    demo_gens = [g for g in gens if g.mode_id in bc_modes]
-    if novel_demos:  # the fresh scenes' planner demos join the demo rows AWR batches mix in
-        demo_gens += [g for g in gens if g.kind == "novel"]
-    if demo_gens:
-        new, spend = bc_demos_for(svc, [g.compiled for g in demo_gens], k_demo)
-        demos = collect.concat_batches([state.demos, new], int(lc.demo_cap))
-        if demos is not None:
-            lrn.set_demos(demos)
-            if novel_demos:
-                kept = demos  # kept across rounds (as the sft baseline's are)
-        row["demo_rows_added"] = 0 if new is None else int(new.actions.shape[0])
+    parts = [("routed", [g for g in gens if g.mode_id in bc_modes], tuple(lc.demo_dart))]
+    if bool(lc.get("novel_demos", False)):
+        parts.append(("novel", [g for g in gens if g.kind == "novel"], ()))
+    added: dict[str, int] = {}
+    for i, (source, demo_gens, dart) in enumerate(parts):
+        if not demo_gens:
+            continue
+        k = jax.random.fold_in(k_demo, i)
+        new, sp = bc_demos_for(svc, [g.compiled for g in demo_gens], k, dart)
+        spend = spend + sp
+        kept, segs = demo_pool.add(kept, segs, new, source, int(lc.demo_cap))
+        added[source] = 0 if new is None else int(new.actions.shape[0])
+    if added and kept is not None:
+        lrn.set_demos(kept)
+    if added:
+        row["demo_rows_added"] = added
+    row["demo_rows"] = demo_pool.composition(segs)
+    row["critic_ranking"] = lrn.held_out_ranking()  # this round's chunks, not yet trained on
     blocks = 0
     while True:
         kq, kp = jax.random.fold_in(k_q, blocks), jax.random.fold_in(k_p, blocks)
@@ -89,7 +112,9 @@ def awr_update(
         if not more or blocks > int(lc.max_extra_blocks):
             break
     row.update(td_error=cm.get("td_error"), policy_loss=pm.get("loss"), blocks=blocks)
-    return Updated(row, kept, spend, time.perf_counter() - t0)
+    shares = lrn.weight_shares(jax.random.fold_in(k_p, 1_000_003))
+    row["shares"] = demo_pool.shares_row(shares, segs if lrn.has_demos else [])
+    return Updated(row, kept, spend, time.perf_counter() - t0, tuple(segs))
 
 
 def bc_start(svc: Any, demos: Any, key: jax.Array, progress: bool) -> dict:

@@ -1,0 +1,50 @@
+"""Paired method-minus-baseline comparisons of a study (`coda.study.paired`)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from coda.study.paired import holm, ood_average, paired_differences
+
+
+def test_ood_average_is_the_mean_of_the_held_out_suites_rates():
+    suites = {
+        "id": {"n": 10, "successes": 9},
+        "ood_layouts": {"n": 10, "successes": 5},
+        "ood_tasks": {"n": 40, "successes": 4},
+    }
+    assert ood_average(suites) == pytest.approx((0.5 + 0.1) / 2, abs=1e-12)  # not 9/50 pooled
+    assert math.isnan(ood_average({"id": {"n": 4, "successes": 1}}))
+
+
+def test_holm_step_down():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06], abs=1e-12)
+    got = holm([0.2, math.nan, 0.01])
+    assert got[0] == pytest.approx(0.2, abs=1e-12) and math.isnan(got[1])
+    assert got[2] == pytest.approx(0.02, abs=1e-12)
+
+
+def test_paired_differences_use_shared_seeds_and_a_widened_t_interval():
+    values = {
+        "coda": {0: 0.30, 1: 0.25, 2: 0.40, 3: 0.35, 4: 0.20},
+        "sft": {0: 0.10, 1: 0.12, 2: 0.15, 3: 0.18, 4: 0.05},
+        "domain_randomization": {0: 0.28, 1: 0.27, 2: 0.41, 4: 0.22},  # seed 3 missing
+    }
+    got = paired_differences(values, "coda", ["sft", "domain_randomization"])
+    d = np.array([0.20, 0.13, 0.25, 0.17, 0.15])
+    r = got["sft"]
+    assert r["seeds"] == [0, 1, 2, 3, 4] and r["n"] == 5
+    assert r["mean"] == pytest.approx(d.mean(), abs=1e-12)
+    se = d.std(ddof=1) / np.sqrt(5)
+    assert r["se"] == pytest.approx(se, abs=1e-12)
+    q = stats.t.ppf(1 - 0.05 / 4, 4)  # Bonferroni over 2 baselines
+    assert r["ci"] == pytest.approx([d.mean() - q * se, d.mean() + q * se], abs=1e-12)
+    assert r["p"] == pytest.approx(stats.ttest_rel(d + 0.1, np.full(5, 0.1)).pvalue, abs=1e-9)
+    assert r["excludes_zero"] and r["ci"][0] > 0
+    dr = got["domain_randomization"]
+    assert dr["seeds"] == [0, 1, 2, 4] and not dr["excludes_zero"]  # -0.01 ± a lot
+    assert dr["p_holm"] >= dr["p"] and r["p_holm"] == pytest.approx(2 * r["p"], abs=1e-12)
+    one = paired_differences({"coda": {0: 0.3}, "sft": {0: 0.1}}, "coda", ["sft"])["sft"]
+    assert one["n"] == 1 and math.isnan(one["se"]) and not one["excludes_zero"]
