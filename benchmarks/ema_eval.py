@@ -13,6 +13,11 @@ run is modified: the checkpoint and the run's start files are copied to a scratc
 (the worktree: the checkpoint's pytree layout is its commit's). Output: per suite and for the
 OOD average, success with the EMA and with the raw weights, the paired difference with its
 s.e. (per-episode differences), the discordant counts, and every episode's two outcomes.
+
+    python benchmarks/ema_eval.py summarize --out benchmarks/results/ema_eval a.json b.json ...
+
+pools several runs' files into the registered primary metric (the OOD average's raw - EMA
+difference averaged over the runs, z test) and writes <out>.json / <out>.md.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 import time
 
@@ -132,5 +138,64 @@ def main() -> None:
     )
 
 
+def summarize(argv: list[str]) -> None:
+    from scipy import stats
+
+    ap = argparse.ArgumentParser(description="pool ema_eval.py files (the registered metric)")
+    ap.add_argument("--out", required=True, help="path without extension")
+    ap.add_argument("files", nargs="+")
+    args = ap.parse_args(argv)
+    runs = []
+    for path in args.files:
+        with open(path) as f:
+            d = json.load(f)
+        runs.append({"file": path, "run": d["run"], **d["ood_average"], "id": d["suites"]["id"]})
+    diff = float(np.mean([r["diff"] for r in runs]))
+    se = float(math.sqrt(sum(r["se"] ** 2 for r in runs)) / len(runs))
+    p = float(2 * stats.norm.sf(abs(diff / se))) if se > 0 else math.nan
+    id_diff = float(np.mean([r["id"]["diff"] for r in runs]))
+    id_se = float(math.sqrt(sum(r["id"]["se"] ** 2 for r in runs)) / len(runs))
+    worse = diff < -0.01 and p < 0.05
+    out = {
+        "command": "python benchmarks/ema_eval.py summarize " + " ".join(argv),
+        "registration": "benchmarks/registrations/issue29_ema.md",
+        "runs": runs,
+        "ood_average_raw_minus_ema": {"diff": diff, "se": se, "p": p},
+        "id_raw_minus_ema": {"diff": id_diff, "se": id_se},
+        "decision": "loop.finetune_ema = -1 (keep the EMA)" if worse else "loop.finetune_ema = 0",
+    }
+    with open(args.out + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+    lines = [
+        "# EMA vs raw weights after the rounds (registered: issue29_ema.md)",
+        "",
+        f"Command: `{out['command']}`",
+        "",
+        "| run | OOD avg EMA | OOD avg raw | raw - EMA (pts) | ID EMA | ID raw | ID raw - EMA |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| {r['run']} | {100 * r['ema']:.1f} | {100 * r['raw']:.1f} "
+            f"| {100 * r['diff']:+.1f} ± {100 * r['se']:.1f} | {100 * r['id']['a']:.1f} "
+            f"| {100 * r['id']['b']:.1f} "
+            f"| {100 * r['id']['diff']:+.1f} ± {100 * r['id']['se']:.1f} |"
+        )
+    lines += [
+        "",
+        f"Primary (OOD average, raw - EMA, mean of {len(runs)} runs): {100 * diff:+.2f} ± "
+        f"{100 * se:.2f} points, z-test p = {p:.3g}. ID: {100 * id_diff:+.2f} ± {100 * id_se:.2f}.",
+        "",
+        f"Decision by the registered rule: {out['decision']}.",
+        "",
+    ]
+    with open(args.out + ".md", "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "summarize":
+        summarize(sys.argv[2:])
+    else:
+        main()

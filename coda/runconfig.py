@@ -233,6 +233,13 @@ def _loop_value_problems(config: Any, out: list[str]) -> None:
         isinstance(ema, bool) or not isinstance(ema, (int, float)) or not 0 <= ema < 1
     ):
         out.append(f"loop.policy_ema={ema!r} must be a number in [0, 1)")
+    fema = _get(config, "loop.finetune_ema")
+    if fema is not _MISSING and (
+        isinstance(fema, bool)
+        or not isinstance(fema, (int, float))
+        or not (0 <= fema < 1 or fema == -1)
+    ):
+        out.append(f"loop.finetune_ema={fema!r} must be -1 (as loop.policy_ema) or in [0, 1)")
     band = _get(config, "loop.band")
     ok = (
         band is not _MISSING

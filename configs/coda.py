@@ -193,9 +193,9 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # EMA of the policy weights; rollouts and evaluations act with it (0 = off). BC from noisy
     # flow-matching minibatches needs it; it also damps the AWR blocks' drift.
     c.loop.policy_ema = 0.999
-    # the EMA decay in rounds >= 1 (-1: policy_ema; 0: act with the raw weights); chosen by
-    # benchmarks/results/INDEX.md "EMA horizon of the rounds"
-    c.loop.finetune_ema = -1.0
+    # the EMA decay in rounds >= 1 (-1: policy_ema; 0: act with the raw weights): 0 by the
+    # registered rule (benchmarks/registrations/issue29_ema.md; INDEX "EMA vs raw weights")
+    c.loop.finetune_ema = 0.0
     # Flow-noise scale of the rollouts that collect training data (step 3; evaluation, critic
     # probes and validation sample at policy.sample_noise_scale); compared with 0.3 in
     # benchmarks/results/finetune_selfimit.md and loop_selfimit.md (last section)

@@ -196,12 +196,13 @@ def test_validate_lists_every_bad_field_and_accepts_good_ones():
     assert runconfig.problems({"sim": {}})[0].startswith("sim.backend: missing")
     cfg = _load(os.path.join(ROOT, "configs", "coda.py")).get_config("smoke")
     cfg.loop.advantage, cfg.loop.demo_dart, cfg.loop.policy_ema = "td", (0.1, -1.0), 1.0
-    cfg.loop.collect_noise_scale = -0.5
+    cfg.loop.collect_noise_scale, cfg.loop.finetune_ema = -0.5, 1.5
     got = runconfig.problems(cfg)
     assert "loop.collect_noise_scale=-0.5 must be a number >= 0" in got
     assert "loop.advantage='td' is unknown (valid: critic, mc, nstep, success)" in got
     assert "loop.demo_dart=(0.1, -1.0) must be a list of noise sigmas > 0 (or empty)" in got
     assert "loop.policy_ema=1.0 must be a number in [0, 1)" in got
+    assert "loop.finetune_ema=1.5 must be -1 (as loop.policy_ema) or in [0, 1)" in got
 
 
 def test_config_choices_match_the_code_they_name():
