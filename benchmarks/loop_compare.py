@@ -1,6 +1,9 @@
-"""Arms of a loop comparison side by side: each run folder's success per suite pooled over a
-range of rounds (binomial s.e. over the pooled episodes), and each arm's difference from a
-reference arm. Arms that adopted one round 0 (`loop.start_from`) share their fixed suites.
+"""Arms of a loop comparison side by side: each run folder's success per suite over a range of
+rounds, and each arm's difference from a reference arm. Arms that adopted one round 0
+(`loop.start_from`) or share a seed's round 0 share their fixed suites: then every episode is
+counted once — its success averaged over the rounds — and the difference is paired by episode
+(s.e. of the per-episode differences); runs without per-episode outcomes fall back to the
+binomial s.e. over the pooled episodes (which counts an episode once per round: optimistic).
 
     python benchmarks/loop_compare.py --rounds 5 8 --ref sft \
         coda=/work/runs/s8/coda sft=/work/runs/s8/sft --out benchmarks/results/x.json
@@ -12,6 +15,8 @@ import argparse
 import json
 import math
 import os
+
+import numpy as np
 
 
 def pooled(workdir: str, lo: int, hi: int) -> dict[str, dict]:
@@ -28,8 +33,30 @@ def pooled(workdir: str, lo: int, hi: int) -> dict[str, dict]:
         p = k / n if n else math.nan
         out[name] = {"rate": p, "se": math.sqrt(p * (1 - p) / n) if n else math.nan, "n": n,
                      "successes": k}  # fmt: skip
+        m = int(parts[0]["n"])
+        if m and all(len(x.get("outcomes", "")) == m for x in parts):  # each episode once
+            per = np.mean([[c == "1" for c in x["outcomes"]] for x in parts], axis=0)
+            out[name].update(
+                per_episode=[round(float(v), 4) for v in per],
+                episodes=m,
+                se=float(per.std(ddof=1) / math.sqrt(m)) if m > 1 else math.nan,
+            )
     out["_rounds"] = [h["round"] for h in rows]
     return out
+
+
+def _difference(a: dict, ref: dict) -> dict:
+    """a - ref: paired by episode when both have per-episode rates over the same episodes."""
+    pa, pr = a.get("per_episode"), ref.get("per_episode")
+    if pa is not None and pr is not None and len(pa) == len(pr) > 1:
+        d = np.asarray(pa) - np.asarray(pr)
+        se = float(d.std(ddof=1) / math.sqrt(d.size))
+        return {"delta": float(d.mean()), "se": se, "paired": True, "episodes": int(d.size)}
+    return {
+        "delta": a["rate"] - ref["rate"],
+        "se": math.hypot(a["se"], ref["se"]),
+        "paired": False,
+    }
 
 
 def main(argv=None) -> None:
@@ -47,12 +74,7 @@ def main(argv=None) -> None:
             if name == a.ref:
                 continue
             r["_minus_" + a.ref] = {
-                s: {
-                    "delta": r[s]["rate"] - ref[s]["rate"],
-                    "se": math.hypot(r[s]["se"], ref[s]["se"]),
-                }
-                for s in r
-                if not s.startswith("_") and s in ref
+                s: _difference(r[s], ref[s]) for s in r if not s.startswith("_") and s in ref
             }
     out = {"command": "python benchmarks/loop_compare.py " + " ".join(argv or []),
            "rounds": a.rounds, "arms": arms, "results": res}  # fmt: skip

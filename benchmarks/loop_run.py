@@ -41,6 +41,9 @@ def main(argv=None) -> None:
                 else None,
                 "untrained_id": h.get("untrained_id", {}).get("rate"),
                 "seconds": h.get("seconds"),
+                # where the policy's gradient came from and the critic's held-out ranking
+                "shares": h.get("update", {}).get("shares"),
+                "critic_ranking": h.get("update", {}).get("critic_ranking"),
             }
         )
     out = {

@@ -66,7 +66,9 @@ def test_rounds_run_the_loop_steps_and_record_them(smoke_run):
     assert later, "no round after round 0"
     for h in later:
         assert h["accepted"] > 0 and 0.0 <= h["verification_pass_rate"] <= 1.0
-        assert h["rollouts"] == h["accepted"] * cfg.loop.rollouts_per_variant
+        # scenes of a held-out (ood_tasks) task are dropped before any rollout
+        used = h["accepted"] - h["heldout_tasks_dropped"]
+        assert h["rollouts"] == used * cfg.loop.rollouts_per_variant
         assert h["transitions"] > 0
         assert h["update"]["blocks"] >= 1
         assert sum(h["allocation"].values()) == cfg.loop.budget
@@ -77,7 +79,8 @@ def test_rounds_run_the_loop_steps_and_record_them(smoke_run):
     assert b["policy_updates"] >= cfg.loop.bc_steps
     db = sqlite3.connect(os.path.join(workdir, "memory.sqlite"))
     n_dep = db.execute("SELECT COUNT(*) FROM deployments").fetchone()[0]
-    assert n_dep == sum(h["accepted"] for h in later)  # one deployment per collected scene
+    used = sum(h["accepted"] - h["heldout_tasks_dropped"] for h in later)
+    assert n_dep == used  # one deployment per collected scene
 
 
 def test_report_plots_costs_and_tensorboard_are_written(smoke_run):

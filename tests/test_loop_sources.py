@@ -57,3 +57,31 @@ def test_fixed_programs_are_checked_against_the_families():
     cfg.strategy = "sft"
     with pytest.raises(runconfig.ConfigError, match="sim.programs applies to sim.source=families"):
         runconfig.validate(cfg)
+
+
+def test_scenes_of_a_held_out_task_are_dropped_whatever_their_layout_or_distractors():
+    """Step 2 drops a generated scene whose task (family, relation, role-bound objects) is one
+    of the ood_tasks programs': another layout or other distractors are the same task; another
+    target instance is not."""
+    import types
+
+    from coda.loop.sources import task_key
+    from coda.loop.steps.generate import drop_heldout
+    from coda.sim.sdk import exec_program
+
+    held = CUBE
+    same = CUBE.replace(
+        "sample_layout()", 'add_object("ball", role="distractor_0")\nsample_layout()'
+    )
+    other = CUBE.replace('instance="cube_red"', 'instance="cube_blue"', 1)
+    src = FamilySource(_config())
+    keys = src.heldout_task_keys([held])
+    assert src.heldout_task_keys([held]) is keys  # computed once
+    scenes = [
+        exec_program(p, s, "train", isolation="inprocess")
+        for p, s in ((held, 7), (same, 3), (other, 7))
+    ]
+    assert task_key(scenes[0]) == task_key(scenes[1]) != task_key(scenes[2])
+    gens = [types.SimpleNamespace(compiled=types.SimpleNamespace(scene=s)) for s in scenes]
+    assert drop_heldout(gens, keys) == [gens[2]]
+    assert drop_heldout(gens, frozenset()) == gens

@@ -10,6 +10,16 @@ run reloads them, so every round is measured on the same episodes:
 * ``ood_categories``: one task object swapped for an instance of a held-out category;
 * ``ood_tasks``: task programs proposed for the run's families but held out from seeding.
 
+What is held out from which arm: ``ood_layouts`` are new layouts of *seen* tasks for every
+arm (round 0's demos already cover `loop.demo_seeds` more layouts of each pool program, and the
+resampling arms draw fresh layouts of the same programs every round): near in-distribution,
+never the exact scenes. ``ood_instances`` / ``ood_categories`` are held out from every arm: the
+scenes a round trains on get their objects from `sim.split` ("train": novel seeds and the
+pool), and resamples and the engine's edits keep the parent's objects (`EditBuilder` refuses
+add_object), while those suites' objects are of the held-out split. ``ood_tasks`` are held out from
+every arm: step 2 drops any generated scene whose task (`sources.task_key`: family, relation,
+role-bound objects) is one of them, counted as ``heldout_tasks_dropped`` in each row.
+
 Every result carries its binomial standard error (`coda.eval.SuiteResult`).
 
 Loop metrics (per round): coverage entropy of the generated scenes over (family, factor, phase)

@@ -58,6 +58,24 @@ def make_source(config: Any) -> Any:
 # ----------------------------------------------------------------------------- families
 
 
+def task_key(scene: Any) -> tuple:
+    """What makes two scenes the same task, whatever their layout and distractors: the family,
+    the goal relation and its arguments, the task's parameters, and the category and instance
+    of each object bound to a role."""
+    t = scene.task
+    objs = {o.name: o for o in scene.objects}
+    bound = tuple(
+        sorted(
+            (role, objs[name].category, objs[name].instance)
+            for role, name in t.get("roles", {}).items()
+            if name in objs
+        )
+    )
+    term = t.get("terminal", {})
+    params = tuple(sorted((k, repr(v)) for k, v in t.get("params", {}).items()))
+    return (t["family"], term.get("relation"), tuple(term.get("args", ())), params, bound)
+
+
 class FamilySource:
     """Our task families through the SDK (the loop's original source)."""
 
@@ -66,6 +84,7 @@ class FamilySource:
 
     def __init__(self, config: Any) -> None:
         self.config = config
+        self._held: tuple[tuple, frozenset] = ((), frozenset())  # heldout_task_keys' last
 
     def seed_pool(self) -> tuple[list, list[str], list[dict], int]:
         """(pool of verified compiled scenes, held-out task programs, scenes.jsonl rows,
@@ -152,6 +171,17 @@ class FamilySource:
     def resamplable(self, factors: Sequence[str]) -> tuple[str, ...]:
         """The factors of `factors` this source can resample (all of ours)."""
         return tuple(factors)
+
+    def heldout_task_keys(self, programs: Sequence[str]) -> frozenset:
+        """The task identities (`task_key`) of the held-out task programs: a generated scene
+        with one of them would train on an ood_tasks task (step 2 drops it). Computed once per
+        set of programs (a run's suites are fixed)."""
+        key = tuple(sorted(set(programs)))
+        if self._held[0] != key:
+            split = self.config.sim.split
+            keys = (task_key(exec_program(p, 0, split, isolation="inprocess")) for p in key)
+            self._held = (key, frozenset(keys))
+        return self._held[1]
 
     def resample(self, base: Any, factors: Sequence[str], n: int, rng) -> tuple[int, list]:
         """(tried, [(compiled, factor)] verified): `n` resamples of one factor of a pool scene."""
@@ -325,6 +355,10 @@ class LiberoSource:
             if ok:
                 out.append((c, "layout"))
         return n, out
+
+    def heldout_task_keys(self, programs: Sequence[str]) -> frozenset:
+        """None to drop: rounds draw the suite's own tasks at training initial states."""
+        return frozenset()
 
     def novel(self, n: int, rng) -> tuple[int, list]:
         """`n` fresh scenes: a task of the suite at a non-held-out initial state, shifted."""

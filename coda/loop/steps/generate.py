@@ -11,6 +11,7 @@ from typing import Any
 from coda.engine.generate import GenerationError, generate_targeted
 from coda.loop.allocators import Plan
 from coda.loop.evaluation import coverage_entropy
+from coda.loop.sources import task_key
 from coda.loop.state import RunState, round_rng
 from coda.sim.compile import CompiledScene
 from coda.sim.scene import Scene
@@ -40,10 +41,12 @@ class Generated:
     scenes: tuple[Gen, ...]
     tried: int  # variants proposed (Budgets.scenes_generated)
     accepted: int  # variants that passed verification
+    heldout_dropped: int = 0  # verified scenes of a held-out (ood_tasks) task, not used
 
     def row(self) -> dict[str, Any]:
         cells = [(g.family, g.factor or "novel", g.phase) for g in self.scenes]
         return {
+            "heldout_tasks_dropped": self.heldout_dropped,
             "generated": self.tried,
             "accepted": self.accepted,
             "verification_pass_rate": self.accepted / self.tried if self.tried else math.nan,
@@ -125,4 +128,22 @@ def generate(svc: Any, state: RunState, r: int, plan: Plan) -> Generated:
         tried += n_tried
         accepted += len(made)
         out += [Gen(c, None, "novel", None, "-") for c in made]
-    return Generated(tuple(out), tried, accepted)
+    kept = drop_heldout(out, _heldout_keys(svc))
+    return Generated(tuple(kept), tried, accepted, len(out) - len(kept))
+
+
+def _heldout_keys(svc: Any) -> frozenset:
+    """The ood_tasks suite's task identities (the source computes them once: suites are fixed)."""
+    suite = (getattr(svc, "suites", None) or {}).get("ood_tasks")
+    if suite is None or not suite.programs:
+        return frozenset()
+    return svc.source.heldout_task_keys(tuple(sorted(set(suite.programs))))
+
+
+def drop_heldout(gens: list[Gen], keys: frozenset) -> list[Gen]:
+    """The scenes whose task is not one of the held-out tasks (`sources.task_key`): no arm
+    trains on an ood_tasks task, whichever way it was generated (novel seeds, task resamples,
+    the engine's task edits)."""
+    if not keys:
+        return list(gens)
+    return [g for g in gens if task_key(g.compiled.scene) not in keys]
