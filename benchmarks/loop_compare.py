@@ -73,9 +73,15 @@ def main(argv=None) -> None:
         for name, r in res.items():
             if name == a.ref:
                 continue
-            r["_minus_" + a.ref] = {
-                s: _difference(r[s], ref[s]) for s in r if not s.startswith("_") and s in ref
-            }
+            diff = {s: _difference(r[s], ref[s]) for s in r if not s.startswith("_") and s in ref}
+            ood = [d for s, d in diff.items() if s.startswith("ood_")]
+            if ood:  # the OOD average (mean of the held-out suites), suites independent
+                delta = sum(d["delta"] for d in ood) / len(ood)
+                se = math.sqrt(sum(d["se"] ** 2 for d in ood)) / len(ood)
+                z = delta / se if se > 0 else math.nan
+                p = math.erfc(abs(z) / math.sqrt(2)) if se > 0 else math.nan
+                diff["ood_average"] = {"delta": delta, "se": se, "z": z, "p": p}
+            r["_minus_" + a.ref] = diff
     out = {"command": "python benchmarks/loop_compare.py " + " ".join(argv or []),
            "rounds": a.rounds, "arms": arms, "results": res}  # fmt: skip
     with open(a.out, "w") as f:
