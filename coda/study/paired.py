@@ -54,7 +54,7 @@ def paired_differences(
     out: dict[str, dict[str, Any]] = {}
     for b in baselines:
         theirs = values.get(b, {})
-        seeds = sorted(s for s in mine if s in theirs and _finite(mine[s]) and _finite(theirs[s]))
+        seeds = sorted(s for s in mine if s in theirs and finite(mine[s]) and finite(theirs[s]))
         d = [mine[s] - theirs[s] for s in seeds]
         out[b] = _summary(seeds, d, alpha, m)
     adj = holm([out[b]["p"] for b in baselines])
@@ -63,8 +63,9 @@ def paired_differences(
     return out
 
 
-def _finite(x: float) -> bool:
-    return x is not None and not math.isnan(x)
+def finite(x: Any) -> bool:
+    """A number that is neither None nor NaN."""
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
 def _summary(seeds: list[int], d: list[float], alpha: float, m: int) -> dict[str, Any]:

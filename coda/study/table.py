@@ -123,7 +123,7 @@ def aggregate(records: list[dict[str, Any]], strategies: Sequence[str]) -> dict[
             "failed": {str(r["seed"]): r["error"] for r in mine if r["status"] == "failed"},
             "paper_ood_percent": PAPER_OOD.get(s),
         }
-        m, se = mean_se([r["ood_average"] for r in ok if _finite(r.get("ood_average"))])
+        m, se = mean_se([r["ood_average"] for r in ok if paired_lib.finite(r.get("ood_average"))])
         row["ood_average"] = {"mean": m, "se": se}
         for key in ("ood", "id"):
             got = [r[key] for r in ok if r.get(key)]
@@ -146,10 +146,6 @@ def aggregate(records: list[dict[str, Any]], strategies: Sequence[str]) -> dict[
     return rows
 
 
-def _finite(x: Any) -> bool:
-    return x is not None and not (isinstance(x, float) and math.isnan(x))
-
-
 def paired_table(
     records: list[dict[str, Any]], strategies: Sequence[str], method: str = "coda"
 ) -> dict[str, dict]:
@@ -159,7 +155,7 @@ def paired_table(
         return {}
     values: dict[str, dict[int, float]] = {}
     for r in records:
-        if r["status"] != "failed" and _finite(r.get("ood_average")):
+        if r["status"] != "failed" and paired_lib.finite(r.get("ood_average")):
             values.setdefault(r["strategy"], {})[int(r["seed"])] = float(r["ood_average"])
     base = [s for s in strategies if s in STRATEGIES and STRATEGIES[s].kind == "baseline"]
     return paired_lib.paired_differences(values, method, base)

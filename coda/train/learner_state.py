@@ -249,9 +249,9 @@ def awr_rows(
     policy's observation; the critic reads the state only)."""
     k_replay, k_demo = jax.random.split(key)
     n_own = batch - n_demo
-    if advantage == "success":
-        idx, any_ok = _sample_successes(replay, k_replay, n_own)
-        mb = jax.tree.map(lambda x: x[idx], replay.data)
+    if advantage == "success":  # among the rows of successful episodes
+        idx, any_ok = replay.sample_indices_where(k_replay, n_own, replay.data.success > 0.5)
+        mb = replay.take(idx)
     else:
         mb = replay.sample(k_replay, n_own)
     obs = Observation(
@@ -277,19 +277,6 @@ def awr_rows(
         d = cut_batch(demos.sample(k_demo, n_demo), token_len)
         out = awr_lib.concat_batches([out, d])
     return (out, mb.source) if with_source else out
-
-
-def _sample_successes(replay: Replay, key: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
-    """`n` slots drawn uniformly with replacement among the filled slots whose episode
-    succeeded, and whether there is any (none: uniform over the filled slots)."""
-    filled = jnp.arange(replay.capacity) < replay.size
-    ok = filled & (replay.data.success > 0.5)
-    any_ok = jnp.any(ok)
-    p = jnp.where(any_ok, ok, filled).astype(jnp.float32)
-    p = jnp.where(jnp.sum(p) > 0, p, jnp.arange(replay.capacity) == 0)  # empty: slot 0
-    p = p / jnp.sum(p)
-    idx = jax.random.choice(key, replay.capacity, (n,), replace=True, p=p)
-    return idx, any_ok
 
 
 def save_learner_state(path: str, state: LearnerState) -> None:

@@ -76,7 +76,24 @@ class Replay:
 
     def sample(self, key: jax.Array, batch: int) -> Any:
         """A minibatch of `batch` rows drawn uniformly with replacement: pytree [batch, ...]."""
-        idx = self.sample_indices(key, batch)
+        return self.take(self.sample_indices(key, batch))
+
+    def sample_indices_where(
+        self, key: jax.Array, batch: int, mask: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        """`batch` slots drawn uniformly with replacement among the filled slots where `mask`
+        [capacity] holds, and whether any does (none: uniform over the filled slots; an empty
+        buffer gives slot 0)."""
+        filled = jnp.arange(self.capacity) < self.size
+        ok = filled & mask
+        any_ok = jnp.any(ok)
+        p = jnp.where(any_ok, ok, filled).astype(jnp.float32)
+        p = jnp.where(jnp.sum(p) > 0, p, jnp.arange(self.capacity) == 0)
+        p = p / jnp.sum(p)
+        return jax.random.choice(key, self.capacity, (batch,), replace=True, p=p), any_ok
+
+    def take(self, idx: jax.Array) -> Any:
+        """The rows at slots `idx`: pytree [len(idx), ...]."""
         return jax.tree.map(lambda x: x[idx], self.data)
 
 

@@ -137,7 +137,7 @@ def _heldout_keys(svc: Any) -> frozenset:
     suite = (getattr(svc, "suites", None) or {}).get("ood_tasks")
     if suite is None or not suite.programs:
         return frozenset()
-    return svc.source.heldout_task_keys(tuple(sorted(set(suite.programs))))
+    return svc.source.heldout_task_keys(suite.programs)
 
 
 def drop_heldout(gens: list[Gen], keys: frozenset) -> list[Gen]:
