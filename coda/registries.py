@@ -108,6 +108,8 @@ STRATEGIES: Registry = Registry(
             "taskdesc_potential",
             "no_refinement",
             "frozen_policy",
+            "nominal_only",
+            "oracle_regions",
         )
     },
 )
@@ -120,7 +122,11 @@ LIBERO_PERTURBABLE = ("libero_spatial", "libero_object", "libero_goal", "libero_
 # `coda.runconfig` looks up by field instead of importing upward: field -> function(value,
 # strategy) -> problems.
 CONFIG_CHECKS: Registry = Registry(
-    "config check", {"loop.memory_from": "coda.loop.transfer:source_problems"}
+    "config check",
+    {
+        "loop.memory_from": "coda.loop.transfer:source_problems",
+        "sim.hard_regions": "coda.sim.regions:config_problems",
+    },
 )
 
 # AWR advantage estimators of the learner (`coda.train.learner.LearnerConfig.advantage`): names
@@ -130,7 +136,14 @@ ADVANTAGES = ("critic", "mc", "nstep", "success")
 # The loop's evaluation suites (`coda.loop.evaluation`): our families' and a LIBERO source's
 # (`sim.source=libero:<suite>`, `coda.loop.sources`: held-out initial states, their LIBERO-Plus
 # layout shift, LIBERO-PRO's swap / object / language / task suites).
-SUITE_NAMES = ("id", "ood_layouts", "ood_instances", "ood_categories", "ood_tasks")
+SUITE_NAMES = (
+    "id",
+    "ood_layouts",
+    "ood_instances",
+    "ood_categories",
+    "ood_tasks",
+    "ood_hard",  # held-out scenes inside `sim.hard_regions` (the focused experiment)
+)
 LIBERO_SUITE_NAMES = (
     "id",
     "ood_layouts",

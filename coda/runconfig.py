@@ -302,6 +302,29 @@ def _loop_problems(config: Any, out: list[str], choice: Any, integer: Any) -> No
         bad = [x for x in suites if x not in names]
         if bad:
             out.append(f"eval.suites: unknown {bad} (valid: {', '.join(names)})")
+    _region_problems(config, out)
+
+
+def _region_problems(config: Any, out: list[str]) -> None:
+    """`sim.hard_regions` (the focused experiment's declared regions): well formed, families
+    only, and present whenever a suite or the strategy's allocator reads them."""
+    regions = _get(config, "sim.hard_regions")
+    regions = () if regions is _MISSING else regions
+    if regions:
+        out += registries.CONFIG_CHECKS["sim.hard_regions"](regions)  # coda.sim.regions
+        src = _get(config, "sim.source")
+        if src not in (_MISSING, "families"):
+            out.append(f"sim.hard_regions apply to sim.source=families, not {src!r}")
+        return
+    suites = _get(config, "eval.suites")
+    if isinstance(suites, (list, tuple)) and "ood_hard" in suites:
+        out.append("eval.suites has ood_hard but sim.hard_regions is empty (declare the regions)")
+    strategy = registries.STRATEGIES.get(_get(config, "strategy"))
+    if strategy is not None and getattr(strategy.allocator, "where", ""):
+        out.append(
+            f"strategy={strategy.name!r} resamples inside or outside sim.hard_regions, which is "
+            "empty (declare the regions, e.g. configs/focused.py)"
+        )
 
 
 LIBERO_PRO_SUITES = ("ood_swap", "ood_objects", "ood_language", "ood_tasks")

@@ -61,6 +61,10 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     # of programs_per_family proposed ones; () = proposed. The held-out task programs are still
     # proposed from the families. E.g. the transfer pair's cube programs (configs/table1.py).
     c.sim.programs = ()
+    # Declared hard regions of the scene space (coda.sim.regions; the focused experiment,
+    # configs/focused.py), e.g. ("object.y > 0.15", "object.size > 0.0226"): the pool and round
+    # 0's demos are drawn outside all of them, the ood_hard suite inside; () = none
+    c.sim.hard_regions = ()
     c.sim.horizon = 10  # H: control steps per action chunk
     c.sim.num_chunks = 14  # episode length in chunks (14 x 10 x 0.04 s = 5.6 s)
     c.sim.nthread = 0  # native backend threads; 0 = all cores

@@ -13,11 +13,12 @@ from coda.loop.strategies import STRATEGIES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # configs of launch.main (configs/libero.py belongs to launch.libero: tests/test_libero.py;
-# configs/table1.py to launch.study: tests/test_study.py)
+# configs/table1.py and configs/focused.py to launch.study: tests/test_study.py and
+# tests/test_regions.py)
 CONFIGS = sorted(
     p
     for p in glob.glob(os.path.join(ROOT, "configs", "*.py"))
-    if not p.endswith(("libero.py", "table1.py"))
+    if not p.endswith(("libero.py", "table1.py", "focused.py"))
 )
 
 
@@ -44,13 +45,19 @@ def test_every_config_loads_with_its_variants(path):
 @pytest.mark.parametrize("name", list(STRATEGIES))
 def test_every_strategy_validates_from_the_main_config(name):
     """Baselines and ablations have no config files: `--config=configs/coda.py
-    --config.strategy=NAME` selects each registry entry, and every variant validates with it."""
+    --config.strategy=NAME` selects each registry entry, and every variant validates with it
+    (the focused experiment's arms once `sim.hard_regions` are declared; without, one line)."""
     from coda.sim import tasks
 
     mod = _load(os.path.join(ROOT, "configs", "coda.py"))
+    regions = bool(getattr(STRATEGIES[name].allocator, "where", ""))
     for arg in (None, "smoke", "gpu", "selfimit"):
         cfg = mod.get_config(arg)
         cfg.strategy = name
+        if regions:
+            with pytest.raises(runconfig.ConfigError, match="sim.hard_regions, which is empty"):
+                runconfig.validate(cfg, families=tasks.FAMILIES)
+            cfg.sim.hard_regions = ("object.y > 0.15",)
         runconfig.validate(cfg, families=tasks.FAMILIES)
 
 

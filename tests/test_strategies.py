@@ -23,6 +23,8 @@ def _config(name, arg="smoke"):
     spec.loader.exec_module(mod)
     cfg = mod.get_config(arg)
     cfg.strategy = name
+    if getattr(get_strategy(name).allocator, "where", ""):  # the focused experiment's arms
+        cfg.sim.hard_regions = ("object.y > 0.15",)
     return cfg
 
 
@@ -39,7 +41,7 @@ def test_registry_has_the_issue_strategies():
     assert set(NAMES) == {
         "coda", "zero_shot", "sft", "fresh_task_bc", "domain_randomization", "uniform_variants",
         "success_rate_guided", "coda_selfimit", "no_memory", "single_store", "skill_library", "sparse_only",
-        "taskdesc_potential", "no_refinement", "frozen_policy",
+        "taskdesc_potential", "no_refinement", "frozen_policy", "nominal_only", "oracle_regions",
     }  # fmt: skip
 
 

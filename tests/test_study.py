@@ -370,10 +370,10 @@ def test_the_transfer_pair_runs_after_its_sources_and_gets_rows(tmp_path):
     w = str(tmp_path)
     table = study.run_study(c, w, runner=runner)
     order = [(n, k) for n, k, *_ in runner.calls]
-    assert order == [
+    assert order == [  # seed-major: a partial study holds whole seeds
         ("coda", 0),
-        ("coda", 1),
         ("sft", 0),
+        ("coda", 1),
         ("sft", 1),
         ("oft_scratch", 0),
         ("oft_memory", 0),

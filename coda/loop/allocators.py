@@ -36,6 +36,9 @@ class Plan:
     record: Mapping[str, int] = dataclasses.field(default_factory=dict)  # the metrics row's entry
     times_allocated: Mapping[int, int] | None = None  # UCB counters n_j after it (None: as were)
     factors: tuple[str, ...] = ()  # what a "resample" request may redraw (the source narrows it)
+    # per request, where its resamples must land (coda.sim.regions.accept_for: "" anywhere,
+    # "nominal" outside every sim.hard_regions region, "hard:<i>" inside region i); () = ""
+    where: tuple[str, ...] = ()
 
 
 class Allocator(Protocol):
@@ -110,10 +113,15 @@ class NovelTasks:
 @dataclasses.dataclass(frozen=True)
 class PoolResample:
     """The training pool's scenes, each variant one of `factors` redrawn; pool scenes weighted
-    uniformly or, `by_failure_rate`, by 1 - their success in the last round + 0.05."""
+    uniformly or, `by_failure_rate`, by 1 - their success in the last round + 0.05.
+
+    `where` (the focused experiment's arms; needs `sim.hard_regions`): "nominal" keeps every
+    redraw outside the declared regions; "hard" is the oracle: the budget split evenly over the
+    regions, each redraw of the region's own factor landing inside it."""
 
     factors: tuple[str, ...] = ("layout", "attributes")
     by_failure_rate: bool = False
+    where: str = ""  # "" | "nominal" | "hard"
     targets_modes = False
 
     def plan(self, svc: Any, state: Any, r: int) -> Plan:
@@ -122,7 +130,18 @@ class PoolResample:
             w = [1.0 - ps.get(c.scene.program or "", 0.0) + 0.05 for c in svc.pool]
         else:
             w = [1.0] * len(svc.pool)
-        return resample_plan(w, int(svc.config.loop.budget), self.factors)
+        B = int(svc.config.loop.budget)
+        if self.where != "hard":
+            plan = resample_plan(w, B, self.factors)
+            return dataclasses.replace(plan, where=(self.where,) * len(plan.requests))
+        n_regions = len(tuple(svc.config.sim.hard_regions))
+        reqs, record, where = [], {}, []
+        for i, b in enumerate(largest_remainder([1.0] * n_regions, B)):
+            for _, j, k in resample_plan(w, b, self.factors).requests:
+                reqs.append(Request("resample", j, k))
+                where.append(f"hard:{i}")
+            record[f"hard{i}"] = b
+        return Plan(tuple(reqs), record, factors=self.factors, where=tuple(where))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,12 +32,14 @@ from coda.loop.evaluation import build_suites
 from coda.sim import tasks
 from coda.sim.compile import compile_scene
 from coda.sim.planner import planner_for
+from coda.sim.regions import accept_for, factor_of, parse_regions
 from coda.sim.scene import Scene, resample
 from coda.sim.sdk import exec_program
 
 log = logging.getLogger(__name__)
 
 SOURCES = ("families", "libero")
+MAX_DRAWS = 200  # draws of a layout / attribute before a region is declared unreachable
 LIBERO_STATES = 50  # fixed initial states per LIBERO task
 
 
@@ -85,6 +87,24 @@ class FamilySource:
     def __init__(self, config: Any) -> None:
         self.config = config
         self._held: tuple[tuple, frozenset] = ((), frozenset())  # heldout_task_keys' last
+        # sim.hard_regions (the focused experiment): the pool and round 0's demos stay outside
+        self.regions = parse_regions(tuple(config.sim.get("hard_regions", ()) or ()))
+
+    def _draw(self, prog: str, rng, where: str, taken: frozenset | set = frozenset()) -> Any:
+        """exec_program(prog, seed) for the first seed from `rng` not in `taken` whose scene
+        lands `where` (coda.sim.regions.accept_for); with no regions, exactly one draw."""
+        ok = accept_for(self.regions, where if self.regions else "")
+        for _ in range(MAX_DRAWS):
+            s = int(rng.integers(2**31))
+            if s in taken:
+                continue
+            scene = exec_program(prog, s, self.config.sim.split, isolation="inprocess")
+            if ok(scene):
+                return scene
+        raise ValueError(
+            f"sim.hard_regions: no layout of a program lands {where or 'anywhere'} in "
+            f"{MAX_DRAWS} draws (regions {[r.text for r in self.regions]}); widen the regions"
+        )
 
     def seed_pool(self) -> tuple[list, list[str], list[dict], int]:
         """(pool of verified compiled scenes, held-out task programs, scenes.jsonl rows,
@@ -108,9 +128,7 @@ class FamilySource:
 
         for src in programs():
             for _ in range(int(c.sim.seeds_per_program)):
-                scenes.append(
-                    exec_program(src, int(rng.integers(2**31)), c.sim.split, isolation="inprocess")
-                )
+                scenes.append(self._draw(src, rng, "nominal"))
         held: list[str] = []
         seen = {s.program for s in scenes}
         for fam in c.sim.families:  # distinct programs, none of them trained on
@@ -146,11 +164,8 @@ class FamilySource:
         scenes = []
         for prog in sorted({p.scene.program for p in pool}):
             for _ in range(n):
-                s = int(rng.integers(2**31))
-                while s in taken:
-                    s = int(rng.integers(2**31))
-                taken.add(s)
-                scenes.append(exec_program(prog, s, c.sim.split, isolation="inprocess"))
+                scenes.append(self._draw(prog, rng, "nominal", taken))
+                taken.add(int(scenes[-1].seed))
         return [comp for comp, v in verify_scenes(scenes) if v.ok]
 
     def planner(self, bucket: Any) -> Any:
@@ -159,13 +174,33 @@ class FamilySource:
     def build_suites(self, pool: Sequence[Any], held: Sequence[str]) -> dict:
         c = self.config
         train = [(p.scene.program, int(p.scene.seed)) for p in pool]
-        return build_suites(
+        names = tuple(c.eval.suites)
+        out = build_suites(
             train,
             held,
             int(c.eval.episodes),
             int(c.seed),
             int(c.loop.bucket_size),
-            tuple(c.eval.suites),
+            tuple(n for n in names if n != "ood_hard"),
+        )
+        if "ood_hard" in names:
+            out["ood_hard"] = self._hard_suite(sorted({p for p, _ in train}), {s for _, s in train})
+        return {n: out[n] for n in names}
+
+    def _hard_suite(self, programs: Sequence[str], taken: set) -> Suite:
+        """ood_hard: held-out layouts of the training programs inside the declared regions,
+        episode k in region k mod R and program k mod P (seeds never a pool scene's)."""
+        c, R = self.config, len(self.regions)
+        rng = np.random.default_rng([int(c.seed), 11])
+        progs, seeds = [], []
+        for k in range(int(c.eval.episodes)):
+            prog = programs[(k // R) % len(programs)]
+            scene = self._draw(prog, rng, f"hard:{k % R}", taken)
+            taken.add(int(scene.seed))
+            progs.append(prog)
+            seeds.append(int(scene.seed))
+        return Suite(
+            "ood_hard", progs, seeds, split=c.sim.split, batch_size=int(c.loop.bucket_size)
         )
 
     def resamplable(self, factors: Sequence[str]) -> tuple[str, ...]:
@@ -183,14 +218,23 @@ class FamilySource:
             self._held = (key, frozenset(keys))
         return self._held[1]
 
-    def resample(self, base: Any, factors: Sequence[str], n: int, rng) -> tuple[int, list]:
-        """(tried, [(compiled, factor)] verified): `n` resamples of one factor of a pool scene."""
+    def resample(
+        self, base: Any, factors: Sequence[str], n: int, rng, where: str = ""
+    ) -> tuple[int, list]:
+        """(tried, [(compiled, factor)] verified): `n` resamples of one factor of a pool scene;
+        `where` (coda.sim.regions.accept_for) redraws until the scene lands there ("hard:<i>"
+        redraws region i's own factor), up to MAX_DRAWS times, else that resample is skipped."""
 
+        ok = accept_for(self.regions, where)
         scenes = []
         for _ in range(n):
-            f = factors[int(rng.integers(len(factors)))]
+            f = factor_of(self.regions, where) or factors[int(rng.integers(len(factors)))]
             try:
-                scenes.append((resample(base.scene, f, int(rng.integers(2**31))), f))
+                for _ in range(MAX_DRAWS):
+                    new = resample(base.scene, f, int(rng.integers(2**31)))
+                    if ok(new):
+                        scenes.append((new, f))
+                        break
             except Exception as e:  # noqa: BLE001 - a family that cannot resample: skip
                 log.info("resample %s failed: %s", f, e)
         out = []
@@ -344,7 +388,9 @@ class LiberoSource:
         c = self._compiled(Episode(self.suite, task, index, level), int(rng.integers(2**31)))
         return c, verify(c)
 
-    def resample(self, base: Any, factors: Sequence[str], n: int, rng) -> tuple[int, list]:
+    def resample(
+        self, base: Any, factors: Sequence[str], n: int, rng, where: str = ""
+    ) -> tuple[int, list]:
         """`n` layout shifts (levels `libero.shift_levels`) of a pool episode's initial state."""
         from coda.libero.episodes import parse  # lazy: LIBERO's data (the [libero] extra)
 

@@ -296,7 +296,7 @@ class NoMemory:
 @dataclasses.dataclass(frozen=True)
 class Strategy:
     name: str
-    kind: str  # "method" | "baseline" | "ablation"
+    kind: str  # "method" | "baseline" | "ablation" | "control" (the focused experiment's arms)
     description: str
     allocator: Allocator = UCBModes()
     critique: Critique = Diagnose()
@@ -410,6 +410,23 @@ FROZEN_POLICY = Strategy(
     "ablation",
     "policy weights frozen; the critic trains and selects chunks (best-of-j)",
     update=FrozenPolicy(),
+)
+NOMINAL_ONLY = Strategy(
+    "nominal_only",
+    "control",
+    "the focused experiment's floor: the seed tasks' layout and attributes redrawn only outside "
+    "the declared sim.hard_regions (the data a generator blind to the hard regions buys); AWR",
+    allocator=PoolResample(("layout", "attributes"), where="nominal"),
+    **NO_TRAINING,
+)
+ORACLE_REGIONS = Strategy(
+    "oracle_regions",
+    "control",
+    "the focused experiment's ceiling: the budget split evenly over the declared "
+    "sim.hard_regions, each variant a seed task with that region's factor redrawn inside it "
+    "(what a perfect critic and engine would buy); AWR",
+    allocator=PoolResample(("layout", "attributes"), where="hard"),
+    **NO_TRAINING,
 )
 
 # name -> strategy: coda.registries.STRATEGIES holds the names (for checks before JAX) and

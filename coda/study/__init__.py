@@ -194,8 +194,10 @@ def cell_dir(workdir: str, strategy: str, seed: int) -> str:
 
 
 def cells(config: ConfigDict) -> list[tuple[str, int]]:
-    """(strategy, seed) in run order: strategy-major, so a partial study has whole rows first."""
-    return [(s, int(k)) for s in config.study.strategies for k in config.study.seeds]
+    """(strategy, seed) in run order: seed-major, so a partial study has whole seeds first
+    (every arm of a seed, the pairs its comparisons need) and the seed's round 0 is trained
+    by its first cell before the others adopt it."""
+    return [(s, int(k)) for k in config.study.seeds for s in config.study.strategies]
 
 
 def _finished(workdir: str, cfg: ConfigDict) -> dict[str, Any] | None:

@@ -86,16 +86,19 @@ def _summary(seeds: list[int], d: list[float], alpha: float, m: int) -> dict[str
 
 
 def markdown(
-    paired: Mapping[str, Mapping[str, Any]], method: str, alpha: float = 0.05
+    paired: Mapping[str, Mapping[str, Any]],
+    method: str,
+    alpha: float = 0.05,
+    metric: str = "OOD average (mean of the held-out suites' rates)",
 ) -> list[str]:
-    """The table1.md section: one line per baseline."""
+    """The table1.md section (or another metric's): one line per baseline."""
     if not paired:
         return []
     m = len(paired)
     out = [
-        f"## {method} minus each baseline, paired by seed",
+        f"## {method} minus each baseline, paired by seed: {metric.split(' (')[0]}",
         "",
-        f"OOD average (mean of the held-out suites' rates) at the last evaluated round; per-seed "
+        f"{metric} at the last evaluated round; per-seed "
         f"differences; {100 * (1 - alpha):.0f} % CI with t at 1 - α/(2·{m}) (Bonferroni over "
         f"{m} baselines); p two-sided paired t, Holm-adjusted.",
         "",

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import math
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from coda.engine.generate import GenerationError, generate_targeted
@@ -14,6 +15,7 @@ from coda.loop.evaluation import coverage_entropy
 from coda.loop.sources import task_key
 from coda.loop.state import RunState, round_rng
 from coda.sim.compile import CompiledScene
+from coda.sim.regions import which
 from coda.sim.scene import Scene
 
 log = logging.getLogger(__name__)
@@ -42,10 +44,12 @@ class Generated:
     tried: int  # variants proposed (Budgets.scenes_generated)
     accepted: int  # variants that passed verification
     heldout_dropped: int = 0  # verified scenes of a held-out (ood_tasks) task, not used
+    # with sim.hard_regions: the scenes in each declared region ("hard<i>") or in none
+    in_regions: dict[str, int] | None = None
 
     def row(self) -> dict[str, Any]:
         cells = [(g.family, g.factor or "novel", g.phase) for g in self.scenes]
-        return {
+        row = {
             "heldout_tasks_dropped": self.heldout_dropped,
             "generated": self.tried,
             "accepted": self.accepted,
@@ -53,6 +57,21 @@ class Generated:
             "coverage_entropy": coverage_entropy(cells),
             "kinds": dict(Counter(g.kind for g in self.scenes)),
         }
+        if self.in_regions is not None:
+            row["in_regions"] = dict(self.in_regions)
+        return row
+
+
+def region_counts(regions: Sequence[Any], gens: Sequence[Gen]) -> dict[str, int] | None:
+    """{"hard<i>": scenes in region i, "nominal": in none} of the round's scenes (None without
+    declared regions): where a strategy's data landed, the focused experiment's mechanism."""
+    if not regions:
+        return None
+    where = Counter(which(regions, g.compiled.scene) for g in gens)
+    return {
+        "nominal": where.get(-1, 0),
+        **{f"hard{i}": where.get(i, 0) for i in range(len(regions))},
+    }
 
 
 def validation_bases(svc: Any, parents: list[Scene]) -> list[list[Scene]]:
@@ -109,7 +128,8 @@ def generate(svc: Any, state: RunState, r: int, plan: Plan) -> Generated:
     out: list[Gen] = []
     tried = accepted = novel_needed = 0
     factors = svc.source.resamplable(plan.factors)
-    for kind, ref, n in plan.requests:
+    wheres = plan.where or ("",) * len(plan.requests)
+    for (kind, ref, n), where in zip(plan.requests, wheres, strict=True):
         if kind == "targeted":
             gens, n_tried = _targeted(svc, state, ref, n, rng)
             tried += n_tried
@@ -119,7 +139,7 @@ def generate(svc: Any, state: RunState, r: int, plan: Plan) -> Generated:
         elif kind == "novel":
             novel_needed += n
         else:  # resample one pool scene's factor (no diagnosis)
-            n_tried, made = svc.source.resample(svc.pool[ref], factors, n, rng)
+            n_tried, made = svc.source.resample(svc.pool[ref], factors, n, rng, where)
             tried += n_tried
             accepted += len(made)
             out += [Gen(c, None, "resample", f, "-") for c, f in made]
@@ -129,7 +149,8 @@ def generate(svc: Any, state: RunState, r: int, plan: Plan) -> Generated:
         accepted += len(made)
         out += [Gen(c, None, "novel", None, "-") for c in made]
     kept = drop_heldout(out, _heldout_keys(svc))
-    return Generated(tuple(kept), tried, accepted, len(out) - len(kept))
+    counts = region_counts(getattr(svc.source, "regions", ()), kept)
+    return Generated(tuple(kept), tried, accepted, len(out) - len(kept), counts)
 
 
 def _heldout_keys(svc: Any) -> frozenset:
