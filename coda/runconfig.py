@@ -507,6 +507,7 @@ ADDED_DEFAULTS = {
     "loop.validation_pairing": "sibling",  # targeted and control both edited from the base
     "loop.validation_rest": "keep",  # recreate pairs: the bases' other factors as they are
     "loop.finetune_ema": -1.0,  # the BC start's EMA decay in the rounds too
+    "sim.hard_regions": [],  # no declared regions
 }
 
 

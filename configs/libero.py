@@ -7,7 +7,9 @@ layout1..layout5 (LIBERO-Plus layout shifts) | camera1..5, light1..5, noise1..5
 (LIBERO-Plus-style observation perturbations: rendered frames only, e.g. the GIFs).
 Policies: planner (goals as ordered stages: pick-and-place, drawer pull / push, knob turn, door
 swung shut or opened by its handle bar; goals it cannot do count as failed with the reason) |
-random | hold.
+random | hold | a trained run: `--config.policy=<launch.main workdir>` (its last complete round)
+or `<workdir>/checkpoints/round_000k` (coda.loop.acting; a run trained with
+sim.source=libero:<suite>, configs/libero_loop.py).
 """
 
 from ml_collections import ConfigDict
@@ -17,7 +19,7 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c = ConfigDict()
     c.suite = "libero_spatial"  # the LIBERO suite evaluated (list above)
     c.perturbation = "none"  # LIBERO-PRO / LIBERO-Plus perturbation (list above); none = off
-    c.policy = "planner"  # the acting policy: planner | random | hold
+    c.policy = "planner"  # the acting policy: planner | random | hold | a run folder (above)
     c.tasks = ""  # "" = every task of the suite; else task ids, e.g. "0,3"
     c.init_states = 0  # initial states per task; 0 = all 50 (all from init_offset on)
     c.init_offset = 0  # first initial state index (split a long evaluation by state range)

@@ -1,7 +1,11 @@
 """LIBERO evaluation entry point: `python -m launch.libero --config=configs/libero.py
 --config.suite=libero_spatial --config.perturbation=swap --config.policy=random --workdir=runs/l`
 -> per-task and per-suite success over the fixed initial states (results.json, results.md) and
-agent-view GIFs of each task's first episodes (gifs/; `--config.gifs=0` turns them off)."""
+agent-view GIFs of each task's first episodes (gifs/; `--config.gifs=0` turns them off).
+
+`--config.policy=<run folder>` evaluates a trained policy (a `launch.main` workdir's last
+complete round, or `<run>/checkpoints/round_000k`). A misspelt suite, perturbation or policy, a
+task id or initial-state offset out of range: one line naming the valid values, no traceback."""
 
 from __future__ import annotations
 
@@ -24,11 +28,27 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/libero", "Run folder (created if
 
 
 def main(argv: list[str]) -> None:
-    del argv
-    from coda.libero.evaluate import evaluate
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from coda.libero.evaluate import IncompatibleRun, config_problems, evaluate, is_run_path
+    from coda.loop import acting
 
     cfg = _CONFIG.value
-    res = evaluate(cfg, _WORKDIR.value)
+    bad = config_problems(cfg)
+    trained = None
+    if is_run_path(cfg.policy):
+        try:
+            acting.resolve(cfg.policy)
+        except ValueError as e:
+            bad.append(str(e))
+    if bad:
+        raise app.UsageError("; ".join(bad))
+    if is_run_path(cfg.policy):
+        trained = acting.load(cfg.policy)
+    try:
+        res = evaluate(cfg, _WORKDIR.value, trained)
+    except IncompatibleRun as e:
+        raise app.UsageError(str(e)) from None
     res["command"] = " ".join(["python -m launch.libero"] + sys.argv[1:])
     pathlib.Path(_WORKDIR.value, "results.json").write_text(json.dumps(res, indent=1))
     summary = {k: v for k, v in res.items() if k != "per_task"}

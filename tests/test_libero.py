@@ -310,8 +310,24 @@ def test_libero_config_and_its_refusals():
     with pytest.raises(ValueError, match="valid"):
         cfg_mod.get_config("nonsense")
     assert E.make_policy("planner", 10) is None  # built per task from its goal
+    assert E.is_run_path("runs/x") and not E.is_run_path("planner")
     with pytest.raises(ValueError, match="random"):
         E.make_policy("pi0", 10)
+    cfg = cfg_mod.get_config()
+    assert E.config_problems(cfg) == []
+    for field, value, says in (
+        ("suite", "libero_spatail", "suite='libero_spatail' is unknown (valid: "),
+        ("perturbation", "swapp", "perturbation='swapp' is unknown (valid: none, swap"),
+        ("policy", "plannr", "policy='plannr' is unknown (valid: planner, random, hold"),
+        ("tasks", "3,12", "tasks='3,12' must be comma-separated task ids in [0, 10)"),
+        ("tasks", "a", "tasks='a' must be"),
+        ("init_offset", 50, "init_offset=50 outside [0, 50)"),
+        ("init_states", -1, "init_states=-1 must be an integer >= 0"),
+    ):
+        bad = cfg_mod.get_config()
+        bad[field] = value
+        got = E.config_problems(bad)
+        assert len(got) == 1 and says in got[0] and "\n" not in got[0], (field, got)
     with pytest.raises(ValueError, match="layout1"):
         E.compile_variants("libero_spatial", "x", [0], "lighting", 0)
     assert E.init_indices(50, 0) == list(range(50))

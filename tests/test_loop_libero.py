@@ -254,3 +254,25 @@ def test_an_image_policy_runs_the_libero_loop(tmp_path):
     r0, r1 = _history(str(tmp_path), 1)
     assert r0["demo_rows"] > 0 and math.isfinite(r0["bc_loss"])
     assert math.isfinite(r1["update"]["policy_loss"]) and set(r1["suites"]) == set(cfg.eval.suites)
+
+
+@pytest.mark.slow  # needs the run above; ~20 s
+def test_launch_libero_evaluates_the_run_s_trained_policy(libero_run, tmp_path):
+    """`--config.policy=<run folder>` acts with the run's last complete round (or a named round)
+    under LIBERO's protocol; the results say which run, round and strategy acted."""
+    from coda.libero import evaluate as LE
+    from coda.loop import acting
+
+    run_cfg, workdir, _ = libero_run
+    spec = importlib.util.spec_from_file_location("libero_eval_cfg", f"{ROOT}/configs/libero.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for policy, want_round in ((workdir, 1), (f"{workdir}/checkpoints/round_0000", 0)):
+        cfg = mod.get_config("smoke")
+        cfg.policy, cfg.gifs = policy, 0
+        res = LE.evaluate(cfg, str(tmp_path / f"r{want_round}"), acting.load(policy))
+        assert res["trained"]["round"] == want_round
+        assert res["trained"]["strategy"] == run_cfg.strategy
+        assert res["trained"]["trained_on"] == "libero:libero_spatial"
+        assert res["episodes"] == 2 and 0 <= res["successes"] <= 2
+        assert res["per_task"][0]["unsupported"] is None

@@ -91,3 +91,26 @@ def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     ref_sum = json.loads((ref / "summary.json").read_text())
     got = json.loads((work / "summary.json").read_text())
     assert got["headline"] == ref_sum["headline"]
+
+
+def test_a_run_s_acting_policy_path_is_resolved_or_refused_in_one_line(tmp_path):
+    """`--config.policy=<run folder | round folder>`: file checks only (no JAX, no weights)."""
+    from coda.loop import acting
+
+    run = tmp_path / "run"
+    with pytest.raises(ValueError, match="neither planner | random | hold nor an existing run"):
+        acting.resolve(str(run))
+    run.mkdir()
+    with pytest.raises(ValueError, match="is not a run folder \\(no config.json\\)"):
+        acting.resolve(str(run))
+    (run / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="holds no complete round under checkpoints/"):
+        acting.resolve(str(run))
+    for r in (0, 3):
+        (run / "checkpoints" / f"round_{r:04d}").mkdir(parents=True)
+        (run / "checkpoints" / f"round_{r:04d}" / "COMPLETE").write_text("ok\n")
+    (run / "checkpoints" / "round_0004.tmp").mkdir()  # an interrupted save is not a round
+    assert acting.resolve(str(run)) == (str(run), 3)
+    assert acting.resolve(str(run / "checkpoints" / "round_0000")) == (str(run), 0)
+    with pytest.raises(ValueError, match="is not a complete round of"):
+        acting.resolve(str(run / "checkpoints" / "round_0002"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import pathlib
 import time
 from typing import Any
@@ -37,6 +38,7 @@ from coda.sim.render import gl_available
 from coda.sim.rollout import Bucket, NativeBackend
 
 LIBERO_CONTROL_DT = 0.05  # s: LIBERO's 20 Hz control
+LIBERO_STATES = 50  # fixed initial states per LIBERO task
 POLICIES = ("planner", "random", "hold")
 PERTURBATIONS = (
     ("none",)
@@ -61,15 +63,66 @@ class HoldPolicy:
         return a, carry, {"phase": jnp.zeros((b, self.horizon), jnp.int32)}
 
 
-def make_policy(name: str, horizon: int):
-    """A policy by name (None for "planner", which is built per task from its goal)."""
+class IncompatibleRun(ValueError):
+    """A trained run's policy cannot read this suite's observations (one line, says why)."""
+
+
+def is_run_path(value: Any) -> bool:
+    """Whether `config.policy` names a trained run (a path: it has a separator or is a folder;
+    the caller loads it, `coda.loop.acting`) rather than a built-in policy."""
+    return isinstance(value, str) and (os.sep in value or os.path.isdir(value))
+
+
+def make_policy(name: str, horizon: int) -> Any:
+    """`agent_for(bucket) -> (agent, params)` of a built-in policy; None for "planner" (built
+    per task from its goal)."""
     if name == "random":
-        return RandomPolicy(horizon=horizon)
+        pol = RandomPolicy(horizon=horizon)
+        return lambda bucket: (pol, None)
     if name == "hold":
-        return HoldPolicy(horizon)
+        pol = HoldPolicy(horizon)
+        return lambda bucket: (pol, None)
     if name == "planner":
         return None  # per task: `planner.planner_for(compiled)`
-    raise ValueError(f"unknown policy {name!r}; policies: {POLICIES}")
+    raise ValueError(f"unknown policy {name!r}; policies: {POLICIES} or a run folder")
+
+
+def config_problems(config: Any) -> list[str]:
+    """Every user-fixable problem of an evaluation config, one line each (launch.libero
+    answers with them before any episode runs)."""
+    out = []
+    names = suites.all_suites()
+    if config.suite not in names:
+        return [f"suite={config.suite!r} is unknown (valid: {', '.join(names)})"]
+    if config.perturbation not in PERTURBATIONS:
+        out.append(
+            f"perturbation={config.perturbation!r} is unknown (valid: {', '.join(PERTURBATIONS)})"
+        )
+    elif config.perturbation in suites.PERTURBATIONS and config.suite not in suites.PERTURBABLE:
+        out.append(
+            f"perturbation={config.perturbation!r}: LIBERO-PRO perturbs "
+            f"{', '.join(suites.PERTURBABLE)}, not {config.suite}"
+        )
+    if not is_run_path(config.policy) and config.policy not in POLICIES:
+        out.append(
+            f"policy={config.policy!r} is unknown (valid: {', '.join(POLICIES)}, or a run folder)"
+        )
+    n_tasks = len(suites.tasks(config.suite))
+    try:
+        _task_names(config.suite, config.tasks)
+    except ValueError:
+        out.append(
+            f"tasks={config.tasks!r} must be comma-separated task ids in [0, {n_tasks}) of "
+            f"{config.suite} ('' = all)"
+        )
+    for field, lo in (("init_states", 0), ("init_offset", 0), ("horizon", 1), ("num_chunks", 0)):
+        v = config.get(field, lo)
+        if not isinstance(v, int) or v < lo:
+            out.append(f"{field}={v!r} must be an integer >= {lo}")
+    off = config.get("init_offset", 0)
+    if isinstance(off, int) and off >= LIBERO_STATES:
+        out.append(f"init_offset={off} outside [0, {LIBERO_STATES}) initial states")
+    return out
 
 
 def init_indices(n_init: int, count: int, offset: int = 0) -> list[int]:
@@ -131,8 +184,11 @@ def write_gifs(
 def _task_names(suite: str, tasks) -> list[str]:
     """The suite's tasks, or those of the comma-separated ids `tasks` ("" = all)."""
     names = suites.tasks(suite)
-    if tasks:
-        idx = [int(x) for x in str(tasks).split(",")]
+    if tasks != "" and tasks is not None:
+        try:
+            idx = [int(x) for x in str(tasks).split(",")]
+        except ValueError:
+            raise ValueError(f"tasks={tasks!r} must be comma-separated task ids") from None
         bad = [i for i in idx if not 0 <= i < len(names)]
         if bad:
             raise ValueError(f"task ids {bad} outside [0, {len(names)}) of {suite}")
@@ -150,7 +206,7 @@ def _gif_count(config: Any) -> tuple[int, str | None]:
     return n_gifs, gif_note
 
 
-def _evaluate_task(config, out, k: int, name: str, policy, backend, rng, chunks, n_gifs, obs_pert):
+def _evaluate_task(config, out, k, name, policy, info, backend, rng, chunks, n_gifs, obs_pert):
     """(row of results.json's per_task, control steps run) for task `k` of the suite: its
     initial states rolled out as one bucket, its first episodes' GIFs written."""
     suite = config.suite
@@ -159,18 +215,31 @@ def _evaluate_task(config, out, k: int, name: str, policy, backend, rng, chunks,
     n = len(indices)
     src, variants = compile_variants(suite, name, indices, config.perturbation, config.seed)
     bucket = Bucket(variants)
-    pol, unsupported, steps = policy, None, 0
-    if pol is None:
+    unsupported, steps, params = None, 0, None
+    horizon = info["horizon"] if info else int(config.horizon)
+    if policy is None:
         try:
-            pol = planner_for(variants[0], config.horizon)
+            pol = planner_for(variants[0], horizon)
         except ValueError as e:  # counted as failed episodes, with the reason
             unsupported = str(e)
+    else:
+        pol, params = policy(bucket)
     t = time.time()
     if unsupported is None:
-        res = backend.rollout(bucket, pol, None, jax.random.fold_in(rng, k), chunks)
+        try:
+            res = backend.rollout(bucket, pol, params, jax.random.fold_in(rng, k), chunks)
+        except (ValueError, TypeError) as e:  # a trained run's observation does not fit
+            if info is None:
+                raise
+            why = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            raise IncompatibleRun(
+                f"policy={info['run']!r} (trained on {info['trained_on']}) cannot act on "
+                f"{suite} task {name!r}: {why}; evaluate a run trained with "
+                "sim.source=libero:<suite>"
+            ) from None
         ok = np.asarray(res.success_any) & np.asarray(res.valid)
         failed = int(np.asarray(res.failed).sum())
-        steps = n * chunks * config.horizon
+        steps = n * chunks * horizon
     else:
         ok, failed = np.zeros(n, bool), 0
     wall = time.time() - t
@@ -211,23 +280,33 @@ def _write_results(out: pathlib.Path, config: Any, result: dict) -> None:
     (out / "results.md").write_text("\n".join(lines) + "\n")
 
 
-def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
+def evaluate(
+    config: Any, workdir: str | pathlib.Path, trained: tuple[Any, dict] | None = None
+) -> dict:
     """Runs config.suite under config.perturbation with config.policy; writes results.json and
-    results.md into workdir and returns the results dict."""
+    results.md into workdir and returns the results dict. `trained`: (agent_for, info) of a
+    trained run's policy when config.policy names one (`coda.loop.acting.load`)."""
     out = pathlib.Path(workdir)
     out.mkdir(parents=True, exist_ok=True)
     suite = config.suite
     names = _task_names(suite, config.tasks)
-    policy = make_policy(config.policy, config.horizon)
+    bad = config_problems(config)
+    if bad:
+        raise ValueError("; ".join(bad))
+    if is_run_path(config.policy) and trained is None:
+        raise ValueError(f"policy={config.policy!r} is a run folder: load it (coda.loop.acting)")
+    policy, trained_info = trained or (make_policy(config.policy, config.horizon), None)
+    # a trained policy acts in chunks of its run's horizon
+    horizon = trained_info["horizon"] if trained_info else int(config.horizon)
     obs_pert = perturb.parse_obs(config.perturbation, config.seed)
     n_gifs, gif_note = _gif_count(config)
-    chunks = config.num_chunks or num_chunks(suite, config.horizon)
+    chunks = config.num_chunks or num_chunks(suite, horizon)
     backend = NativeBackend(nthread=config.nthread or None)
     rng = jax.random.PRNGKey(config.seed)
     rows, t0, steps = [], time.time(), 0
     for k, name in enumerate(names):
         row, n_steps = _evaluate_task(
-            config, out, k, name, policy, backend, rng, chunks, n_gifs, obs_pert
+            config, out, k, name, policy, trained_info, backend, rng, chunks, n_gifs, obs_pert
         )
         rows.append(row)
         steps += n_steps
@@ -238,8 +317,9 @@ def evaluate(config: Any, workdir: str | pathlib.Path) -> dict:
         "observation_perturbation": dataclasses.asdict(obs_pert) if obs_pert else None,
         "gif_note": gif_note,
         "policy": config.policy,
+        "trained": trained_info,  # the run, round and strategy of a trained policy
         "seed": config.seed,
-        "horizon": config.horizon,
+        "horizon": horizon,
         "num_chunks": chunks,
         "control_dt": robot.CONTROL_DT,
         "episodes": episodes,
