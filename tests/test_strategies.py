@@ -6,6 +6,7 @@ import importlib.util
 import os
 import types
 
+import numpy as np
 import pytest
 
 from coda import runconfig
@@ -186,6 +187,38 @@ def test_validation_bases_pool_first_then_parents():
         with pytest.raises(runconfig.ConfigError, match=f"{field}='nope' is unknown"):
             runconfig.validate(cfg)
         setattr(cfg.loop, field, "pool" if field == "validation_bases" else "matched")
+
+
+def test_targeted_variants_come_from_the_first_bases_that_give_any(monkeypatch):
+    """A validated mode whose program makes no verified variant on the pool's scenes (every
+    edit impossible there) is generated from its parents, as its test was, instead of its
+    whole budget falling to novel tasks (measured in the focused experiment's seed 0)."""
+    from coda.loop.state import RunState
+    from coda.loop.steps import generate as G
+
+    cfg = _config("coda")
+    scene = types.SimpleNamespace(task={"family": "pick_place"}, name="pool0")
+    svc = types.SimpleNamespace(
+        config=cfg,
+        pool=[types.SimpleNamespace(scene=scene)],
+        memory=types.SimpleNamespace(get_mode=lambda m: types.SimpleNamespace(phase="reach")),
+        engine=None,
+    )
+    parent = {"name": "fail"}
+    monkeypatch.setattr(G.Scene, "from_dict", lambda d: types.SimpleNamespace(
+        task={"family": "pick_place"}, name=d["name"]))  # fmt: skip
+    seen = []
+
+    def fake(mode, program, bases, n, seed, eps, **kw):
+        seen.append([b.name for b in bases])
+        made = [] if bases[0].name == "pool0" else [types.SimpleNamespace(compiled=b, factor="spatial") for b in bases]  # fmt: skip
+        return types.SimpleNamespace(variants=made, attempted=4 * n)
+
+    monkeypatch.setattr(G, "generate_targeted", fake)
+    state = RunState(mode_parents={7: [parent]})
+    gens, tried = G._targeted(svc, state, 7, 3, np.random.default_rng(0))
+    assert seen == [["pool0"], ["fail"]] and tried == 24
+    assert [(g.kind, g.mode_id, g.factor) for g in gens] == [("targeted", 7, "spatial")]
 
 
 @pytest.mark.slow

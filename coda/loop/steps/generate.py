@@ -92,12 +92,14 @@ def validation_bases(svc: Any, parents: list[Scene]) -> list[list[Scene]]:
 
 
 def _targeted(svc: Any, state: RunState, mode_id: int, n: int, rng) -> tuple[list[Gen], int]:
-    """(variants, tried) of a mode's generation program on its bases; ([], 0) when no base
-    gives any (the request then falls back to novel tasks)."""
+    """(variants, tried) of a mode's generation program on the first of its bases (the ones
+    its test was run on, in order) that gives any verified variant; ([], tried) when none does
+    (the request then falls back to novel tasks). A base set where every edit is impossible
+    (e.g. pool scenes a parent's task edit does not apply to) does not end the search."""
     mode = svc.memory.get_mode(mode_id)
     parents = [Scene.from_dict(d) for d in state.mode_parents.get(mode_id, [])]
-    g, seed = None, int(rng.integers(2**31))
-    for bases in validation_bases(svc, parents):  # the bases its test was run on
+    seed, tried = int(rng.integers(2**31)), 0
+    for bases in validation_bases(svc, parents):
         try:
             g = generate_targeted(
                 mode,
@@ -112,13 +114,15 @@ def _targeted(svc: Any, state: RunState, mode_id: int, n: int, rng) -> tuple[lis
                 evidence=parents or None,  # the program is written from the mode's failures
                 strict=False,
             )
-            break
         except (GenerationError, ValueError, KeyError) as e:
             log.info("mode %s: no targeted variants on %d bases (%s)", mode_id, len(bases), e)
-    if g is None:
-        return [], 0
-    gens = [Gen(v.compiled, mode_id, "targeted", v.factor, mode.phase) for v in g.variants]
-    return gens, g.attempted
+            continue
+        tried += g.attempted
+        if g.variants:
+            gens = [Gen(v.compiled, mode_id, "targeted", v.factor, mode.phase) for v in g.variants]
+            return gens, tried
+        log.info("mode %s: no verified targeted variant on %d bases", mode_id, len(bases))
+    return [], tried
 
 
 def generate(svc: Any, state: RunState, r: int, plan: Plan) -> Generated:
