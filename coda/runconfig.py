@@ -159,7 +159,12 @@ LOOP_INTS = {  # field -> minimum
     "eval.every": 1,
     "render.failures_per_round": 0,
 }
-LOOP_FRACTIONS = ("loop.epsilon", "loop.replay_fraction", "loop.demo_fraction")
+LOOP_FRACTIONS = (
+    "loop.epsilon",
+    "loop.replay_fraction",
+    "loop.demo_fraction",
+    "loop.select_min_auc",
+)
 
 
 def uses_llm(config: Any) -> bool:
@@ -508,6 +513,7 @@ ADDED_DEFAULTS = {
     "loop.validation_rest": "keep",  # recreate pairs: the bases' other factors as they are
     "loop.finetune_ema": -1.0,  # the BC start's EMA decay in the rounds too
     "sim.hard_regions": [],  # no declared regions
+    "loop.select_min_auc": 0.0,  # best-of-j whatever the critic's AUC
 }
 
 

@@ -111,6 +111,9 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.budget = 64  # B: scenes generated per round
     c.loop.rollouts_per_variant = 4  # N: rollouts of each generated scene
     c.loop.num_candidates = 4  # j: best-of-j chunks by the critic at collection (1 = off)
+    # best-of-j only while the critic's last held-out ranking AUC (by return) is >= this; below
+    # it, or before any was measured, j = 1 (coda.loop.steps.rollouts.candidates); 0 = always
+    c.loop.select_min_auc = 0.0
     c.loop.critiques_per_mode = 4  # C: failures critiqued per mode and round, at most
     c.loop.critic_updates = 200  # K_Q per block
     c.loop.policy_updates = 200  # K_π per block

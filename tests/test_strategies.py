@@ -238,3 +238,24 @@ def test_strategy_runs_one_round_of_the_smoke_loop(name, tmp_path):
         assert h1["generated"] == 0 and h1["update"]["demo_rows"] == {"start": h0["demo_rows"]}
         bc_start = h0["budgets"]["policy_updates"]
         assert h1["budgets"]["policy_updates"] - bc_start == cfg.loop.policy_updates
+
+
+def test_best_of_j_waits_for_a_critic_that_ranks_better_than_the_gate():
+    """`loop.select_min_auc`: best-of-j at collection only while the critic's last held-out AUC
+    (by return) reaches the gate; unmeasured or below it, the policy's own sample (j = 1)."""
+    from coda.loop.steps.rollouts import candidates, last_auc
+
+    def row(auc):
+        return {"update": {"critic_ranking": {"auc_return": auc, "chunks": 10.0}}}
+
+    assert candidates(4, 0.0, []) == 4  # the default: always
+    assert candidates(4, 0.55, []) == 1  # nothing measured yet
+    hist = [{"round": 0}, row(0.42), {"round": 2, "update": {}}]
+    assert last_auc(hist) == pytest.approx(0.42, abs=1e-9) and candidates(4, 0.55, hist) == 1
+    assert candidates(4, 0.55, hist + [row(0.61)]) == 4
+    assert candidates(4, 0.55, [row(0.9), row(float("nan"))]) == 4  # NaN: not a measurement
+    assert candidates(1, 0.55, [row(0.9)]) == 1
+    cfg = _config("coda")
+    cfg.loop.select_min_auc = 1.5
+    with pytest.raises(runconfig.ConfigError, match="select_min_auc=1.5 must be in \\[0, 1\\]"):
+        runconfig.validate(cfg)

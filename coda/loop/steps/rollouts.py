@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -97,12 +97,34 @@ def _sources(bucket: Any, meta: dict) -> np.ndarray:
     return np.asarray(ids + [ids[-1]] * (n - len(ids)), np.int32)
 
 
+def last_auc(history: Sequence[dict]) -> float:
+    """The critic's most recent held-out ranking AUC by return (`Learner.held_out_ranking`, in
+    a round row's update entry); NaN before any was measured."""
+    for h in reversed(history):
+        auc = ((h.get("update") or {}).get("critic_ranking") or {}).get("auc_return")
+        if auc is not None and math.isfinite(float(auc)):
+            return float(auc)
+    return math.nan
+
+
+def candidates(j: int, min_auc: float, history: Sequence[dict]) -> int:
+    """best-of-j at collection only while the critic's last measured held-out AUC is at least
+    `loop.select_min_auc` (0 = always): a critic that ranks fresh chunks worse than chance
+    picks worse chunks than the policy's own sample (round 1's AUC 0.38-0.45 in the focused
+    experiment); before any measurement a gated critic is not trusted (j = 1)."""
+    if j <= 1 or min_auc <= 0:
+        return j
+    auc = last_auc(history)
+    return j if math.isfinite(auc) and auc >= min_auc else 1
+
+
 def roll_out(svc: Any, state: RunState, r: int, gens: tuple[Gen, ...], key: jax.Array) -> Collected:
     """N rollouts per variant with the collection sampler, the buckets spread over the hosts;
     transitions to the strategy's update recipe (Φ-shaped where the mode has a potential),
     failures of the first rollout to its critique, deployments into memory."""
     lc, s = svc.config.loop, svc.strategy
-    N, j = int(lc.rollouts_per_variant), int(lc.num_candidates)
+    N = int(lc.rollouts_per_variant)
+    j = candidates(int(lc.num_candidates), float(lc.get("select_min_auc", 0.0)), state.history)
     jobs = _jobs(gens, int(lc.bucket_size))
     results = collect.rollouts_of(
         svc.backend,
@@ -144,4 +166,6 @@ def roll_out(svc: Any, state: RunState, r: int, gens: tuple[Gen, ...], key: jax.
         "targeting_precision": targeting_precision(tally.hits, tally.n_targeted),
         "targeted": tally.n_targeted,
     }
+    if float(lc.get("select_min_auc", 0.0)) > 0:
+        row["collect_candidates"] = j  # best-of-j at this round's collection, after the gate
     return Collected(tuple(episodes), dict(tally.per_mode), success, spend, row)
