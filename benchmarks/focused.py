@@ -148,6 +148,26 @@ def markdown(res: dict, command: str) -> str:
             f"{_pct(r[n]['mean'])} ± {_pct(r[n]['se'])}" for n in ("id", SECONDARY, PRIMARY)
         )
         lines.append(f"| {a} | {r['seeds']} | {cells} |")
+    walls = {a: [c["wall_seconds"] for c in res["cells"] if c["arm"] == a] for a in res["arms"]}
+    total = sum(w for ws in walls.values() for w in ws if w)
+    per = ", ".join(f"{a} {sum(ws) / len(ws):.0f} s" for a, ws in walls.items() if ws)
+    lines += ["", f"Wall time per cell (mean, incl. round 0 where trained): {per}; "
+              f"all cells {total / 3600:.2f} h."]  # fmt: skip
+    lines += ["", "Per cell, final round (id / ood_layouts / ood_hard %) and where each round's "
+              "generated scenes landed (nominal / hard0 / hard1 / hard2):", ""]  # fmt: skip
+    for c in res["cells"]:
+        f = c["final"]
+        land = "; ".join(
+            f"r{r['round']} " + "/".join(str(v) for v in r["in_regions"].values())
+            for r in c["rounds"]
+            if r.get("in_regions")
+        )
+        auc = ", ".join(f"{r['critic_auc']:.2f}" for r in c["rounds"] if r.get("critic_auc"))
+        lines.append(
+            f"- {c['arm']} seed {c['seed']}: {_pct(f['id'])} / {_pct(f[SECONDARY])} / "
+            f"{_pct(f[PRIMARY])}; scenes {land}; critic AUC by round {auc}; "
+            f"kinds {[r['kinds'] for r in c['rounds'] if r.get('kinds')]}"
+        )
     for metric in (PRIMARY, SECONDARY):
         label = (
             f"{metric} success (the registered {'primary' if metric == PRIMARY else 'secondary'})"
