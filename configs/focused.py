@@ -25,7 +25,9 @@ Arms (same budgets, same BC start per seed, `study.share_start`):
 Variants: '' (the first registered study: 4 arms x 5 seeds, 2 rounds after round 0, at
 24b19a5), 'v2' (its second registration, benchmarks/registrations/issue29_focused_v2.md: the
 same arms and seeds, 4 rounds, best-of-j gated on the critic's held-out AUC, at a commit with
-the targeted-generation fix), 'smoke' (the smoke loop, 2 arms x 1 seed, one round: tests).
+the targeted-generation fix; withdrawn before any cell finished), 'v3' (its third registration,
+benchmarks/registrations/issue29_focused_v3.md: v2 with every arm learning by success-filtered
+self-imitation), 'smoke' (the smoke loop, 2 arms x 1 seed, one round: tests).
 """
 
 import importlib.util
@@ -33,7 +35,7 @@ import os
 
 from ml_collections import ConfigDict
 
-VARIANTS = ("", "v2", "smoke")
+VARIANTS = ("", "v2", "v3", "smoke")
 # The pool's programs: two pick_place tasks of the training split (a cube onto a plate).
 PROGRAMS = (
     """add_object("cube", role="target", instance="cube_red")
@@ -81,16 +83,18 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.study.share_start = True
     c.study.transfer = ()  # no memory-transfer pair
     c.study.cell_process = False  # every cell in this process
-    if arg in (None, "", "v2"):
+    if arg in (None, "", "v2", "v3"):
         # the default loop (chunk-critic AWR, best-of-4), 2 rounds of B = 32 scenes x 4
         # rollouts, 128 episodes per suite
         base = _focus(_loop_config(None))
         base.loop.rounds = 2
         base.loop.budget = 32
         base.eval.episodes = 128
-        if arg == "v2":  # 4 rounds; best-of-j only once the critic ranks fresh chunks >= 0.55
+        if arg in ("v2", "v3"):  # 4 rounds; best-of-j once the critic ranks fresh chunks >= 0.55
             base.loop.rounds = 4
             base.loop.select_min_auc = 0.55
+        if arg == "v3":  # every arm's rounds: success-filtered self-imitation (not the critic's)
+            base.loop.advantage = "success"
         c.study.base = base
     elif arg == "smoke":  # tests: 2 arms x 1 seed on the smoke loop, one round
         c.study.strategies = ("domain_randomization", "oracle_regions")

@@ -161,7 +161,7 @@ def test_focused_study_config_loads_and_every_cell_validates():
     from coda import study
     from coda.sim import tasks
 
-    for arg in (None, "v2", "smoke"):
+    for arg in (None, "v2", "v3", "smoke"):
         c = FOCUSED.get_config(arg)
         study.check_study(c)
         cells = study.cells(c)
@@ -175,5 +175,6 @@ def test_focused_study_config_loads_and_every_cell_validates():
     }  # fmt: skip
     v2 = FOCUSED.get_config("v2").study.base.loop
     assert (v2.rounds, v2.select_min_auc) == (4, pytest.approx(0.55, abs=1e-9))
-    with pytest.raises(ValueError, match="valid: '', 'v2', 'smoke'"):
+    assert FOCUSED.get_config("v3").study.base.loop.advantage == "success"
+    with pytest.raises(ValueError, match="valid: '', 'v2', 'v3', 'smoke'"):
         FOCUSED.get_config("big")
