@@ -427,3 +427,22 @@ def test_transfer_config_errors_name_the_field():
     c.study.transfer = ()
     study.check_study(c)
     assert study.transfer_cells(c) == []
+
+
+def test_every_cell_records_the_commit_it_ran_at(tmp_path):
+    """A registered study runs at one commit: a cell that runs writes the process's commit
+    beside it, a finished cell read back on resume keeps the one it ran at."""
+    c = table1("smoke")
+    c.study.transfer = ()
+    numbers = {(s, 0): fake_summary((1, 8), (1, 8)) for s in c.study.strategies}
+    w = str(tmp_path)
+    table = study.run_study(c, w, runner=PairRunner(numbers))
+    here = study.code_commit()
+    assert here != "unknown" and table["commits"] == [here]
+    assert {r["commit"] for r in table["cells"]} == {here}
+    cell = study.cell_dir(w, c.study.strategies[0], 0)
+    with open(os.path.join(cell, "commit.txt"), "w") as f:
+        f.write("0123abc\n")  # as if it had run at another commit
+    again = study.run_study(c, w, runner=PairRunner(numbers))
+    assert again["commits"] == sorted({"0123abc", here})
+    assert "code: " in (tmp_path / "table1.md").read_text()

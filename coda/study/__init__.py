@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
 import time
 import traceback
 from collections.abc import Callable
@@ -252,6 +253,35 @@ def _process_runner(cfg: ConfigDict, workdir: str) -> dict[str, Any]:
     return _summary(workdir)
 
 
+def code_commit() -> str:
+    """The git commit of the code this process runs ("<sha>+dirty" with uncommitted changes to
+    tracked files; "unknown" outside a git checkout): every cell records the code it ran."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    sha = git("rev-parse", "HEAD")
+    if not sha:
+        return "unknown"
+    return sha + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _cell_commit(cdir: str, ran_now: bool, commit: str) -> str:
+    """The commit a cell ran at: this process's when it ran now (written beside the cell), the
+    one written then when it finished earlier ("unknown" for cells from before this record)."""
+    path = os.path.join(cdir, "commit.txt")
+    if ran_now:
+        with open(path, "w") as f:
+            f.write(commit + "\n")
+        return commit
+    if os.path.exists(path):
+        with open(path) as f:
+            return f.read().strip()
+    return "unknown"
+
+
 def run_study(
     config: ConfigDict,
     workdir: str,
@@ -266,7 +296,7 @@ def run_study(
         isolate = bool(config.study.get("cell_process", False))
         runner = _process_runner if isolate else _in_process_runner
     os.makedirs(workdir, exist_ok=True)
-    t0 = time.perf_counter()
+    t0, commit = time.perf_counter(), code_commit()
     todo = cells(config) + transfer_cells(config)
     pair = {name for name, _ in transfer_cells(config)}
     records: list[dict[str, Any]] = []
@@ -293,6 +323,7 @@ def run_study(
                     f.write(traceback.format_exc())
         rec["study_seconds"] = time.perf_counter() - t_cell
         if summary is not None:
+            rec["commit"] = _cell_commit(cdir, rec["status"] == "ran", commit)
             rec.update(cell_record(summary))
             if strategy in pair:
                 rec["memory_transfer"] = _transfer_record(summary)
@@ -325,6 +356,8 @@ def _write(
             rows[f"{pair[0]}_{k}"]["paper_transfer_percent"] = PAPER_TRANSFER[k]
     table = {
         "command": command,
+        # the code every finished cell ran at: a registered study runs at one commit
+        "commits": sorted({r["commit"] for r in records if r.get("commit")}),
         "config": json.loads(config.to_json_best_effort()),
         "seeds": [int(k) for k in config.study.seeds],
         "cells_total": len(records),

@@ -229,7 +229,8 @@ def markdown(table: dict[str, Any]) -> str:
     out = [
         "# Mini Table 1: CoDA against its baselines",
         "",
-        f"Command: `{table['command']}`",
+        f"Command: `{table['command']}`; code: "
+        f"{', '.join(table.get('commits') or ['not recorded'])}",
         "",
         f"{table['cells_total']} of {table['cells_planned']} cells ({n_strat} strategies"
         f"{' + the transfer pair' if table.get('transfer') else ''} x "
