@@ -153,3 +153,19 @@ def test_init_states_and_one_compile(wheel):
     assert source.shape[0] == 50 and source.shape[1] == states.shape[1]
     c = plus.compile_check(level)
     assert c.loadable and c.reason is None and c.detail.startswith("nq=")
+
+
+def test_a_benchmark_task_compiles_by_name_as_a_plus_suite(wheel):
+    """`scene.compile_task("plus:<suite>", name, i)`: LIBERO-Plus's tasks run wherever LIBERO's
+    do (evaluation, planner, rendering); a language task keeps its source's objects and states
+    and carries the rewritten instruction."""
+    from coda.libero import scene as S
+
+    t = next(x for x in plus.tasks() if x.dimension == "language" and x.suite == "libero_goal")
+    c = S.compile_task(S.PLUS_PREFIX + t.suite, t.name, 0)
+    src = S.compile_task(t.suite, t.source, 0)
+    assert c.model.nq == src.model.nq
+    assert c.scene.task["instruction"] != src.scene.task["instruction"]
+    np.testing.assert_allclose(c.init_qpos, src.init_qpos, atol=1e-6)
+    with pytest.raises(KeyError, match="no LIBERO-Plus task 'nope' in libero_goal"):
+        S.load_task(S.PLUS_PREFIX + "libero_goal", "nope")

@@ -179,6 +179,25 @@ def tasks() -> tuple[PlusTask, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1)
+def _by_name() -> dict[tuple[str, str], PlusTask]:
+    return {(t.suite, t.name): t for t in tasks()}
+
+
+def load(suite: str, name: str) -> scene.LiberoTask:
+    """A benchmark task as a `scene.LiberoTask` of the pseudo-suite "plus:<suite>" (so
+    `scene.compile_task("plus:<suite>", name, i)` builds it, and the evaluation, planner and
+    rendering run on it as on LIBERO's own tasks). KeyError naming the suite's count if absent;
+    a task without initial states in the wheel is refused."""
+    t = _by_name().get((suite, name))
+    if t is None:
+        n = sum(1 for s, _ in _by_name() if s == suite)
+        raise KeyError(f"no LIBERO-Plus task {name!r} in {suite} ({n} tasks)")
+    if t.init is None:
+        raise KeyError(f"LIBERO-Plus task {name!r} has no initial states in the wheel")
+    return task_from_bddl(scene.PLUS_PREFIX + suite, name, read_text(t.bddl), init_states(t.init))
+
+
 def unlisted_bddl() -> dict[str, int]:
     """BDDL files of the wheel that no benchmark task uses, counted per folder."""
     used = {t.bddl for t in tasks()}

@@ -156,10 +156,18 @@ class LiberoTask:
         return int(self.states.shape[0])
 
 
+PLUS_PREFIX = "plus:"  # "plus:<suite>": LIBERO-Plus's own tasks of a suite (coda.libero.plus)
+
+
 @functools.lru_cache(maxsize=256)
 def load_task(suite: str, name: str) -> LiberoTask:
-    """A LIBERO task by suite (one of `suites.all_suites()`, LIBERO-PRO's perturbed ones too)
-    and task name: the wheel's BDDL file and initial states."""
+    """A LIBERO task by suite (one of `suites.all_suites()`, LIBERO-PRO's perturbed ones too,
+    or "plus:<suite>" for LIBERO-Plus's benchmark tasks) and task name: the wheel's BDDL file
+    and initial states."""
+    if suite.startswith(PLUS_PREFIX):
+        from coda.libero import plus  # lazy: plus builds its tasks with this module
+
+        return plus.load(suite[len(PLUS_PREFIX) :], name)
     names = suites.tasks(suite)
     if name not in names:
         raise KeyError(f"no task {name!r} in {suite}; tasks: {names}")
