@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib
 import math
 
 import mujoco
@@ -157,6 +158,9 @@ class LiberoTask:
 
 
 PLUS_PREFIX = "plus:"  # "plus:<suite>": LIBERO-Plus's own tasks of a suite (coda.libero.plus)
+# suite prefix -> "module:function(suite, name) -> LiberoTask" of task sets built on this module
+# (looked up by name, as coda.registries does, so this module does not import them)
+TASK_SOURCES = {PLUS_PREFIX: "coda.libero.plus:load"}
 
 
 @functools.lru_cache(maxsize=256)
@@ -164,10 +168,10 @@ def load_task(suite: str, name: str) -> LiberoTask:
     """A LIBERO task by suite (one of `suites.all_suites()`, LIBERO-PRO's perturbed ones too,
     or "plus:<suite>" for LIBERO-Plus's benchmark tasks) and task name: the wheel's BDDL file
     and initial states."""
-    if suite.startswith(PLUS_PREFIX):
-        from coda.libero import plus  # lazy: plus builds its tasks with this module
-
-        return plus.load(suite[len(PLUS_PREFIX) :], name)
+    for prefix, target in TASK_SOURCES.items():
+        if suite.startswith(prefix):
+            module, fn = target.split(":")
+            return getattr(importlib.import_module(module), fn)(suite[len(prefix) :], name)
     names = suites.tasks(suite)
     if name not in names:
         raise KeyError(f"no task {name!r} in {suite}; tasks: {names}")
