@@ -133,7 +133,7 @@ def markdown(res: dict, command: str) -> str:
     lines = [
         "# Focused experiment (issue 29 item 8)",
         "",
-        f"Command: `{command}`; registration: benchmarks/registrations/issue29_focused.md; "
+        f"Command: `{command}`; registration: {res['registration']}; "
         f"regions {res['regions']}; cells finished: {len(res['cells'])}.",
         "",
         f"Validity (registered): round-0 id − ood_hard = {_pct(v['gap_mean'])} ± "
@@ -206,6 +206,11 @@ def main() -> None:
     ap.add_argument("--workdir", default="runs/focused", help="study folder(s), comma-separated")
     ap.add_argument("--out", default="")
     ap.add_argument("--masses", action="store_true")
+    ap.add_argument(
+        "--registration",
+        default="benchmarks/registrations/issue29_focused.md",
+        help="the registration the workdir ran under (e.g. issue29_focused_v3.md)",
+    )
     a = ap.parse_args()
     if a.masses:
         print(json.dumps(masses(), indent=1))
@@ -217,6 +222,7 @@ def main() -> None:
     command = "python benchmarks/focused.py " + " ".join(sys.argv[1:])
     res = analyse(workdirs)
     res["command"] = command
+    res["registration"] = a.registration
     res["commit"] = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
