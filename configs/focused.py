@@ -36,13 +36,21 @@ import os
 from ml_collections import ConfigDict
 
 VARIANTS = ("", "v2", "v3", "smoke")
+
+
+def _sibling(name: str):
+    """Another file of configs/ (loaded by path: configs/ is not a package)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_focused_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_TABLE1 = _sibling("table1")  # its loop-config loader and the cube programs
 # The pool's programs: two pick_place tasks of the training split (a cube onto a plate).
 PROGRAMS = (
-    """add_object("cube", role="target", instance="cube_red")
-add_object("plate", role="goal", instance="plate_blue")
-set_task("pick_place", target="target", goal="goal")
-sample_layout()
-""",
+    _TABLE1.CUBE_PROGRAMS[0],  # the red cube onto the blue plate
     """add_object("cube", role="target", instance="cube_green")
 add_object("plate", role="goal", instance="plate_white")
 set_task("pick_place", target="target", goal="goal")
@@ -53,15 +61,6 @@ sample_layout()
 # programs (benchmarks/focused.py --masses measures it).
 HARD_REGIONS = ("object.y > 0.15", "destination.x < 0.38", "object.size > 0.0226")
 ARMS = ("coda", "domain_randomization", "nominal_only", "oracle_regions")
-
-
-def _loop_config(arg, strategy: str = "coda") -> ConfigDict:
-    """`configs/coda.py`'s get_config (loaded by path: configs/ is not a package)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "coda.py")
-    spec = importlib.util.spec_from_file_location("_coda_base_config", path)
-    base = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(base)
-    return base.get_config(arg, strategy=strategy)
 
 
 def _focus(c: ConfigDict) -> ConfigDict:
@@ -86,7 +85,7 @@ def get_config(arg: str | None = None) -> ConfigDict:
     if arg in (None, "", "v2", "v3"):
         # the default loop (chunk-critic AWR, best-of-4), 2 rounds of B = 32 scenes x 4
         # rollouts, 128 episodes per suite
-        base = _focus(_loop_config(None))
+        base = _focus(_TABLE1._loop_config(None))
         base.loop.rounds = 2
         base.loop.budget = 32
         base.eval.episodes = 128
@@ -99,7 +98,7 @@ def get_config(arg: str | None = None) -> ConfigDict:
     elif arg == "smoke":  # tests: 2 arms x 1 seed on the smoke loop, one round
         c.study.strategies = ("domain_randomization", "oracle_regions")
         c.study.seeds = (0,)
-        base = _focus(_loop_config("smoke"))
+        base = _focus(_TABLE1._loop_config("smoke"))
         base.loop.rounds = 1
         c.study.base = base
     else:
