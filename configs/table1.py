@@ -23,6 +23,11 @@ Variants:
   transfer pair at that seed, for tests;
 * 'gpu': `configs/coda.py:gpu` per cell, 9 strategies x 3 seeds. NOT run or timed: no
   accelerator run of it has been made.
+* 'prereg': Table 1 as pre-registered in benchmarks/preregistration/table1.md (issue 29 item 7):
+  the 9 strategies x 5 seeds = 45 cells on `_prereg_base` (the default loop: coda learns by the
+  method's rule, `coda_selfimit` is its self-imitation row), no transfer pair. Command:
+  `python -m launch.study --config=configs/table1.py:prereg --workdir=runs/table1_prereg`;
+  its cost and results: benchmarks/results/table1_prereg.md;
 * 'transfer': the memory-transfer pair on its own, measurable at CPU scale: `coda` (the memory
   source) and the `oft` pair, 3 seeds, on the CPU base with the two cube programs as the
   training pool (`sim.programs = CUBE_PROGRAMS`; held-out tasks still proposed from the
@@ -36,7 +41,7 @@ from ml_collections import ConfigDict
 
 from coda import registries
 
-VARIANTS = ("", "smoke", "gpu", "transfer")
+VARIANTS = ("", "smoke", "gpu", "transfer", "prereg")
 # The transfer pair's training programs (variant `transfer`): the cube programs `oft` fits at
 # CPU scale, where it fails on the seeded programs of the other cells
 # (benchmarks/results/oft_bc_probe.md).
@@ -84,6 +89,16 @@ def _cpu_base() -> ConfigDict:
     return c
 
 
+def _prereg_base() -> ConfigDict:
+    """The registered Table 1's loop: `configs/coda.py`'s default (chunk-critic advantages on
+    Φ-shaped targets, best-of-4 at collection, raw weights after round 0) for 2 rounds after the
+    shared BC start, with 64 episodes per evaluation suite (the '' variant's size)."""
+    c = _loop_config(None)
+    c.loop.rounds = 2
+    c.eval.episodes = 64
+    return c
+
+
 def get_config(arg: str | None = None) -> ConfigDict:
     c = ConfigDict()
     c.study = ConfigDict()
@@ -109,6 +124,10 @@ def get_config(arg: str | None = None) -> ConfigDict:
         c.study.strategies = ("coda",)
         c.study.base = _cpu_base()
         c.study.base.sim.programs = CUBE_PROGRAMS
+    elif arg == "prereg":  # benchmarks/preregistration/table1.md: do not edit after its run
+        c.study.seeds = (0, 1, 2, 3, 4)
+        c.study.transfer = ()
+        c.study.base = _prereg_base()
     elif arg == "gpu":  # untested: no accelerator run of this variant has been made
         c.study.base = _loop_config("gpu")
     else:

@@ -191,7 +191,7 @@ def test_unknown_strategy_lists_the_valid_ones(tmp_path):
         study.check_study(c)
 
 
-@pytest.mark.parametrize("arg", [None, "smoke", "gpu"])
+@pytest.mark.parametrize("arg", [None, "smoke", "gpu", "prereg"])
 def test_every_variant_loads_and_every_cell_config_is_valid(arg):
     from coda.loop.strategies import STRATEGIES
     from coda.sim import tasks
@@ -204,8 +204,8 @@ def test_every_variant_loads_and_every_cell_config_is_valid(arg):
         cfg = study.cell_config(c, strategy, seed)
         assert (cfg.strategy, cfg.seed) == (strategy, seed) and strategy in STRATEGIES
         runconfig.validate(cfg, families=tasks.FAMILIES)
-    pair = study.transfer_cells(c)  # on in every variant: oft from scratch / with coda's memory
-    assert len(pair) == 2 * len(c.study.seeds)
+    pair = study.transfer_cells(c)  # oft from scratch / with coda's memory; off when registered
+    assert len(pair) == (0 if arg == "prereg" else 2 * len(c.study.seeds))
     for name, seed in pair:
         cfg = study.transfer_cell_config(c, name, seed)
         assert (cfg.strategy, cfg.policy.name, cfg.seed) == ("coda", "oft", seed)
@@ -213,6 +213,9 @@ def test_every_variant_loads_and_every_cell_config_is_valid(arg):
     assert c.study.base.strategy == "coda"  # the cells are copies: the base is untouched
     if arg is None:
         assert len(got) == 27 and set(study.PAPER_OOD) <= set(c.study.strategies)
+    if arg == "prereg":  # the registration's arms and seeds; coda learns by the method's rule
+        assert len(got) == 45 and set(study.PAPER_OOD) <= set(c.study.strategies)
+        assert c.study.base.loop.advantage == "critic" and c.study.base.loop.num_candidates == 4
 
 
 def test_bc_start_cells_adopt_the_first_bc_cells_round_0_at_their_seed(tmp_path):
@@ -227,7 +230,7 @@ def test_bc_start_cells_adopt_the_first_bc_cells_round_0_at_their_seed(tmp_path)
 
 
 def test_unknown_variant_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="valid: '', 'smoke', 'gpu', 'transfer'"):
+    with pytest.raises(ValueError, match="valid: '', 'smoke', 'gpu', 'transfer', 'prereg'"):
         table1("smok")
 
 
