@@ -365,8 +365,9 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
         ok = sorted(n for n, x in STRATEGIES.items() if not x.critique.tests_modes)
         out.append(
             f"strategy={strategy.name!r} critiques failures and tests modes against a control "
-            "factor; a LIBERO source resamples one factor in training (layout: its object and "
-            f"task swaps are the OOD suites), so with sim.source={src!r} use one of {ok}"
+            "factor; the critic's probes and the engine's edits act on our families' scenes, "
+            "not yet on LIBERO's (a LIBERO source resamples its tasks' factors: "
+            f"coda.libero.program), so with sim.source={src!r} use one of {ok}"
         )
     tr, ho = _get(config, "libero.train_states"), _get(config, "libero.heldout_from")
     if not (_is_int(tr) and _is_int(ho) and 0 < tr <= ho < 50):

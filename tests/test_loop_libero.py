@@ -14,7 +14,9 @@ import pytest
 
 from coda import runconfig
 from coda.libero import episodes as E
+from coda.libero import program as P
 from coda.libero import suites as LS
+from coda.loop.sources import task_key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPATIAL = LS.tasks("libero_spatial")
@@ -120,10 +122,21 @@ def test_the_libero_source_builds_pool_and_held_out_suites():
     for c in fresh:
         e = E.parse(c.scene.program)
         assert e.level in tuple(cfg.libero.shift_levels) and e.index < int(cfg.libero.heldout_from)
-    assert src.resamplable(("layout", "attributes", "task")) == ("layout",)
-    tried, made = src.resample(pool[0], src.resamplable(("layout", "attributes")), 2, rng)
-    assert tried == 2 and {f for _, f in made} <= {"layout"}
-    assert all(E.parse(c.scene.program).task == SPATIAL[0] for c, _ in made)
+    every = ("layout", "attributes", "task")
+    assert src.resamplable(every) == every  # a LIBERO task is edited in any factor
+    tried, made = src.resample(pool[0], every, 6, rng)
+    assert tried == 6 and made and {f for _, f in made} <= set(every)
+    for c, f in made:  # an edit of the drawn factor of the pool episode's own task and state
+        e = E.parse(c.scene.program)
+        assert (e.task, e.index) == (SPATIAL[0], E.parse(pool[0].scene.program).index)
+        assert e.level or {x.factor for x in P.edits_of(e)} == {f}
+    # a generated scene with the goal of an ood_tasks (LIBERO-PRO changed-task) episode is
+    # recognised as that held-out task whatever its file is called
+    held_keys = src.heldout_task_keys(suites["ood_tasks"].programs)
+    held = src.compile({"program": suites["ood_tasks"].programs[0], "seed": 0}).scene
+    atoms = "+".join(",".join(a) for a in held.task["terminal"]["goal"])
+    ours = src.compile({"program": f"{pool[0].scene.program}!goal({atoms})", "seed": 0}).scene
+    assert task_key(ours) in held_keys and task_key(pool[0].scene) not in held_keys
 
 
 def test_libero_configs_are_checked_before_anything_runs():

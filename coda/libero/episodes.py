@@ -8,6 +8,9 @@ spec string that says exactly that; the seed is the shift's seed (0 without a sh
 
     libero:<data suite>/<task>@<init index>             LIBERO's own initial state
     libero:<data suite>/<task>@<init index>#layout<L>   ... its table objects shifted at level L
+    libero:<data suite>/<task>@<init index>!<edits>     ... a factored edit of the task
+                                                        (`coda.libero.program`: swap / move /
+                                                        inst / goal), optionally #layout<L> too
 
 `compile_episode(program, seed)` is deterministic in (program, seed), like `sdk.exec_program`.
 """
@@ -19,8 +22,10 @@ import re
 
 PREFIX = "libero:"
 _SPEC = re.compile(
-    r"^libero:(?P<suite>[a-z0-9_]+)/(?P<task>[^@#]+)@(?P<index>\d+)(#layout(?P<level>\d))?$"
+    r"^libero:(?P<suite>[a-z0-9_]+)/(?P<task>[^@#!]+)@(?P<index>\d+)"
+    r"(!(?P<edits>[a-z0-9_,+();]+))?(#layout(?P<level>\d))?$"
 )
+EDIT_SUITE = "edit:"  # the pseudo-suite of edited tasks (`coda.libero.program.PREFIX`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,11 +34,21 @@ class Episode:
     task: str
     index: int  # LIBERO's initial state, 0..49
     level: int = 0  # LIBERO-Plus layout shift level (0: none)
+    edits: str = ""  # factor edits of the task ("" = LIBERO's own; `coda.libero.program`)
 
     @property
     def program(self) -> str:
-        tail = f"#layout{self.level}" if self.level else ""
+        tail = f"!{self.edits}" if self.edits else ""
+        tail += f"#layout{self.level}" if self.level else ""
         return f"{PREFIX}{self.suite}/{self.task}@{self.index}{tail}"
+
+    @property
+    def task_ref(self) -> tuple[str, str]:
+        """(suite, task) that `coda.libero.scene.load_task` / `compile_task` take: the edited
+        task's pseudo-suite and name when there are edits."""
+        if not self.edits:
+            return self.suite, self.task
+        return EDIT_SUITE + self.suite, f"{self.task}!{self.edits}"
 
 
 def is_libero(program: str | None) -> bool:
@@ -46,10 +61,10 @@ def parse(program: str) -> Episode:
     if m is None:
         raise ValueError(
             f"not a LIBERO episode program: {program!r} "
-            "(expected 'libero:<suite>/<task>@<init index>[#layout<level>]')"
+            "(expected 'libero:<suite>/<task>@<init index>[!<edits>][#layout<level>]')"
         )
     level = int(m["level"] or 0)
-    return Episode(m["suite"], m["task"], int(m["index"]), level)
+    return Episode(m["suite"], m["task"], int(m["index"]), level, m["edits"] or "")
 
 
 def compile_episode(program: str, seed: int = 0):
@@ -58,10 +73,11 @@ def compile_episode(program: str, seed: int = 0):
     from coda.libero import scene as S  # lazy: the LIBERO data stack (as above)
 
     ep = parse(program)
+    suite, task = ep.task_ref
     if ep.level:
-        c = perturb.layout_shift(ep.suite, ep.task, ep.index, ep.level, int(seed))
+        c = perturb.layout_shift(suite, task, ep.index, ep.level, int(seed))
     else:
-        c = S.compile_task(ep.suite, ep.task, ep.index)
+        c = S.compile_task(suite, task, ep.index)
     scene = dataclasses.replace(c.scene, program=ep.program, seed=int(seed))
     return dataclasses.replace(c, scene=scene)
 

@@ -159,8 +159,9 @@ class LiberoTask:
 
 PLUS_PREFIX = "plus:"  # "plus:<suite>": LIBERO-Plus's own tasks of a suite (coda.libero.plus)
 # suite prefix -> "module:function(suite, name) -> LiberoTask" of task sets built on this module
+# ("edit:<suite>": source tasks with factor edits, `coda.libero.program`)
 # (looked up by name, as coda.registries does, so this module does not import them)
-TASK_SOURCES = {PLUS_PREFIX: "coda.libero.plus:load"}
+TASK_SOURCES = {PLUS_PREFIX: "coda.libero.plus:load", "edit:": "coda.libero.program:load"}
 
 
 @functools.lru_cache(maxsize=256)
@@ -223,6 +224,11 @@ def _bottom(category: str) -> float:
         lo = min(lo, float(d.geom_xpos[g][2] - ext[2]))
     root = m.body("object").id
     return lo - float(d.xpos[root][2])
+
+
+def bottom_offset(category: str) -> float:
+    """z of a LIBERO asset's lowest collision point below its root (negative: below)."""
+    return _bottom(category)
 
 
 def fixture_pose(task: LiberoTask, name: str, category: str) -> dict[str, float]:

@@ -8,10 +8,11 @@ families' `propose`, executed by the SDK, verified by `coda.sim.verify`; the eng
 from the LIBERO planner; the evaluation suites are LIBERO's own held-out initial states, their
 LIBERO-Plus layout shifts and LIBERO-PRO's perturbed suites
 (`coda.registries.LIBERO_SUITE_NAMES`); a round's
-fresh scenes are layout-shifted initial states of the suite's tasks (the only factor LIBERO's
-tasks expose to resampling without leaving the suite: the object and task swaps are
-LIBERO-PRO's OOD suites, so strategies that test modes against a control factor are refused,
-`coda.runconfig`). Episodes are named by
+fresh scenes are layout-shifted initial states of the suite's tasks, and a pool episode is
+resampled by editing its task in one factor (`coda.libero.program`: swaps and moves, object
+instances, new goals from LIBERO's goal vocabulary), made from the source tasks only; a generated
+scene whose task is one of the ood_tasks suite's (LIBERO-PRO's changed tasks) is dropped like a
+held-out family task. Episodes are named by
 `coda.libero.episodes` programs, so pool.jsonl / suites.json / resume work as for families.
 
 A source answers: the pool and held-out tasks (round 0), extra demo layouts, the planner of a
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 SOURCES = ("families", "libero")
 MAX_DRAWS = 200  # draws of a layout / attribute before a region is declared unreachable
 LIBERO_STATES = 50  # fixed initial states per LIBERO task
+LAYOUT_SHIFT_SHARE = 0.5  # LIBERO layout variants: the share that are small shifts (the rest:
+# swaps and moves to free regions, coda.libero.program)
 
 
 def source_kind(spec: str) -> tuple[str, str]:
@@ -63,8 +66,14 @@ def make_source(config: Any) -> Any:
 def task_key(scene: Any) -> tuple:
     """What makes two scenes the same task, whatever their layout and distractors: the family,
     the goal relation and its arguments, the task's parameters, and the category and instance
-    of each object bound to a role."""
+    of each object bound to a role. A LIBERO scene: its objects (name, category) and its goal
+    atoms, whatever the task file is called (an edited source task and a LIBERO-PRO task file
+    with the same goal over the same objects are the same task)."""
     t = scene.task
+    if t.get("family") == "libero":  # the scene's objects and the goal over them
+        objs = tuple(sorted((o.name, o.category) for o in scene.objects))
+        goal = tuple(sorted(tuple(a) for a in t.get("terminal", {}).get("goal", ())))
+        return ("libero", objs, goal)
     objs = {o.name: o for o in scene.objects}
     bound = tuple(
         sorted(
@@ -378,8 +387,9 @@ class LiberoSource:
         return out
 
     def resamplable(self, factors: Sequence[str]) -> tuple[str, ...]:
-        """Layout only, whatever is asked: the object and task swaps are LIBERO-PRO's OOD suites."""
-        return ("layout",)
+        """The factors of `factors` a LIBERO task can be edited in (`coda.libero.program`:
+        layout, attributes and task all)."""
+        return tuple(f for f in factors if f in ("layout", "attributes", "task"))
 
     def _shifted(self, task: str, index: int, rng) -> tuple[Any, bool]:
         from coda.libero.episodes import Episode, verify  # lazy: LIBERO's data (the [libero] extra)
@@ -388,23 +398,44 @@ class LiberoSource:
         c = self._compiled(Episode(self.suite, task, index, level), int(rng.integers(2**31)))
         return c, verify(c)
 
+    def _edited(self, program: str, factor: str, rng) -> tuple[Any, bool] | None:
+        """One variant of an episode in `factor` (`coda.libero.program.variant`): layout is
+        half the time a small shift of its table objects (LIBERO-Plus's kind), else a swap or a
+        move; attributes and task are edits of that factor."""
+        from coda.libero import program as LP  # lazy: LIBERO's data (the [libero] extra)
+
+        return LP.variant(program, factor, rng, self.shift_levels, LAYOUT_SHIFT_SHARE)
+
     def resample(
         self, base: Any, factors: Sequence[str], n: int, rng, where: str = ""
     ) -> tuple[int, list]:
-        """`n` layout shifts (levels `libero.shift_levels`) of a pool episode's initial state."""
-        from coda.libero.episodes import parse  # lazy: LIBERO's data (the [libero] extra)
-
-        ep = parse(base.scene.program)
-        out = []
+        """(tried, [(compiled, factor)] verified): `n` edits of one factor each (drawn from
+        `factors`) of a pool episode (`_edited`)."""
+        out, tried = [], 0
         for _ in range(n):
-            c, ok = self._shifted(ep.task, ep.index, rng)
-            if ok:
-                out.append((c, "layout"))
-        return n, out
+            f = factors[int(rng.integers(len(factors)))]
+            try:
+                got = self._edited(base.scene.program, f, rng)
+            except ValueError as e:  # a task this edit cannot build: skip it
+                log.info("LIBERO %s edit of %s failed: %s", f, base.scene.program, e)
+                got = None
+            tried += got is not None
+            if got is not None and got[1]:
+                out.append((got[0], f))
+        return tried, out
 
     def heldout_task_keys(self, programs: Sequence[str]) -> frozenset:
-        """None to drop: rounds draw the suite's own tasks at training initial states."""
-        return frozenset()
+        """The task identities (`task_key`) of the ood_tasks suite's episodes (LIBERO-PRO's
+        changed tasks): a generated scene with one of them is dropped (step 2)."""
+        key = tuple(sorted(set(programs)))
+        if getattr(self, "_held_key", None) != key:
+            # one episode per task (a program up to "@<initial state>" names its task)
+            firsts = {p.split("@")[0]: p for p in key}.values()
+            self._held = frozenset(
+                task_key(self.compile({"program": p, "seed": 0}).scene) for p in firsts
+            )
+            self._held_key = key
+        return self._held
 
     def novel(self, n: int, rng) -> tuple[int, list]:
         """`n` fresh scenes: a task of the suite at a non-held-out initial state, shifted."""
