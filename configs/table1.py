@@ -28,6 +28,9 @@ Variants:
   method's rule, `coda_selfimit` is its self-imitation row), no transfer pair. Command:
   `python -m launch.study --config=configs/table1.py:prereg --workdir=runs/table1_prereg`;
   its cost and results: benchmarks/results/table1_prereg.md;
+* 'curve': the rounds curve as pre-registered in benchmarks/preregistration/rounds_curve.md
+  (issue 29 item 9, the paper's Figure 2): `coda` and `fresh_task_bc` at seed 0 for 15 rounds on
+  `_prereg_base`, every suite evaluated every round; `benchmarks/rounds_curve.py` draws it;
 * 'transfer': the memory-transfer pair on its own, measurable at CPU scale: `coda` (the memory
   source) and the `oft` pair, 3 seeds, on the CPU base with the two cube programs as the
   training pool (`sim.programs = CUBE_PROGRAMS`; held-out tasks still proposed from the
@@ -41,7 +44,7 @@ from ml_collections import ConfigDict
 
 from coda import registries
 
-VARIANTS = ("", "smoke", "gpu", "transfer", "prereg")
+VARIANTS = ("", "smoke", "gpu", "transfer", "prereg", "curve")
 # The transfer pair's training programs (variant `transfer`): the cube programs `oft` fits at
 # CPU scale, where it fails on the seeded programs of the other cells
 # (benchmarks/results/oft_bc_probe.md).
@@ -128,6 +131,12 @@ def get_config(arg: str | None = None) -> ConfigDict:
         c.study.seeds = (0, 1, 2, 3, 4)
         c.study.transfer = ()
         c.study.base = _prereg_base()
+    elif arg == "curve":  # benchmarks/preregistration/rounds_curve.md
+        c.study.strategies = ("coda", "fresh_task_bc")
+        c.study.seeds = (0,)
+        c.study.transfer = ()
+        c.study.base = _prereg_base()
+        c.study.base.loop.rounds = 15
     elif arg == "gpu":  # untested: no accelerator run of this variant has been made
         c.study.base = _loop_config("gpu")
     else:

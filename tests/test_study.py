@@ -191,7 +191,7 @@ def test_unknown_strategy_lists_the_valid_ones(tmp_path):
         study.check_study(c)
 
 
-@pytest.mark.parametrize("arg", [None, "smoke", "gpu", "prereg"])
+@pytest.mark.parametrize("arg", [None, "smoke", "gpu", "prereg", "curve"])
 def test_every_variant_loads_and_every_cell_config_is_valid(arg):
     from coda.loop.strategies import STRATEGIES
     from coda.sim import tasks
@@ -205,7 +205,7 @@ def test_every_variant_loads_and_every_cell_config_is_valid(arg):
         assert (cfg.strategy, cfg.seed) == (strategy, seed) and strategy in STRATEGIES
         runconfig.validate(cfg, families=tasks.FAMILIES)
     pair = study.transfer_cells(c)  # oft from scratch / with coda's memory; off when registered
-    assert len(pair) == (0 if arg == "prereg" else 2 * len(c.study.seeds))
+    assert len(pair) == (0 if arg in ("prereg", "curve") else 2 * len(c.study.seeds))
     for name, seed in pair:
         cfg = study.transfer_cell_config(c, name, seed)
         assert (cfg.strategy, cfg.policy.name, cfg.seed) == ("coda", "oft", seed)
@@ -230,7 +230,7 @@ def test_bc_start_cells_adopt_the_first_bc_cells_round_0_at_their_seed(tmp_path)
 
 
 def test_unknown_variant_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="valid: '', 'smoke', 'gpu', 'transfer', 'prereg'"):
+    with pytest.raises(ValueError, match="valid: '', 'smoke', 'gpu', 'transfer', 'prereg', 'curve'"):
         table1("smok")
 
 
