@@ -83,11 +83,13 @@ def cell(workdir: str, arm: str, seed: int) -> dict | None:
     }
 
 
-def analyse(workdirs: list[str]) -> dict:
+def analyse(workdirs: list[str], variant: str = "") -> dict:
     """The registered comparison over the cells finished in any of `workdirs` (seeds may run
-    in separate invocations; a cell found twice is an error)."""
-    cfg = _config().get_config()
+    in separate invocations; a cell found twice is an error). The variant's arms play the roles
+    of configs/focused.py's ARMS in order: the method, DR, the nominal floor, the oracle."""
+    cfg = _config().get_config(variant)
     arms, seeds = list(cfg.study.strategies), [int(s) for s in cfg.study.seeds]
+    method, _, nominal, oracle = arms
     regions = parse_regions(cfg.study.base.sim.hard_regions)
     cells = []
     for a in arms:
@@ -108,11 +110,12 @@ def analyse(workdirs: list[str]) -> dict:
     out["arms"] = per_arm
     for metric in (PRIMARY, SECONDARY):
         values = {a: {c["seed"]: c["final"][metric] for c in cells if c["arm"] == a} for a in arms}
-        others = [a for a in arms if a != METHOD]
-        out[f"paired_{metric}"] = paired_lib.paired_differences(values, METHOD, others)
+        others = [a for a in arms if a != method]
+        out[f"paired_{metric}"] = paired_lib.paired_differences(values, method, others)
         out[f"oracle_minus_nominal_{metric}"] = paired_lib.paired_differences(
-            values, "oracle_regions", ["nominal_only"], alpha=0.05
-        )["nominal_only"]
+            values, oracle, [nominal], alpha=0.05
+        )[nominal]
+    out["roles"] = {"method": method, "nominal": nominal, "oracle": oracle}
     starts = {c["seed"]: c["round0"] for c in cells}
     gaps = [s["id"] - s[PRIMARY] for s in starts.values()]
     out["validity"] = {
@@ -172,13 +175,18 @@ def markdown(res: dict, command: str) -> str:
         label = (
             f"{metric} success (the registered {'primary' if metric == PRIMARY else 'secondary'})"
         )
-        lines += ["", *paired_lib.markdown(res[f"paired_{metric}"], METHOD, metric=label)]
-        o = res[f"oracle_minus_nominal_{metric}"]
+        roles = res.get("roles") or {"method": METHOD, "nominal": "nominal_only",
+                                     "oracle": "oracle_regions"}  # fmt: skip
+        lines += [
+            "",
+            *paired_lib.markdown(res[f"paired_{metric}"], roles["method"], metric=label),
+        ]
+        o, on = res[f"oracle_minus_nominal_{metric}"], f"{roles['oracle']} − {roles['nominal']}"
         lines.append(
-            f"oracle_regions − nominal_only on {metric}: {_pct(o['mean'])} ± {_pct(o['se'])} pts "
+            f"{on} on {metric}: {_pct(o['mean'])} ± {_pct(o['se'])} pts "
             f"(seeds {o['seeds']}, p {o['p']:.3g})."
             if o["n"] >= 2
-            else f"oracle_regions − nominal_only on {metric}: fewer than 2 paired seeds."
+            else f"{on} on {metric}: fewer than 2 paired seeds."
         )
     return "\n".join(lines) + "\n"
 
@@ -206,6 +214,7 @@ def main() -> None:
     ap.add_argument("--workdir", default="runs/focused", help="study folder(s), comma-separated")
     ap.add_argument("--out", default="")
     ap.add_argument("--masses", action="store_true")
+    ap.add_argument("--variant", default="", help="configs/focused.py variant the workdir ran")
     ap.add_argument(
         "--registration",
         default="benchmarks/registrations/issue29_focused.md",
@@ -220,7 +229,7 @@ def main() -> None:
     if missing or not workdirs:
         raise SystemExit(f"--workdir: {missing or a.workdir!r} is not a launch.study folder")
     command = "python benchmarks/focused.py " + " ".join(sys.argv[1:])
-    res = analyse(workdirs)
+    res = analyse(workdirs, a.variant)
     res["command"] = command
     res["registration"] = a.registration
     res["commit"] = subprocess.run(

@@ -110,6 +110,10 @@ STRATEGIES: Registry = Registry(
             "frozen_policy",
             "nominal_only",
             "oracle_regions",
+            "coda_demos",
+            "domain_randomization_demos",
+            "nominal_only_demos",
+            "oracle_regions_demos",
         )
     },
 )

@@ -27,7 +27,10 @@ Variants: '' (the first registered study: 4 arms x 5 seeds, 2 rounds after round
 same arms and seeds, 4 rounds, best-of-j gated on the critic's held-out AUC, at a commit with
 the targeted-generation fix; withdrawn before any cell finished), 'v3' (its third registration,
 benchmarks/registrations/issue29_focused_v3.md: v2 with every arm learning by success-filtered
-self-imitation), 'smoke' (the smoke loop, 2 arms x 1 seed, one round: tests).
+self-imitation), 'v4' (its fourth registration, benchmarks/registrations/issue29_focused_v4.md:
+v3's loop and budgets, each arm's allocation learned by BC on the planner demos of the scenes it
+bought: `coda_demos`, `domain_randomization_demos`, `nominal_only_demos`, `oracle_regions_demos`),
+'smoke' (the smoke loop, 2 arms x 1 seed, one round: tests).
 """
 
 import importlib.util
@@ -35,7 +38,7 @@ import os
 
 from ml_collections import ConfigDict
 
-VARIANTS = ("", "v2", "v3", "smoke")
+VARIANTS = ("", "v2", "v3", "v4", "smoke")
 
 
 def _sibling(name: str):
@@ -61,6 +64,8 @@ sample_layout()
 # programs (benchmarks/focused.py --masses measures it).
 HARD_REGIONS = ("object.y > 0.15", "destination.x < 0.38", "object.size > 0.0226")
 ARMS = ("coda", "domain_randomization", "nominal_only", "oracle_regions")
+# v4: the same allocations, each learning from the planner's demos on its scenes
+DEMO_ARMS = tuple(f"{a}_demos" for a in ARMS)
 
 
 def _focus(c: ConfigDict) -> ConfigDict:
@@ -82,18 +87,20 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.study.share_start = True
     c.study.transfer = ()  # no memory-transfer pair
     c.study.cell_process = False  # every cell in this process
-    if arg in (None, "", "v2", "v3"):
+    if arg in (None, "", "v2", "v3", "v4"):
         # the default loop (chunk-critic AWR, best-of-4), 2 rounds of B = 32 scenes x 4
         # rollouts, 128 episodes per suite
         base = _focus(_TABLE1._loop_config(None))
         base.loop.rounds = 2
         base.loop.budget = 32
         base.eval.episodes = 128
-        if arg in ("v2", "v3"):  # 4 rounds; best-of-j once the critic ranks fresh chunks >= 0.55
+        if arg in ("v2", "v3", "v4"):  # 4 rounds; best-of-j once the critic ranks fresh chunks >= 0.55
             base.loop.rounds = 4
             base.loop.select_min_auc = 0.55
-        if arg == "v3":  # every arm's rounds: success-filtered self-imitation (not the critic's)
+        if arg in ("v3", "v4"):  # every arm's rounds: success-filtered self-imitation
             base.loop.advantage = "success"
+        if arg == "v4":  # v3's loop; each arm learns by BC on its own scenes' planner demos
+            c.study.strategies = DEMO_ARMS
         c.study.base = base
     elif arg == "smoke":  # tests: 2 arms x 1 seed on the smoke loop, one round
         c.study.strategies = ("domain_randomization", "oracle_regions")

@@ -161,7 +161,7 @@ def test_focused_study_config_loads_and_every_cell_validates():
     from coda import study
     from coda.sim import tasks
 
-    for arg in (None, "v2", "v3", "smoke"):
+    for arg in (None, "v2", "v3", "v4", "smoke"):
         c = FOCUSED.get_config(arg)
         study.check_study(c)
         cells = study.cells(c)
@@ -176,5 +176,8 @@ def test_focused_study_config_loads_and_every_cell_validates():
     v2 = FOCUSED.get_config("v2").study.base.loop
     assert (v2.rounds, v2.select_min_auc) == (4, pytest.approx(0.55, abs=1e-9))
     assert FOCUSED.get_config("v3").study.base.loop.advantage == "success"
-    with pytest.raises(ValueError, match="valid: '', 'v2', 'v3', 'smoke'"):
+    v4 = FOCUSED.get_config("v4")  # v3's loop, the arms learning from their scenes' demos
+    assert v4.study.base.to_dict() == FOCUSED.get_config("v3").study.base.to_dict()
+    assert v4.study.strategies == tuple(f"{a}_demos" for a in FOCUSED.ARMS)
+    with pytest.raises(ValueError, match="valid: '', 'v2', 'v3', 'v4', 'smoke'"):
         FOCUSED.get_config("big")

@@ -429,6 +429,40 @@ ORACLE_REGIONS = Strategy(
     **NO_TRAINING,
 )
 
+# The focused experiment's fourth run (configs/focused.py:v4): the same four allocations, each
+# learning by BC on planner demos of the scenes it bought (the round's scenes routed to the
+# planner, `BC`), so the data's location, not whether the policy already succeeds there, decides
+# what it teaches. Own rollouts still feed the critic (coda's diagnoses, validation, modes).
+CODA_DEMOS = dataclasses.replace(
+    CODA,
+    name="coda_demos",
+    kind="ablation",
+    description="CoDA with every scene it generates (targeted, pool, novel) routed to the "
+    "planner: BC on their demos instead of AWR on its own rollouts",
+    update=BC(),
+)
+DOMAIN_RANDOMIZATION_DEMOS = dataclasses.replace(
+    DOMAIN_RANDOMIZATION,
+    name="domain_randomization_demos",
+    kind="control",
+    description="domain_randomization's scenes, learned by BC on their planner demos",
+    update=BC(),
+)
+NOMINAL_ONLY_DEMOS = dataclasses.replace(
+    NOMINAL_ONLY,
+    name="nominal_only_demos",
+    description="nominal_only's scenes (outside the hard regions), learned by BC on their "
+    "planner demos",
+    update=BC(),
+)
+ORACLE_REGIONS_DEMOS = dataclasses.replace(
+    ORACLE_REGIONS,
+    name="oracle_regions_demos",
+    description="oracle_regions' scenes (inside the hard regions), learned by BC on their "
+    "planner demos",
+    update=BC(),
+)
+
 # name -> strategy: coda.registries.STRATEGIES holds the names (for checks before JAX) and
 # resolves them to the constants above.
 STRATEGIES = registries.STRATEGIES
