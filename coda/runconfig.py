@@ -386,6 +386,9 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     lvl = _get(config, "libero.ood_shift_level")
     if not (_is_int(lvl) and 1 <= lvl <= 5):
         out.append(f"libero.ood_shift_level={lvl!r} must be a level 1..5")
+    ph = _get(config, "libero.phrasings")
+    if not (_is_int(ph) and 1 <= ph <= 8):
+        out.append(f"libero.phrasings={ph!r} must be an integer 1..8 (wordings per goal)")
     tasks = _get(config, "libero.tasks")
     if not isinstance(tasks, str) or not all(x.strip().isdigit() for x in tasks.split(",") if x):
         out.append(f"libero.tasks={tasks!r} must be task ids like '0,3' ('' = all)")
@@ -505,6 +508,7 @@ ADDED_DEFAULTS = {
     "libero.heldout_from": 40,
     "libero.shift_levels": [1, 2],
     "libero.ood_shift_level": 3,
+    "libero.phrasings": 1,
     "policy.max_state_dim": 0,
     "potentials.compiler": "offline",
     "loop.retest_after": 0,

@@ -75,6 +75,10 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.libero.heldout_from = 40  # initial states >= this are never trained on (the OOD suites')
     c.libero.shift_levels = (1, 2)  # LIBERO-Plus layout-shift levels of a round's fresh scenes
     c.libero.ood_shift_level = 3  # the ood_shift suite's level (held-out states, shifted)
+    # wordings of each goal the training scenes (demo layouts, a round's scenes) are told in,
+    # in turn: 1 = LIBERO's own sentence only; k > 1 adds templated ones (never an evaluation
+    # suite's: coda.libero.goals.phrasings); the pool (the id suite) keeps LIBERO's own
+    c.libero.phrasings = 1
 
     c.policy = ConfigDict()  # state-only pi0.5 (coda.policy `small` structure, sized here)
     c.policy.name = "small"  # small (pi0.5) | oft (OpenVLA-OFT-style: expert_width,

@@ -94,7 +94,7 @@ def get_config(arg: str | None = None) -> ConfigDict:
         base.loop.rounds = 2
         base.loop.budget = 32
         base.eval.episodes = 128
-        if arg in ("v2", "v3", "v4"):  # 4 rounds; best-of-j once the critic ranks fresh chunks >= 0.55
+        if arg in ("v2", "v3", "v4"):  # 4 rounds; best-of-j once the critic ranks chunks >= 0.55
             base.loop.rounds = 4
             base.loop.select_min_auc = 0.55
         if arg in ("v3", "v4"):  # every arm's rounds: success-filtered self-imitation

@@ -184,3 +184,38 @@ def test_resample_is_one_edit_of_the_factor_and_deterministic(spatial):
         assert [e.factor for e in P.edits_of(ep)] == [factor] and ep.index == 4
     with pytest.raises(P.EditError, match="unknown factor"):
         P.edits_for(spatial, "colour")
+
+
+def test_phrasings_are_distinct_start_with_libero_and_avoid_evaluation_sentences(spatial):
+    words = G.phrasings(spatial)
+    assert words[0] == spatial.problem.language and len(words) >= 4
+    assert len({G.normalise(w) for w in words}) == len(words)
+    held = G.heldout_sentences()
+    lan = "libero_spatial_lan"  # LIBERO-PRO's paraphrase of this very task is held out
+    from coda.libero import suites
+
+    theirs = S.load_task(lan, suites.tasks(lan)[0]).problem.language
+    assert G.normalise(theirs) in held
+    assert not {G.normalise(w) for w in words} & held
+
+
+def test_a_wording_that_is_an_evaluation_sentence_is_never_used(spatial, monkeypatch):
+    words = G.phrasings(spatial)
+    monkeypatch.setattr(G, "heldout_sentences", lambda: frozenset({G.normalise(words[1])}))
+    again = G.phrasings(spatial)
+    assert words[1] not in again and again[0] == words[0] and words[2] in again
+
+
+def test_an_episode_is_told_in_its_kth_wording(spatial):
+    ep = E.Episode("libero_spatial", SPATIAL, 1, say=2)
+    assert E.parse(ep.program) == ep and ep.program.endswith("#say2")
+    c = E.compile_episode(ep.program)
+    assert c.scene.task["instruction"] == G.phrasings(spatial)[2]
+    assert c.scene.program == ep.program
+    own = E.compile_episode(E.Episode("libero_spatial", SPATIAL, 1).program)
+    assert own.scene.task["instruction"] == spatial.problem.language
+    np.testing.assert_allclose(c.init_qpos, own.init_qpos, atol=1e-12)  # words only
+    got = P.variant(own.scene.program, "task", np.random.default_rng(3), (1,), 0.0, say=1)
+    edited = E.parse(got[0].scene.program)
+    assert edited.say == 1 and edited.edits.startswith("goal(")
+    assert got[0].scene.task["instruction"] == G.phrasings(S.load_task(*edited.task_ref))[1]

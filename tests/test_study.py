@@ -230,7 +230,9 @@ def test_bc_start_cells_adopt_the_first_bc_cells_round_0_at_their_seed(tmp_path)
 
 
 def test_unknown_variant_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="valid: '', 'smoke', 'gpu', 'transfer', 'prereg', 'curve'"):
+    with pytest.raises(
+        ValueError, match="valid: '', 'smoke', 'gpu', 'transfer', 'prereg', 'curve'"
+    ):
         table1("smok")
 
 

@@ -11,6 +11,9 @@ spec string that says exactly that; the seed is the shift's seed (0 without a sh
     libero:<data suite>/<task>@<init index>!<edits>     ... a factored edit of the task
                                                         (`coda.libero.program`: swap / move /
                                                         inst / goal), optionally #layout<L> too
+    ...#say<k>                                          ... told in the goal's k-th wording
+                                                        (`coda.libero.goals.phrasings`: training
+                                                        with instruction variety)
 
 `compile_episode(program, seed)` is deterministic in (program, seed), like `sdk.exec_program`.
 """
@@ -23,7 +26,7 @@ import re
 PREFIX = "libero:"
 _SPEC = re.compile(
     r"^libero:(?P<suite>[a-z0-9_]+)/(?P<task>[^@#!]+)@(?P<index>\d+)"
-    r"(!(?P<edits>[a-z0-9_,+();]+))?(#layout(?P<level>\d))?$"
+    r"(!(?P<edits>[a-z0-9_,+();]+))?(#layout(?P<level>\d))?(#say(?P<say>\d+))?$"
 )
 EDIT_SUITE = "edit:"  # the pseudo-suite of edited tasks (`coda.libero.program.PREFIX`)
 
@@ -35,11 +38,13 @@ class Episode:
     index: int  # LIBERO's initial state, 0..49
     level: int = 0  # LIBERO-Plus layout shift level (0: none)
     edits: str = ""  # factor edits of the task ("" = LIBERO's own; `coda.libero.program`)
+    say: int = 0  # the wording of the goal (0: the task's own; `coda.libero.goals.phrasings`)
 
     @property
     def program(self) -> str:
         tail = f"!{self.edits}" if self.edits else ""
         tail += f"#layout{self.level}" if self.level else ""
+        tail += f"#say{self.say}" if self.say else ""
         return f"{PREFIX}{self.suite}/{self.task}@{self.index}{tail}"
 
     @property
@@ -61,15 +66,15 @@ def parse(program: str) -> Episode:
     if m is None:
         raise ValueError(
             f"not a LIBERO episode program: {program!r} "
-            "(expected 'libero:<suite>/<task>@<init index>[!<edits>][#layout<level>]')"
+            "(expected 'libero:<suite>/<task>@<init index>[!<edits>][#layout<level>][#say<k>]')"
         )
-    level = int(m["level"] or 0)
-    return Episode(m["suite"], m["task"], int(m["index"]), level, m["edits"] or "")
+    level, say = int(m["level"] or 0), int(m["say"] or 0)
+    return Episode(m["suite"], m["task"], int(m["index"]), level, m["edits"] or "", say)
 
 
 def compile_episode(program: str, seed: int = 0):
     """The `CompiledScene` of a LIBERO episode program; its scene carries (program, seed)."""
-    from coda.libero import perturb  # lazy: the LIBERO data stack (is_libero / parse stay light)
+    from coda.libero import goals, perturb  # lazy: the LIBERO data stack (parse stays light)
     from coda.libero import scene as S  # lazy: the LIBERO data stack (as above)
 
     ep = parse(program)
@@ -79,6 +84,11 @@ def compile_episode(program: str, seed: int = 0):
     else:
         c = S.compile_task(suite, task, ep.index)
     scene = dataclasses.replace(c.scene, program=ep.program, seed=int(seed))
+    if ep.say:  # the k-th wording of the goal (cycling over the wordings there are)
+        words = goals.phrasings(S.load_task(suite, task))
+        scene = dataclasses.replace(
+            scene, task={**scene.task, "instruction": words[ep.say % len(words)]}
+        )
     return dataclasses.replace(c, scene=scene)
 
 

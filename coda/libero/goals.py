@@ -18,7 +18,11 @@ binary target takes any movable object when LIBERO put objects of two or more ca
 wine bottles); a table region is a target when the task declares it and nothing starts in it.
 
 Instructions are templated (`instruction`): "put the black bowl on the plate", "open the top
-drawer of the cabinet", "turn on the stove", joined by "and" for several atoms.
+drawer of the cabinet", "turn on the stove", joined by "and" for several atoms. `phrasings`
+gives several wordings of one goal (LIBERO's own sentence first for a source task, then the
+templates of `WORDINGS`), never one of the evaluation suites' sentences (`heldout_sentences`:
+LIBERO-PRO's paraphrased tasks and, where its wheel is installed, LIBERO-Plus's language
+tasks), so a policy trained on them meets a new phrasing as a new wording, not a new task.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import functools
 import re
 
-from coda.libero import bddl, suites
+from coda.libero import bddl, plus, suites
 from coda.libero import scene as S
 
 SOURCE_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
@@ -247,6 +251,83 @@ def instruction(task: S.LiberoTask, atoms: tuple[tuple[str, ...], ...]) -> str:
     return " and ".join(phrase(task, a) for a in atoms)
 
 
+# wordings per kind of atom ({m}: the thing moved, {t}: where / what), the first = `phrase`'s
+WORDINGS = {
+    "on": (
+        "put {m} on {t}",
+        "place {m} on {t}",
+        "pick up {m} and put it on {t}",
+        "move {m} onto {t}",
+        "set {m} down on {t}",
+    ),
+    "on_table": ("put {m} {t}", "place {m} {t}", "move {m} {t}", "pick up {m} and set it {t}"),
+    "in": (
+        "put {m} in {t}",
+        "place {m} into {t}",
+        "pick up {m} and put it in {t}",
+        "drop {m} into {t}",
+    ),
+    "open": ("open {t}", "pull {t} open"),
+    "close": ("close {t}", "shut {t}", "push {t} closed"),
+    "turnon": ("turn on {t}", "switch on {t}"),
+    "turnoff": ("turn off {t}", "switch off {t}"),
+}
+
+
+def _wordings(task: S.LiberoTask, atom: tuple[str, ...]) -> list[str]:
+    pred = atom[0]
+    if pred in BINARY:
+        table = _kind(task.problem, task.workspace.name, atom[2]) == ("workspace",)
+        key = "on_table" if pred == "on" and table else pred
+        m, t = _thing(task, atom[1]), _thing(task, atom[2])
+        return [w.format(m=m, t=t) for w in WORDINGS[key]]
+    return [w.format(t=_thing(task, atom[1])) for w in WORDINGS[pred]]
+
+
+def normalise(sentence: str) -> str:
+    """A sentence compared as words: lower case, punctuation and repeated spaces dropped."""
+    return " ".join(re.sub(r"[^a-z0-9 ]", " ", sentence.lower()).split())
+
+
+@functools.lru_cache(maxsize=1)
+def heldout_sentences() -> frozenset:
+    """The instructions of the evaluation suites that test phrasing (normalised): LIBERO-PRO's
+    paraphrased tasks of every suite it perturbs and, where the LIBERO-Plus wheel is installed,
+    LIBERO-Plus's language tasks. No training phrasing may be one of them."""
+    out = set()
+    for suite in suites.PERTURBABLE:
+        lan = suites.perturbed(suite, "lan")
+        out |= {normalise(S.load_task(lan, n).problem.language) for n in suites.tasks(lan)}
+    try:
+        for t in plus.tasks():
+            if t.dimension == "language":
+                out.add(normalise(plus.problem_of(plus.read_text(t.bddl))[0].language))
+    except plus.LiberoPlusMissing:  # the wheel is optional data
+        pass
+    return frozenset(out)
+
+
+def phrasings(task: S.LiberoTask, limit: int = 8) -> list[str]:
+    """Up to `limit` distinct wordings of the task's goal: LIBERO's own sentence first (a source
+    task's; an edited task's is already a template), then the templates' combinations in order;
+    none of them an evaluation sentence (`heldout_sentences`)."""
+    held = heldout_sentences()
+    per_atom = [_wordings(task, a) for a in task.problem.goal]
+    out, seen = [], set()
+    depth = max(len(w) for w in per_atom) if per_atom else 0
+    candidates = [task.problem.language] + [
+        " and ".join(w[min(k, len(w) - 1)] for w in per_atom) for k in range(depth)
+    ]
+    for c in candidates:
+        n = normalise(c)
+        if c and n not in held and n not in seen:
+            out.append(c)
+            seen.add(n)
+        if len(out) == limit:
+            break
+    return out
+
+
 __all__ = [
     "SOURCE_SUITES",
     "candidate_atoms",
@@ -255,7 +336,10 @@ __all__ = [
     "instruction",
     "movers",
     "object_categories",
+    "heldout_sentences",
     "name_of",
+    "normalise",
     "phrase",
+    "phrasings",
     "vocabulary",
 ]

@@ -337,22 +337,28 @@ def resample(program: str, factor: str, rng: np.random.Generator) -> str | None:
 
 
 def variant(
-    program: str, factor: str, rng: np.random.Generator, shift_levels: Sequence[int], share: float
+    program: str,
+    factor: str,
+    rng: np.random.Generator,
+    shift_levels: Sequence[int],
+    share: float,
+    say: int = 0,
 ):
     """(compiled, verified) of one variant of an episode in `factor`, or None when its task
     allows no edit of it: for layout, with probability `share` (on an unedited episode) a
     small shift of its table objects at one of `shift_levels` (LIBERO-Plus's kind, seeded from
-    `rng`), else a structural edit; for attributes and task, an edit of that factor."""
+    `rng`), else a structural edit; for attributes and task, an edit of that factor. The
+    variant is told in the goal's `say`-th wording (`goals.phrasings`; 0: its own)."""
     ep = E.parse(program)
+    seed = 0
     if factor == "layout" and not ep.edits and rng.uniform() < share:
         level = int(shift_levels[int(rng.integers(len(shift_levels)))])
-        shifted = dataclasses.replace(ep, level=level).program
-        c = E.compile_episode(shifted, int(rng.integers(2**31)))
+        new, seed = dataclasses.replace(ep, level=level).program, int(rng.integers(2**31))
     else:
         new = resample(program, factor, rng)
         if new is None:
             return None
-        c = E.compile_episode(new)
+    c = E.compile_episode(dataclasses.replace(E.parse(new), say=int(say)).program, seed)
     return c, bool(verify_task_state(c).verdict.ok)
 
 

@@ -291,6 +291,8 @@ class LiberoSource:
         self.heldout_from = int(lc.heldout_from)
         self.shift_levels = tuple(int(x) for x in lc.shift_levels)
         self.ood_shift_level = int(lc.ood_shift_level)
+        # wordings of each goal that training scenes are told in (1: LIBERO's own sentence)
+        self.phrasings = int(lc.get("phrasings", 1))
         self._planners: dict[str, Any] = {}
 
     def _compiled(self, ep: Any, seed: int = 0) -> Any:
@@ -319,9 +321,10 @@ class LiberoSource:
 
         n = min(int(self.config.loop.demo_seeds), self.heldout_from - self.train_states)
         out = []
-        for t in self.tasks:
+        for k, t in enumerate(self.tasks):
             for i in range(self.train_states, self.train_states + n):
-                c = self._compiled(Episode(self.suite, t, i))
+                say = (k + i) % self.phrasings  # the wordings in turn (`libero.phrasings`)
+                c = self._compiled(Episode(self.suite, t, i, say=say))
                 if verify(c):
                     out.append(c)
         return out
@@ -395,7 +398,8 @@ class LiberoSource:
         from coda.libero.episodes import Episode, verify  # lazy: LIBERO's data (the [libero] extra)
 
         level = self.shift_levels[int(rng.integers(len(self.shift_levels)))]
-        c = self._compiled(Episode(self.suite, task, index, level), int(rng.integers(2**31)))
+        ep = Episode(self.suite, task, index, level, say=int(rng.integers(self.phrasings)))
+        c = self._compiled(ep, int(rng.integers(2**31)))
         return c, verify(c)
 
     def _edited(self, program: str, factor: str, rng) -> tuple[Any, bool] | None:
@@ -404,7 +408,8 @@ class LiberoSource:
         move; attributes and task are edits of that factor."""
         from coda.libero import program as LP  # lazy: LIBERO's data (the [libero] extra)
 
-        return LP.variant(program, factor, rng, self.shift_levels, LAYOUT_SHIFT_SHARE)
+        say = int(rng.integers(self.phrasings))
+        return LP.variant(program, factor, rng, self.shift_levels, LAYOUT_SHIFT_SHARE, say)
 
     def resample(
         self, base: Any, factors: Sequence[str], n: int, rng, where: str = ""
