@@ -219,3 +219,38 @@ def test_an_episode_is_told_in_its_kth_wording(spatial):
     edited = E.parse(got[0].scene.program)
     assert edited.say == 1 and edited.edits.startswith("goal(")
     assert got[0].scene.task["instruction"] == G.phrasings(S.load_task(*edited.task_ref))[1]
+
+
+def test_words_name_the_right_object_and_part():
+    """An instance edit replaces the old object's words only where they name it alone ("white
+    mug" also sits inside "yellow and white mug": the goal is said again instead); a wine
+    rack's top_region is the rack, not a drawer."""
+    from coda.libero import suites
+
+    name = next(t for t in suites.tasks("libero_10") if "white_mug" in t and "plate" in t)
+    task = S.load_task("libero_10", name)
+    obj = next(n for n, c in task.problem.objects if c == "porcelain_mug")
+    cat = P.instance_candidates(task, obj)[0]
+    t = _edited(task, f"inst({obj},{cat})")
+    assert "yellow and white mug" not in t.problem.language or "white mug" not in (
+        t.problem.language.replace("yellow and white mug", "")
+    )
+    assert G.name_of(cat) in t.problem.language
+    goal = next(t for t in suites.tasks("libero_goal") if "wine_bottle_on_the_rack" in t)
+    rack = S.load_task("libero_goal", goal)
+    assert G.phrase(rack, ("on", "wine_bottle_1", "wine_rack_1_top_region")) == (
+        "put the wine bottle on the wine rack"
+    )
+
+
+def test_two_of_a_kind_are_named_as_libero_names_them():
+    """LIBERO's own words are the agent view's: plate_1 starts in "plate_left_region" (-y) and
+    LIBERO's sentence calls it the left plate; the templated goal says the same."""
+    from coda.libero import suites
+
+    name = next(t for t in suites.tasks("libero_10") if "white_mug" in t and "plate" in t)
+    task = S.load_task("libero_10", name)
+    labels = G.labels(task)
+    assert (labels["plate_1"], labels["plate_2"]) == ("the left plate", "the right plate")
+    assert "white mug on the left plate" in task.problem.language
+    assert G.instruction(task, task.problem.goal).startswith("put the white mug on the left plate")

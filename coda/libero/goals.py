@@ -196,13 +196,29 @@ def labels(task: S.LiberoTask) -> dict[str, str]:
         if len(names) != 2 or None in centres:
             continue  # three of a kind, or one in a fixture: no plain way to tell them apart
         (xa, ya), (xb, yb) = centres
-        if abs(ya - yb) >= abs(xa - xb):  # LIBERO's +y is the robot's left
-            words = ("left", "right") if ya > yb else ("right", "left")
-        else:  # LIBERO's +x is away from the robot
-            words = ("back", "front") if xa > xb else ("front", "back")
+        # LIBERO's words are the agent view's (its camera faces the robot across the table):
+        # "left" is -y ("plate_left_region" at y = -0.3) and "front" is +x, towards the camera
+        # ("stove_front_region" +0.36 m in x from the stove)
+        if abs(ya - yb) >= abs(xa - xb):
+            words = ("left", "right") if ya < yb else ("right", "left")
+        else:
+            words = ("front", "back") if xa > xb else ("back", "front")
         for n, w in zip(names, words, strict=True):
             out[n] = f"the {w} {name_of(cat)}"
     return out
+
+
+# parts whose words depend on the fixture ((category, part) -> words; else PARTS)
+FIXTURE_PARTS = {
+    ("wine_rack", "top_region"): "{}",
+    ("wooden_two_layer_shelf", "top_region"): "top shelf of the {}",
+    ("wooden_two_layer_shelf", "bottom_region"): "bottom shelf of the {}",
+    ("wooden_two_layer_shelf", "top_side"): "top of the {}",
+    ("desk_caddy", "front_contain_region"): "front compartment of the {}",
+    ("desk_caddy", "back_contain_region"): "back compartment of the {}",
+    ("desk_caddy", "left_contain_region"): "left compartment of the {}",
+    ("desk_caddy", "right_contain_region"): "right compartment of the {}",
+}
 
 
 def _thing(task: S.LiberoTask, arg: str) -> str:
@@ -212,7 +228,7 @@ def _thing(task: S.LiberoTask, arg: str) -> str:
         return labels(task).get(arg, "the " + name_of(kind[1]))
     if kind == ("workspace",):
         return _table_region(p.regions[arg].name[len(ws) + 1 :])
-    part = PARTS.get(kind[2])
+    part = FIXTURE_PARTS.get((kind[1], kind[2]), PARTS.get(kind[2]))
     fixture = name_of(kind[1])
     return "the " + (part.format(fixture) if part else f"{kind[2].replace('_', ' ')} of {fixture}")
 

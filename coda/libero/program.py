@@ -206,9 +206,11 @@ def _inst(task: S.LiberoTask, states: np.ndarray, e: Edit):
     objects = tuple((n, cat if n == obj else c) for n, c in p.objects)
     language = p.language
     hit = None
-    if sum(c == old for _, c in p.objects + p.fixtures) == 1:  # its words name it alone
+    if sum(c == old for _, c in p.objects + p.fixtures) == 1:  # its words name it alone...
         words = (old.replace("_", " "), goals.name_of(old))
-        hit = next((w for w in words if re.search(rf"\b{re.escape(w)}\b", language)), None)
+        # ... once in the sentence ("white mug" twice: also in "yellow and white mug")
+        once = [w for w in words if len(re.findall(rf"\b{re.escape(w)}\b", language)) == 1]
+        hit = once[0] if once else None
     if hit is not None:
         language = re.sub(rf"\b{re.escape(hit)}\b", goals.name_of(cat), language)
     problem = dataclasses.replace(p, objects=objects, language=language)
