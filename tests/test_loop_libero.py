@@ -156,9 +156,10 @@ def test_libero_configs_are_checked_before_anything_runs():
         ("sim.source", "libero:libero_100"): "sim.source='libero:libero_100' is unknown",
         ("sim.source", "libero"): "sim.source='libero' is unknown",
         ("sim.backend", "mjx"): "needs sim.backend native or auto",
-        ("strategy", "coda"): "resamples one factor in training",
+        ("strategy", "coda"): "not yet on LIBERO.s",
         ("libero.train_states", 45): "0 < train_states <= heldout_from < 50",
         ("libero.shift_levels", (0,)): "levels 1..5",
+        ("libero.phrasings", 0): "must be an integer 1..8 .wordings per goal",
         ("eval.suites", ("id", "ood_instances")): "eval.suites: unknown ['ood_instances']",
     }
     for (field, value), msg in cases.items():
