@@ -290,3 +290,32 @@ def test_launch_libero_evaluates_the_run_s_trained_policy(libero_run, tmp_path):
         assert res["trained"]["trained_on"] == "libero:libero_spatial"
         assert res["episodes"] == 2 and 0 <= res["successes"] <= 2
         assert res["per_task"][0]["unsupported"] is None
+
+
+def test_a_generated_scene_that_recreates_an_evaluation_scene_is_dropped():
+    """coda.libero.heldout: the same task with every movable object within 1 cm of an
+    evaluation scene's start is that scene; step 2 drops such a generated scene (counted)."""
+    import types
+
+    from coda.libero import heldout as H
+    from coda.loop.steps.generate import Gen, drop_duplicates
+
+    src_cfg = _config()
+    from coda.loop.sources import LiberoSource
+
+    src = LiberoSource(src_cfg, "libero_spatial")
+    held = E.Episode("libero_spatial", SPATIAL[0], 45).program  # an ood_layouts episode
+    same = src.compile({"program": held, "seed": 0})
+    other = src.compile({"program": E.Episode("libero_spatial", SPATIAL[0], 3).program, "seed": 0})
+    idx = H.EvalIndex.of([same])
+    assert idx.duplicate(same) == held and idx.same_task(other)
+    near = idx.nearest(other)
+    assert (idx.duplicate(other) is None) == (near > H.TOL)
+    suites = {"id": types.SimpleNamespace(programs=[held], seeds=[0]),
+              "ood_layouts": types.SimpleNamespace(programs=[held], seeds=[0])}  # fmt: skip
+    svc = types.SimpleNamespace(source=src, suites=suites)
+    gens = [Gen(same, None, "resample", "layout", "-")]
+    kept, dropped = drop_duplicates(svc, gens)
+    assert kept == [] and dropped == 1
+    svc.suites = {"id": suites["id"]}  # the pool's own suite is not evaluation data to avoid
+    assert drop_duplicates(svc, gens) == (gens, 0)

@@ -18,7 +18,10 @@ scenes a round trains on get their objects from `sim.split` ("train": novel seed
 pool), and resamples and the engine's edits keep the parent's objects (`EditBuilder` refuses
 add_object), while those suites' objects are of the held-out split. ``ood_tasks`` are held out from
 every arm: step 2 drops any generated scene whose task (`sources.task_key`: family, relation,
-role-bound objects) is one of them, counted as ``heldout_tasks_dropped`` in each row.
+role-bound objects) is one of them, counted as ``heldout_tasks_dropped`` in each row. A source
+that can tell when a generated scene recreates an evaluation scene (LIBERO's: same task, every
+movable object within 1 cm of a held-out or LIBERO-PRO initial state, `coda.libero.heldout`)
+has step 2 drop it too, counted as ``evaluation_duplicates_dropped``.
 
 Every result carries its binomial standard error (`coda.eval.SuiteResult`).
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from coda.engine.seeding import propose_scenes, verify_scenes
 from coda.eval import Suite
+from coda.libero.heldout import EvalIndex, task_identity
 from coda.loop.evaluation import build_suites
 from coda.sim import tasks
 from coda.sim.compile import compile_scene
@@ -71,9 +72,7 @@ def task_key(scene: Any) -> tuple:
     with the same goal over the same objects are the same task)."""
     t = scene.task
     if t.get("family") == "libero":  # the scene's objects and the goal over them
-        objs = tuple(sorted((o.name, o.category) for o in scene.objects))
-        goal = tuple(sorted(tuple(a) for a in t.get("terminal", {}).get("goal", ())))
-        return ("libero", objs, goal)
+        return task_identity(scene)
     objs = {o.name: o for o in scene.objects}
     bound = tuple(
         sorted(
@@ -428,6 +427,16 @@ class LiberoSource:
             if got is not None and got[1]:
                 out.append((got[0], f))
         return tried, out
+
+    def evaluation_duplicate(self, compiled: Any, episodes: Sequence[tuple[str, int]]):
+        """The evaluation episode program a generated scene recreates (`coda.libero.heldout`:
+        the same task, every movable object within 1 cm), or None; the evaluation scenes
+        (`episodes`: (program, seed) of the OOD suites, fixed for a run) compiled once."""
+        key = tuple(sorted(set(episodes)))
+        if getattr(self, "_eval_key", None) != key:
+            comp = (self.compile({"program": p, "seed": s}) for p, s in key)
+            self._eval_index, self._eval_key = EvalIndex.of(comp), key
+        return self._eval_index.duplicate(compiled)
 
     def heldout_task_keys(self, programs: Sequence[str]) -> frozenset:
         """The task identities (`task_key`) of the ood_tasks suite's episodes (LIBERO-PRO's

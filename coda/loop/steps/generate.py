@@ -44,6 +44,8 @@ class Generated:
     tried: int  # variants proposed (Budgets.scenes_generated)
     accepted: int  # variants that passed verification
     heldout_dropped: int = 0  # verified scenes of a held-out (ood_tasks) task, not used
+    # verified scenes that recreate an evaluation scene (a source that can tell; else None)
+    duplicates_dropped: int | None = None
     # with sim.hard_regions: the scenes in each declared region ("hard<i>") or in none
     in_regions: dict[str, int] | None = None
 
@@ -57,6 +59,8 @@ class Generated:
             "coverage_entropy": coverage_entropy(cells),
             "kinds": dict(Counter(g.kind for g in self.scenes)),
         }
+        if self.duplicates_dropped is not None:
+            row["evaluation_duplicates_dropped"] = self.duplicates_dropped
         if self.in_regions is not None:
             row["in_regions"] = dict(self.in_regions)
         return row
@@ -153,8 +157,28 @@ def generate(svc: Any, state: RunState, r: int, plan: Plan) -> Generated:
         accepted += len(made)
         out += [Gen(c, None, "novel", None, "-") for c in made]
     kept = drop_heldout(out, _heldout_keys(svc))
+    held = len(out) - len(kept)
+    kept, dups = drop_duplicates(svc, kept)
     counts = region_counts(getattr(svc.source, "regions", ()), kept)
-    return Generated(tuple(kept), tried, accepted, len(out) - len(kept), counts)
+    return Generated(tuple(kept), tried, accepted, held, counts, dups)
+
+
+def drop_duplicates(svc: Any, gens: list[Gen]) -> tuple[list[Gen], int | None]:
+    """The scenes that recreate none of the evaluation suites' scenes (other than `id`, the
+    pool's own), for a source that can tell (`evaluation_duplicate`, e.g. LIBERO's: a layout
+    shift or swap landing on a held-out initial state of the same task); (gens, None) else."""
+    check = getattr(svc.source, "evaluation_duplicate", None)
+    suites = getattr(svc, "suites", None) or {}
+    if check is None or not suites:
+        return list(gens), None
+    episodes = tuple(
+        (p, int(s))
+        for n, su in suites.items()
+        if n != "id"
+        for p, s in zip(su.programs, su.seeds, strict=True)
+    )
+    kept = [g for g in gens if check(g.compiled, episodes) is None]
+    return kept, len(gens) - len(kept)
 
 
 def _heldout_keys(svc: Any) -> frozenset:
