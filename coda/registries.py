@@ -112,6 +112,7 @@ STRATEGIES: Registry = Registry(
             "oracle_regions",
             "coda_demos",
             "domain_randomization_demos",
+            "uniform_variants_demos",
             "nominal_only_demos",
             "oracle_regions_demos",
         )

@@ -44,6 +44,7 @@ def test_registry_has_the_issue_strategies():
         "success_rate_guided", "coda_selfimit", "no_memory", "single_store", "skill_library", "sparse_only",
         "taskdesc_potential", "no_refinement", "frozen_policy", "nominal_only", "oracle_regions",
         "coda_demos", "domain_randomization_demos", "nominal_only_demos", "oracle_regions_demos",
+        "uniform_variants_demos",
     }  # fmt: skip
 
 

@@ -448,6 +448,14 @@ DOMAIN_RANDOMIZATION_DEMOS = dataclasses.replace(
     description="domain_randomization's scenes, learned by BC on their planner demos",
     update=BC(),
 )
+UNIFORM_VARIANTS_DEMOS = dataclasses.replace(
+    UNIFORM_VARIANTS,
+    name="uniform_variants_demos",
+    kind="control",
+    description="uniform_variants' scenes (any factor, task edits included), learned by BC on "
+    "their planner demos",
+    update=BC(),
+)
 NOMINAL_ONLY_DEMOS = dataclasses.replace(
     NOMINAL_ONLY,
     name="nominal_only_demos",
