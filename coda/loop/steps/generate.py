@@ -160,7 +160,7 @@ def generate(svc: Any, state: RunState, r: int, plan: Plan) -> Generated:
     held = len(out) - len(kept)
     kept, dups = drop_duplicates(svc, kept)
     counts = region_counts(getattr(svc.source, "regions", ()), kept)
-    return Generated(tuple(kept), tried, accepted, held, counts, dups)
+    return Generated(tuple(kept), tried, accepted, held, in_regions=counts, duplicates_dropped=dups)
 
 
 def drop_duplicates(svc: Any, gens: list[Gen]) -> tuple[list[Gen], int | None]:
