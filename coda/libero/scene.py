@@ -210,8 +210,8 @@ def _yaw_quat(yaw: float) -> list[float]:
 
 
 @functools.lru_cache(maxsize=64)
-def _bottom(category: str) -> float:
-    """z of the lowest collision point of a fixture in its root frame (at zero joint angles)."""
+def bottom_offset(category: str) -> float:
+    """z of the lowest collision point of an asset in its root frame (at zero joint angles)."""
     spec = assets.load(category)
     m = spec.compile()
     d = mujoco.MjData(m)
@@ -224,11 +224,6 @@ def _bottom(category: str) -> float:
         lo = min(lo, float(d.geom_xpos[g][2] - ext[2]))
     root = m.body("object").id
     return lo - float(d.xpos[root][2])
-
-
-def bottom_offset(category: str) -> float:
-    """z of a LIBERO asset's lowest collision point below its root (negative: below)."""
-    return _bottom(category)
 
 
 def fixture_pose(task: LiberoTask, name: str, category: str) -> dict[str, float]:
@@ -244,7 +239,7 @@ def fixture_pose(task: LiberoTask, name: str, category: str) -> dict[str, float]
     x0, y0, x1, y1 = region.ranges[0]
     x, y = region_to_ours((x0 + x1) / 2, (y0 + y1) / 2, ws)
     yaw = (region.yaw[0] + region.yaw[1]) / 2
-    return {"x": x, "y": y, "z": -_bottom(category), "yaw": yaw}
+    return {"x": x, "y": y, "z": -bottom_offset(category), "yaw": yaw}
 
 
 # ----------------------------------------------------------------------------- scene
