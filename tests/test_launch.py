@@ -13,12 +13,12 @@ from coda.loop.strategies import STRATEGIES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # configs of launch.main (configs/libero.py belongs to launch.libero: tests/test_libero.py;
-# configs/table1.py and configs/focused.py to launch.study: tests/test_study.py and
-# tests/test_regions.py)
+# configs/table1.py, configs/focused.py and configs/libero_study.py to launch.study:
+# tests/test_study.py, tests/test_regions.py and tests/test_loop_libero.py)
 CONFIGS = sorted(
     p
     for p in glob.glob(os.path.join(ROOT, "configs", "*.py"))
-    if not p.endswith(("libero.py", "table1.py", "focused.py"))
+    if not p.endswith(("libero.py", "table1.py", "focused.py", "libero_study.py"))
 )
 
 

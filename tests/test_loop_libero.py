@@ -319,3 +319,24 @@ def test_a_generated_scene_that_recreates_an_evaluation_scene_is_dropped():
     assert kept == [] and dropped == 1
     svc.suites = {"id": suites["id"]}  # the pool's own suite is not evaluation data to avoid
     assert drop_duplicates(svc, gens) == (gens, 0)
+
+
+def test_libero_study_config_loads_and_every_cell_validates():
+    from coda import study
+    from coda.sim import tasks
+
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "configs", "libero_study.py")
+    spec = importlib.util.spec_from_file_location("libero_study_cfg", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for arg in (None, "smoke"):
+        c = mod.get_config(arg)
+        study.check_study(c)
+        for strategy, seed in study.cells(c):
+            cfg = study.cell_config(c, strategy, seed, "/w")
+            runconfig.validate(cfg, families=tasks.FAMILIES)
+            assert cfg.sim.source == "libero:libero_spatial"
+    c = mod.get_config()
+    assert c.study.strategies == mod.ARMS and c.study.base.libero.phrasings == 4
+    with pytest.raises(ValueError, match="valid: '', 'smoke'"):
+        mod.get_config("big")
