@@ -22,7 +22,8 @@ from coda.libero import suites  # noqa: E402
 # (suite, task id, edits): one row each, the source task first
 ROWS = (
     ("libero_spatial", 0, ("swap(akita_black_bowl_1,plate_1)", "inst(akita_black_bowl_1,ketchup)")),
-    ("libero_goal", 0, ("move(wine_bottle_1,main_table_stove_front_region)", "goal(turnon,flat_stove_1)")),
+    ("libero_goal", 0, ("move(wine_bottle_1,main_table_stove_front_region)",
+                        "goal(turnon,flat_stove_1)")),
     ("libero_object", 0, ("swap(alphabet_soup_1,basket_1)", "inst(alphabet_soup_1,bbq_sauce)")),
 )  # fmt: skip
 SIZE = 256
