@@ -254,3 +254,25 @@ def test_two_of_a_kind_are_named_as_libero_names_them():
     assert (labels["plate_1"], labels["plate_2"]) == ("the left plate", "the right plate")
     assert "white mug on the left plate" in task.problem.language
     assert G.instruction(task, task.problem.goal).startswith("put the white mug on the left plate")
+
+
+def test_probes_change_the_focus_object_in_their_factor(spatial):
+    """The critic's probe kinds on a LIBERO episode: away moves / replaces the goal's object,
+    relation swaps it with its target, near is a level-1 shift, redraw a resample; the kinds
+    with no LIBERO meaning are None."""
+    base = E.Episode("libero_spatial", SPATIAL, 0).program
+    rng = np.random.default_rng(0)
+    away = E.parse(P.probe(base, "layout", "away", rng))
+    (edit,) = P.edits_of(away)
+    assert edit.op == "move" and edit.args[0] == "akita_black_bowl_1"
+    assert edit.args[1] in G.free_regions(spatial)
+    big = P.edits_of(E.parse(P.probe(base, "attributes", "away", rng)))[0]
+    assert big.op == "inst" and big.args[0] == "akita_black_bowl_1"
+    assert P.probe(base, "layout", "near", rng).endswith("#layout1")
+    assert P.edits_of(E.parse(P.probe(base, "layout", "relation", rng)))[0].op == "swap"
+    assert P.probe(base, "attributes", "near", rng) is None
+    assert P.probe(base, "task", "recategorized", rng) is None
+    redraw = E.parse(P.probe(base, "task", "redraw", rng))
+    assert [e.factor for e in P.edits_of(redraw)] == ["task"]
+    with pytest.raises(P.EditError, match="unknown probe kind"):
+        P.probe(base, "layout", "sideways", rng)

@@ -338,6 +338,81 @@ def resample(program: str, factor: str, rng: np.random.Generator) -> str | None:
     return dataclasses.replace(ep, edits=format_edits(with_edit(edits_of(ep), new))).program
 
 
+PROBE_KINDS = ("away", "redraw", "near", "relation", "recategorized")
+
+
+def _focus(task: S.LiberoTask) -> str | None:
+    """The object the goal moves first (a binary atom's first argument), if it is on the table."""
+    for atom in task.problem.goal:
+        if atom[0] in goals.BINARY and atom[1] in goals.movers(task):
+            return atom[1]
+    return None
+
+
+def _start(task: S.LiberoTask, ep: E.Episode, obj: str) -> np.ndarray:
+    c = _column(task, obj)
+    return task.states[ep.index, c : c + 2]
+
+
+def _away(task: S.LiberoTask, ep: E.Episode, factor: str) -> Edit | None:
+    """The largest change of `factor` for the focus object: layout, to the free table region
+    farthest from where it starts; attributes, to the stand-in whose footprint differs most."""
+    obj = _focus(task)
+    if obj is None:
+        return None
+    if factor == "layout":
+        here, ws = _start(task, ep, obj), task.workspace
+        free = goals.free_regions(task)
+        if not free:
+            return None
+
+        def far(r: str) -> float:
+            x0, y0, x1, y1 = task.problem.regions[r].ranges[0]
+            there = np.array([(x0 + x1) / 2 + ws.offset[0], (y0 + y1) / 2 + ws.offset[1]])
+            return float(np.linalg.norm(there - here))
+
+        return Edit("move", (obj, max(free, key=far)))
+    cands = instance_candidates(task, obj)
+    if factor != "attributes" or not cands:
+        return None
+    size = max(footprint(task.problem.category(obj))[:2])
+    return Edit("inst", (obj, max(cands, key=lambda c: abs(max(footprint(c)[:2]) - size))))
+
+
+def _relation(task: S.LiberoTask) -> Edit | None:
+    """The focus object and the goal's target trade places (when the target is on the table)."""
+    movers = goals.movers(task)
+    for atom in task.problem.goal:
+        if atom[0] in goals.BINARY and atom[1] in movers and atom[2] in movers:
+            return Edit("swap", (atom[1], atom[2]))
+    return None
+
+
+def probe(program: str, factor: str, kind: str, rng: np.random.Generator) -> str | None:
+    """A counterfactual probe of a LIBERO episode (the critic's probe kinds,
+    `coda.critic.probes.probe_plan`): "redraw" = `resample`; "away" = the focus object's largest
+    change of the factor (`_away`); "relation" (layout) = focus and target swapped; "near"
+    (layout) = a LIBERO-Plus level-1 shift of the table objects (every one, not the focus
+    alone); attributes have no "near" (an instance is a category, not a size) and the task no
+    "recategorized" (a goal edit rebinds nothing): None, and the critic falls back or skips."""
+    if kind not in PROBE_KINDS:
+        raise EditError(f"unknown probe kind {kind!r}; valid: {PROBE_KINDS}")
+    if kind == "redraw":
+        return resample(program, factor, rng)
+    ep = E.parse(program)
+    task = S.load_task(*ep.task_ref)
+    if kind == "near":
+        if factor != "layout" or ep.level:
+            return None
+        return dataclasses.replace(ep, level=1).program
+    edit = {"away": lambda: _away(task, ep, factor), "relation": lambda: _relation(task)}.get(
+        kind, lambda: None
+    )()
+    if edit is None or (kind == "relation" and factor != "layout"):
+        return None
+    return dataclasses.replace(ep, edits=format_edits(with_edit(edits_of(ep), edit))).program
+
+
 def variant(
     program: str,
     factor: str,
@@ -377,6 +452,7 @@ __all__ = [
     "instance_candidates",
     "load",
     "parse_edits",
+    "probe",
     "resample",
     "variant",
     "with_edit",
