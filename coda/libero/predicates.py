@@ -118,6 +118,19 @@ def joint_state(state: SimState, op: str, bound: float, joints: tuple, any_: boo
     return jnp.any(hit, -1) if any_ else jnp.all(hit, -1)
 
 
+def over_target(state: SimState, atom: tuple) -> jnp.ndarray:
+    """A placement atom's object is over its target at any height: its centre inside the
+    target object's footprint (On an object) or the region's box in x, y (On / In a region);
+    the carry phase before the atom can hold (`coda.libero.phases`)."""
+    kind, a = atom[0], atom[1]
+    if kind == "on_obj":
+        return G.within_footprint(state, G.pos(state, a), atom[3])
+    ps, rs = _site_frame(state, *atom[2:5])
+    d = jnp.einsum("...ij,...j->...i", rs, G.pos(state, a) - ps)
+    sz = jnp.asarray(atom[5], d.dtype)
+    return jnp.all(jnp.abs(d[..., :2]) < sz[:2], axis=-1)
+
+
 def atom_holds(state: SimState, atom: tuple) -> jnp.ndarray:
     kind, args = atom[0], atom[1:]
     if kind == "on_obj":
