@@ -119,6 +119,11 @@ STRATEGIES: Registry = Registry(
     },
 )
 
+# Scene kinds other than our task families (a family not listed here is one of FAMILIES, read
+# by the SDK's own code): what the critic needs of another kind's compiled scenes (its phases;
+# the rest of the port: docs/libero_coda_port_plan.md), looked up by the scene's family.
+SCENE_KINDS: Registry = Registry("scene kind", {"libero": "coda.libero.kind:KIND"})
+
 # LIBERO's task suites (the data wheel's folders) and those LIBERO-PRO perturbs.
 LIBERO_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 LIBERO_PERTURBABLE = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
@@ -174,6 +179,7 @@ __all__ = [
     "MEMORY_MODES",
     "PHYSICS_BACKENDS",
     "POLICIES",
+    "SCENE_KINDS",
     "STRATEGIES",
     "Registry",
     "UnknownName",

@@ -48,3 +48,16 @@ def test_planner_completes_every_phase_and_holding_still_none(spatial_bucket):
     still = backend.rollout(spatial_bucket, HoldPolicy(10), None, key, 4)
     _, stop = ph.segment(still.states, spatial_bucket.sym, phases)
     assert (np.asarray(stop) == 0).all()  # never reached the bowl
+
+
+def test_the_critic_segments_a_libero_bucket_with_its_goal_phases(spatial_bucket):
+    """`coda.critic.segment_bucket` reads a LIBERO scene's phases through its scene kind
+    (`registries.SCENE_KINDS`), as it reads a family's through the family."""
+    from coda.critic import segment_bucket
+
+    key = jax.random.PRNGKey(1)
+    still = NativeBackend().rollout(spatial_bucket, HoldPolicy(10), None, key, 3)
+    names, idx, stop = segment_bucket(spatial_bucket, still.states)
+    assert names == ("reach", "grasp", "lift", "transport", "place")
+    assert idx.shape[0] == stop.shape[0] >= len(spatial_bucket.variants)
+    assert (stop == 0).all()

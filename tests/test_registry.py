@@ -66,6 +66,7 @@ def test_build_passes_what_each_entry_names_and_reports_what_is_missing():
         registries.MEMORY_MODES,
         registries.STRATEGIES,
         registries.CONFIG_CHECKS,
+        registries.SCENE_KINDS,
     ],
     ids=lambda r: r.kind,
 )

@@ -27,6 +27,7 @@ import numpy as np
 
 from coda import lifetime
 from coda.critic import replay
+from coda.registries import SCENE_KINDS
 from coda.sim import geometry as G
 from coda.sim import render, tasks
 from coda.sim.compile import CompiledScene
@@ -135,18 +136,24 @@ def _features(
 _SEGMENTERS = lifetime.RunCache("critic.segmenters", maxsize=128)
 
 
-def _segmenter(task: dict, sym: SymbolTable):
+def _segmenter(task: dict, sym: SymbolTable, compiled: CompiledScene | None = None):
     """`tasks.segment` for one task structure, jitted once (its phases are closures made per
-    call of `task_phases`, so they cannot be jit-static arguments themselves)."""
+    call of `task_phases`, so they cannot be jit-static arguments themselves). A scene of
+    another kind (`registries.SCENE_KINDS`, e.g. LIBERO) takes its phases from its compiled
+    scene, one segmenter per `segment_key`."""
+    kind = SCENE_KINDS[task["family"]] if task["family"] in SCENE_KINDS else None
+    if kind is not None and compiled is None:
+        raise ValueError(f"a {task['family']} scene is segmented from its compiled scene")
     key = (
         task["family"],
         json.dumps(task.get("params", {}), sort_keys=True),
         json.dumps(task.get("roles", {}), sort_keys=True),
         sym,
+        None if kind is None else kind.segment_key(compiled),
     )
 
     def make():
-        phases = tasks.task_phases(task)
+        phases = tasks.task_phases(task) if kind is None else kind.phases(compiled)
         names = tuple(p.name for p in phases)
         return names, jax.jit(lambda states: tasks.segment(states, sym, phases))
 
@@ -154,10 +161,11 @@ def _segmenter(task: dict, sym: SymbolTable):
 
 
 def segment_states(
-    task: dict, sym: SymbolTable, states: SimState
+    task: dict, sym: SymbolTable, states: SimState, compiled: CompiledScene | None = None
 ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
-    """(phase names, phase_index [B, T], stopped_at [B]) of traces (leaves [B, T, ...])."""
-    names, fn = _segmenter(task, sym)
+    """(phase names, phase_index [B, T], stopped_at [B]) of traces (leaves [B, T, ...]);
+    `compiled`: one of the traces' scenes (needed for scene kinds other than our families)."""
+    names, fn = _segmenter(task, sym, compiled)
     idx, stop = fn(states)
     return names, np.asarray(idx), np.asarray(stop)
 
@@ -166,7 +174,7 @@ def segment_bucket(
     bucket: Bucket, states: SimState
 ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """(phase names, phase_index [B, T], stopped_at [B]) of a bucket's traces."""
-    return segment_states(bucket.scene_task, bucket.sym, states)
+    return segment_states(bucket.scene_task, bucket.sym, states, bucket.variants[0])
 
 
 @dataclasses.dataclass
@@ -307,7 +315,7 @@ def make_episode(
     """An episode from one trace of `compiled` (states: leaves [T, ...]; e.g. hand-built, or a
     trace recorded elsewhere); qpos [T, nq] defaults to the initial pose at every endpoint."""
     batched = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], states)  # [1, T, ...]
-    names, idx, stop = segment_states(compiled.scene.task, compiled.sym, batched)
+    names, idx, stop = segment_states(compiled.scene.task, compiled.sym, batched, compiled)
     roles = trace_roles(compiled)
     feats = {k: np.asarray(v[0]) for k, v in trace_features(batched, roles).items()}
     t = int(idx.shape[1])
