@@ -61,3 +61,31 @@ def test_the_critic_segments_a_libero_bucket_with_its_goal_phases(spatial_bucket
     assert names == ("reach", "grasp", "lift", "transport", "place")
     assert idx.shape[0] == stop.shape[0] >= len(spatial_bucket.variants)
     assert (stop == 0).all()
+
+
+def test_the_critic_probes_a_libero_failure_through_its_scene_kind(spatial_bucket):
+    """`coda.critic.probes.run_probes` on a LIBERO failure (a gripper that held still): its
+    probes are LIBERO edits of each factor (`coda.libero.kind`), checked by LIBERO's
+    verification and rolled out with the given policy (here the planner, which solves them)."""
+    from coda.critic.episode import episodes_from_rollout
+    from coda.critic.probes import run_probes
+
+    key = jax.random.PRNGKey(2)
+    backend = NativeBackend()
+    still = backend.rollout(spatial_bucket, HoldPolicy(10), None, key, 3)
+    eps = episodes_from_rollout(spatial_bucket, still, control_steps=False)[:1]
+    chunks = num_chunks("libero_spatial", 10)
+    (st,) = run_probes(
+        eps,
+        policy=lambda bucket: planner_for(bucket.variants[0], 10),
+        params=None,
+        backend=backend,
+        key=key,
+        num_chunks=chunks,
+        n_probes=2,
+        n_repeats=1,
+        pad_to=1,
+    )
+    assert {f for f, n in st.n.items() if n} == {"layout", "attributes", "task"}
+    assert st.n_repeats == 1 and st.repeat_success == 1  # the planner solves the scene itself
+    assert sum(st.success.values()) >= 1 and not st.rejected.get("attributes")

@@ -45,6 +45,7 @@ import numpy as np
 from coda.critic import directed
 from coda.critic.episode import Episode
 from coda.eval import split_map
+from coda.registries import SCENE_KINDS
 from coda.sim.compile import CompiledScene, compile_scene
 from coda.sim.rollout import Bucket, ChunkPolicy, make_buckets
 from coda.sim.scene import FACTORS, Scene, resample
@@ -322,16 +323,24 @@ def _verified_probes(
         for f in (factors if factors_for is None else factors_for[i])
         for j, kind in enumerate(plan(f, n_probes))
     ]
+    kinds = [_scene_kind(ep) for ep in episodes]
     for attempt in range(max_tries):
         cands: list[tuple[int, str, int, str, CompiledScene]] = []
         for i, f, j, kind in want:
             seed = _seed(base, i, FACTORS.index(f), attempt, j)
+            if kinds[i] is not None:  # another scene kind probes its own compiled scene
+                c = kinds[i].probe(episodes[i].compiled, f, kind, seed)
+                if c is None:
+                    stats[i].unavailable.setdefault(f, f"no {kind} probe of {f}")
+                else:
+                    cands.append((i, f, j, kind, c))
+                continue
             scene = _probe_scene(episodes[i], f, kind, seed, stats[i])
             if scene is not None:
                 cands.append((i, f, j, kind, compile_scene(scene)))
         if not cands:
             break
-        verdicts = verify([c[-1] for c in cands])
+        verdicts = _verdicts(cands, kinds)
         want = []
         for (i, f, j, kind, c), v in zip(cands, verdicts, strict=True):
             bad = [r for r in v.reasons if not (f == "task" and r.check == "scale")]
@@ -347,6 +356,22 @@ def _verified_probes(
     for i, ep in enumerate(episodes):
         owner.setdefault(id(ep.compiled), (i, "repeat", "repeat"))
     return probes, owner
+
+
+def _scene_kind(ep: Episode) -> Any:
+    """The episode's scene kind (`registries.SCENE_KINDS`, e.g. LIBERO), None for our families."""
+    family = ep.compiled.scene.task["family"]
+    return SCENE_KINDS[family] if family in SCENE_KINDS else None
+
+
+def _verdicts(cands: list, kinds: list) -> list:
+    """Each candidate probe's verdict: our families' in one `verify` batch, another kind's by
+    its own checks."""
+    ours = [k for k, c in enumerate(cands) if kinds[c[0]] is None]
+    batch = dict(zip(ours, verify([cands[k][-1] for k in ours]), strict=True)) if ours else {}
+    return [
+        batch[k] if kinds[c[0]] is None else kinds[c[0]].verify(c[-1]) for k, c in enumerate(cands)
+    ]
 
 
 def control(stats: ProbeStats, factor: str) -> float:
