@@ -89,3 +89,32 @@ def test_the_critic_probes_a_libero_failure_through_its_scene_kind(spatial_bucke
     assert {f for f, n in st.n.items() if n} == {"layout", "attributes", "task"}
     assert st.n_repeats == 1 and st.repeat_success == 1  # the planner solves the scene itself
     assert sum(st.success.values()) >= 1 and not st.rejected.get("attributes")
+
+
+@pytest.mark.slow
+def test_the_offline_critic_names_a_planted_attribute_flaw_on_libero(spatial_bucket):
+    """A policy that fails exactly when the goal's object is a black bowl (the planner
+    otherwise): layout probes keep the bowl, task probes keep it too (a new goal for the same
+    object), only attribute probes replace it, so the offline critic should name attributes,
+    at the reach phase (the gripper never moves)."""
+    from coda.critic.episode import episodes_from_rollout
+    from coda.critic.offline import OfflineCritic
+
+    def bowl_blind(bucket):
+        c = bucket.variants[0]
+        obj = next(a[1] for a in c.scene.task["terminal"]["goal"] if len(a) == 3)
+        cat = next(o.category for o in c.scene.objects if o.name == obj)
+        return HoldPolicy(10) if cat == "libero:akita_black_bowl" else planner_for(c, 10)
+
+    key, backend = jax.random.PRNGKey(3), NativeBackend()
+    chunks = num_chunks("libero_spatial", 10)
+    res = backend.rollout(spatial_bucket, bowl_blind(spatial_bucket), None, key, chunks)
+    eps = episodes_from_rollout(spatial_bucket, res, control_steps=False)[:2]
+    assert eps
+    critic = OfflineCritic(
+        policy=bowl_blind, params=None, backend=backend, num_chunks=chunks, n_probes=3,
+        n_repeats=1, pad_to=1,
+    )  # fmt: skip
+    for c in critic.diagnose(eps, key):
+        assert c.diagnosis.factor == "attributes", c.diagnosis.cause_text
+        assert c.diagnosis.phase == "reach"

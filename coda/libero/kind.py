@@ -37,8 +37,8 @@ class LiberoKind:
         """A compiled probe of `kind` changing `factor` of a LIBERO episode, or None."""
         rng = np.random.default_rng(seed)
         p = program.probe(compiled.scene.program, factor, kind, rng)
-        if p is None and kind in FALLBACK:
-            p = program.resample(compiled.scene.program, factor, rng)
+        if p is None and kind in FALLBACK:  # a redraw (the task's: isolated, see probe)
+            p = program.probe(compiled.scene.program, factor, "redraw", rng)
         return None if p is None else compile_episode(p, seed)
 
     def verify(self, compiled):

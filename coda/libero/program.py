@@ -379,6 +379,18 @@ def _away(task: S.LiberoTask, ep: E.Episode, factor: str) -> Edit | None:
     return Edit("inst", (obj, max(cands, key=lambda c: abs(max(footprint(c)[:2]) - size))))
 
 
+def _task_probes(task: S.LiberoTask) -> list[Edit]:
+    """New goals for a task probe that keep the goal's object (another target or relation
+    for it): a goal that moved another object would change the object too, an attribute,
+    so a task probe's flip would not be the task's (as our families' probes keep the role's
+    object, `coda.critic.probes.isolate_task_probe`). Without a focus object, any new goal."""
+    obj = _focus(task)
+    edits = edits_for(task, "task")
+    if obj is None:
+        return edits
+    return [e for e in edits if len(e.atoms[0]) == 3 and e.atoms[0][1] == obj]
+
+
 def _relation(task: S.LiberoTask) -> Edit | None:
     """The focus object and the goal's target trade places (when the target is on the table)."""
     movers = goals.movers(task)
@@ -390,17 +402,24 @@ def _relation(task: S.LiberoTask) -> Edit | None:
 
 def probe(program: str, factor: str, kind: str, rng: np.random.Generator) -> str | None:
     """A counterfactual probe of a LIBERO episode (the critic's probe kinds,
-    `coda.critic.probes.probe_plan`): "redraw" = `resample`; "away" = the focus object's largest
+    `coda.critic.probes.probe_plan`): "redraw" = `resample` (for the task, a new goal that keeps
+    the goal's object: `_task_probes`); "away" = the focus object's largest
     change of the factor (`_away`); "relation" (layout) = focus and target swapped; "near"
     (layout) = a LIBERO-Plus level-1 shift of the table objects (every one, not the focus
     alone); attributes have no "near" (an instance is a category, not a size) and the task no
     "recategorized" (a goal edit rebinds nothing): None, and the critic falls back or skips."""
     if kind not in PROBE_KINDS:
         raise EditError(f"unknown probe kind {kind!r}; valid: {PROBE_KINDS}")
-    if kind == "redraw":
-        return resample(program, factor, rng)
     ep = E.parse(program)
     task = S.load_task(*ep.task_ref)
+    if kind == "redraw" and factor == "task":  # isolated: the goal keeps its object
+        edits = _task_probes(task)
+        if not edits:
+            return None
+        new = edits[int(rng.integers(len(edits)))]
+        return dataclasses.replace(ep, edits=format_edits(with_edit(edits_of(ep), new))).program
+    if kind == "redraw":
+        return resample(program, factor, rng)
     if kind == "near":
         if factor != "layout" or ep.level:
             return None
