@@ -43,6 +43,17 @@ def gl() -> str:
 
 
 @pytest.fixture(scope="session")
+def libero_data():
+    """LIBERO's data wheels (`make setup` installs them): tests that read them skip without."""
+    from coda.libero import data
+
+    try:
+        return data.assets_root()
+    except data.LiberoDataMissing as err:  # pragma: no cover - `make setup` downloads it
+        pytest.skip(f"LIBERO data missing: {err}")
+
+
+@pytest.fixture(scope="session")
 def native_backend():
     from coda.sim.rollout import NativeBackend
 

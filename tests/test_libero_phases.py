@@ -8,9 +8,9 @@ import jax
 import numpy as np
 import pytest
 
-from coda.libero import data, suites
 from coda.libero import episodes as E
 from coda.libero import phases as LP
+from coda.libero import suites
 from coda.libero.evaluate import HoldPolicy, num_chunks
 from coda.libero.planner import planner_for
 from coda.sim.bucket import Bucket
@@ -19,11 +19,7 @@ from coda.sim.tasks import phases as ph
 
 
 @pytest.fixture(scope="module")
-def spatial_bucket():
-    try:
-        data.assets_root()
-    except data.LiberoDataMissing as err:  # pragma: no cover - `make setup` downloads it
-        pytest.skip(f"LIBERO data missing: {err}")
+def spatial_bucket(libero_data):
     task = suites.tasks("libero_spatial")[0]
     return Bucket(
         [E.compile_episode(E.Episode("libero_spatial", task, i).program) for i in range(4)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coda.libero import data
 from coda.libero import episodes as E
 from coda.libero import goals as G
 from coda.libero import program as P
@@ -20,11 +19,7 @@ GOAL_SUITE = "libero_goal"
 
 
 @pytest.fixture(scope="module")
-def spatial():
-    try:
-        data.assets_root()
-    except data.LiberoDataMissing as err:  # pragma: no cover - `make setup` downloads it
-        pytest.skip(f"LIBERO data missing: {err}")
+def spatial(libero_data):
     return S.load_task("libero_spatial", SPATIAL)
 
 
