@@ -32,6 +32,7 @@ import re
 
 from coda.libero import bddl, plus, suites
 from coda.libero import scene as S
+from coda.libero.perturb import shiftable
 
 SOURCE_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 BINARY = ("on", "in")
@@ -115,16 +116,9 @@ def object_categories() -> frozenset:
 
 
 def movers(task: S.LiberoTask) -> list[str]:
-    """Movable objects of a task that start on its workspace (what a new goal may move)."""
-    ws = task.workspace.name
-    movable = dict(task.problem.objects)
-    out: list[str] = []
-    for atom in task.problem.init:
-        if len(atom) == 3 and atom[0] == "on" and atom[1] in movable and atom[1] not in out:
-            r = task.problem.regions.get(atom[2])
-            if r is not None and r.target == ws:
-                out.append(atom[1])
-    return out
+    """Movable objects of a task that start on its workspace (what a new goal may move; the
+    objects LIBERO-Plus's layout shift moves, `perturb.shiftable`)."""
+    return shiftable(task)
 
 
 def free_regions(task: S.LiberoTask) -> list[str]:

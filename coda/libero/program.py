@@ -334,8 +334,12 @@ def resample(program: str, factor: str, rng: np.random.Generator) -> str | None:
     edits = edits_for(S.load_task(*ep.task_ref), factor)
     if not edits:
         return None
-    new = edits[int(rng.integers(len(edits)))]
-    return dataclasses.replace(ep, edits=format_edits(with_edit(edits_of(ep), new))).program
+    return _appended(ep, edits[int(rng.integers(len(edits)))])
+
+
+def _appended(ep: E.Episode, edit: Edit) -> str:
+    """The program of `ep` with `edit` added (`with_edit`)."""
+    return dataclasses.replace(ep, edits=format_edits(with_edit(edits_of(ep), edit))).program
 
 
 PROBE_KINDS = ("away", "redraw", "near", "relation", "recategorized")
@@ -416,8 +420,7 @@ def probe(program: str, factor: str, kind: str, rng: np.random.Generator) -> str
         edits = _task_probes(task)
         if not edits:
             return None
-        new = edits[int(rng.integers(len(edits)))]
-        return dataclasses.replace(ep, edits=format_edits(with_edit(edits_of(ep), new))).program
+        return _appended(ep, edits[int(rng.integers(len(edits)))])
     if kind == "redraw":
         return resample(program, factor, rng)
     if kind == "near":
@@ -429,7 +432,7 @@ def probe(program: str, factor: str, kind: str, rng: np.random.Generator) -> str
     )()
     if edit is None or (kind == "relation" and factor != "layout"):
         return None
-    return dataclasses.replace(ep, edits=format_edits(with_edit(edits_of(ep), edit))).program
+    return _appended(ep, edit)
 
 
 def variant(

@@ -292,6 +292,9 @@ class LiberoSource:
         self.ood_shift_level = int(lc.ood_shift_level)
         # wordings of each goal that training scenes are told in (1: LIBERO's own sentence)
         self.phrasings = int(lc.get("phrasings", 1))
+        # the fixed suites' indexes, built once per run (keyed by what they were built from)
+        self._held_key, self._held = None, frozenset()  # heldout_task_keys
+        self._eval_key, self._eval_index = None, None  # evaluation_duplicate
         self._planners: dict[str, Any] = {}
 
     def _compiled(self, ep: Any, seed: int = 0) -> Any:
@@ -433,7 +436,7 @@ class LiberoSource:
         the same task, every movable object within 1 cm), or None; the evaluation scenes
         (`episodes`: (program, seed) of the OOD suites, fixed for a run) compiled once."""
         key = tuple(sorted(set(episodes)))
-        if getattr(self, "_eval_key", None) != key:
+        if self._eval_key != key:
             comp = (self.compile({"program": p, "seed": s}) for p, s in key)
             self._eval_index, self._eval_key = EvalIndex.of(comp), key
         return self._eval_index.duplicate(compiled)
@@ -442,7 +445,7 @@ class LiberoSource:
         """The task identities (`task_key`) of the ood_tasks suite's episodes (LIBERO-PRO's
         changed tasks): a generated scene with one of them is dropped (step 2)."""
         key = tuple(sorted(set(programs)))
-        if getattr(self, "_held_key", None) != key:
+        if self._held_key != key:
             # one episode per task (a program up to "@<initial state>" names its task)
             firsts = {p.split("@")[0]: p for p in key}.values()
             self._held = frozenset(

@@ -433,42 +433,36 @@ ORACLE_REGIONS = Strategy(
 # learning by BC on planner demos of the scenes it bought (the round's scenes routed to the
 # planner, `BC`), so the data's location, not whether the policy already succeeds there, decides
 # what it teaches. Own rollouts still feed the critic (coda's diagnoses, validation, modes).
-CODA_DEMOS = dataclasses.replace(
+
+
+def _from_demos(base: Strategy, description: str, kind: str = "control") -> Strategy:
+    """`base`'s allocation (and critique) learning by BC on its scenes' planner demos."""
+    return dataclasses.replace(
+        base, name=f"{base.name}_demos", kind=kind, description=description, update=BC()
+    )
+
+
+CODA_DEMOS = _from_demos(
     CODA,
-    name="coda_demos",
+    "CoDA with every scene it generates (targeted, pool, novel) routed to the planner: BC on "
+    "their demos instead of AWR on its own rollouts",
     kind="ablation",
-    description="CoDA with every scene it generates (targeted, pool, novel) routed to the "
-    "planner: BC on their demos instead of AWR on its own rollouts",
-    update=BC(),
 )
-DOMAIN_RANDOMIZATION_DEMOS = dataclasses.replace(
-    DOMAIN_RANDOMIZATION,
-    name="domain_randomization_demos",
-    kind="control",
-    description="domain_randomization's scenes, learned by BC on their planner demos",
-    update=BC(),
+DOMAIN_RANDOMIZATION_DEMOS = _from_demos(
+    DOMAIN_RANDOMIZATION, "domain_randomization's scenes, learned by BC on their planner demos"
 )
-UNIFORM_VARIANTS_DEMOS = dataclasses.replace(
+UNIFORM_VARIANTS_DEMOS = _from_demos(
     UNIFORM_VARIANTS,
-    name="uniform_variants_demos",
-    kind="control",
-    description="uniform_variants' scenes (any factor, task edits included), learned by BC on "
-    "their planner demos",
-    update=BC(),
+    "uniform_variants' scenes (any factor, task edits included), learned by BC on their "
+    "planner demos",
 )
-NOMINAL_ONLY_DEMOS = dataclasses.replace(
+NOMINAL_ONLY_DEMOS = _from_demos(
     NOMINAL_ONLY,
-    name="nominal_only_demos",
-    description="nominal_only's scenes (outside the hard regions), learned by BC on their "
-    "planner demos",
-    update=BC(),
+    "nominal_only's scenes (outside the hard regions), learned by BC on their planner demos",
 )
-ORACLE_REGIONS_DEMOS = dataclasses.replace(
+ORACLE_REGIONS_DEMOS = _from_demos(
     ORACLE_REGIONS,
-    name="oracle_regions_demos",
-    description="oracle_regions' scenes (inside the hard regions), learned by BC on their "
-    "planner demos",
-    update=BC(),
+    "oracle_regions' scenes (inside the hard regions), learned by BC on their planner demos",
 )
 
 # name -> strategy: coda.registries.STRATEGIES holds the names (for checks before JAX) and
