@@ -336,8 +336,8 @@ LIBERO_PRO_SUITES = ("ood_swap", "ood_objects", "ood_language", "ood_tasks")
 
 
 def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
-    """`sim.source` and, for a LIBERO source, the `libero` section, the backend and the
-    strategy (LIBERO runs the rounds of strategies that do not critique: README, LIBERO).
+    """`sim.source` and, for a LIBERO source, the `libero` section, the backend, and the
+    engine and critic of a strategy that critiques (the offline ones: README, LIBERO).
     Returns the suite names the source evaluates on."""
     PERTURBABLE, SUITES = registries.LIBERO_PERTURBABLE, registries.LIBERO_SUITES  # noqa: N806
 
@@ -361,14 +361,16 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     STRATEGIES = registries.STRATEGIES  # noqa: N806 - the registry, read by name
 
     strategy = STRATEGIES.get(_get(config, "strategy"))
-    if strategy is not None and strategy.critique.tests_modes:
-        ok = sorted(n for n, x in STRATEGIES.items() if not x.critique.tests_modes)
-        out.append(
-            f"strategy={strategy.name!r} critiques failures and tests modes against a control "
-            "factor; the critic's probes and the engine's edits act on our families' scenes, "
-            "not yet on LIBERO's (a LIBERO source resamples its tasks' factors: "
-            f"coda.libero.program), so with sim.source={src!r} use one of {ok}"
-        )
+    critiques = strategy is not None and strategy.critique.tests_modes
+    # LIBERO's engine writes choices over edits (coda.libero.engine), not SDK programs; the VLM
+    # critic reads our families' attributes (dims, mass, friction) that a LIBERO object lacks
+    for key, ok in (("engine.name", "offline"), ("critic.name", "offline")):
+        val = _get(config, key)
+        if critiques and val not in (_MISSING, ok):
+            out.append(
+                f"{key}={val!r} with sim.source={src!r} and strategy={strategy.name!r}: "
+                f"LIBERO scenes are critiqued and edited by the {ok!r} one only (valid: {ok!r})"
+            )
     tr, ho = _get(config, "libero.train_states"), _get(config, "libero.heldout_from")
     if not (_is_int(tr) and _is_int(ho) and 0 < tr <= ho < 50):
         out.append(

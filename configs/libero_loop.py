@@ -10,9 +10,8 @@ layout-shifted), `ood_swap` / `ood_objects` / `ood_language` / `ood_tasks` (LIBE
 libero_90). Rounds buy layout-shifted initial states (`libero.shift_levels`) and, for the
 resampling strategies, edits of the source tasks in the factors they resample (swaps and moves,
 object instances, new goals: coda.libero.program; a scene recreating an evaluation scene is
-dropped); the strategy is `fresh_task_bc` (planner demos on the shifted states), or any strategy
-that does not critique (`sft`, `domain_randomization` and its `_demos` form, `uniform_variants`,
-`success_rate_guided`, `zero_shot`): the critic and engine act on our families' scenes only.
+dropped); the strategy is `fresh_task_bc` (planner demos on the shifted states), or any other
+(`coda` and its ablations with the offline critic and engine: coda.libero.kind / engine).
 `libero.phrasings` > 1 tells the training scenes the goal in several wordings.
 Episodes last LIBERO's step cap of the suite in simulated time; backend native.
 """

@@ -152,11 +152,15 @@ def test_libero_configs_are_checked_before_anything_runs():
 
     runconfig.validate(_config(), families=tasks.FAMILIES)
     runconfig.validate(_config(None), families=tasks.FAMILIES)
+    critiquing = _config()
+    critiquing.strategy = "coda"  # the critic and engine act on LIBERO's scenes too
+    runconfig.validate(critiquing, families=tasks.FAMILIES)
     cases = {
         ("sim.source", "libero:libero_100"): "sim.source='libero:libero_100' is unknown",
         ("sim.source", "libero"): "sim.source='libero' is unknown",
         ("sim.backend", "mjx"): "needs sim.backend native or auto",
-        ("strategy", "coda"): "not yet on LIBERO.s",
+        ("engine.name", "llm"): "engine.name='llm' with sim.source='libero:libero_spatial'",
+        ("critic.name", "vlm"): "critiqued and edited by the 'offline' one only",
         ("libero.train_states", 45): "0 < train_states <= heldout_from < 50",
         ("libero.shift_levels", (0,)): "levels 1..5",
         ("libero.phrasings", 0): "must be an integer 1..8 .wordings per goal",
@@ -164,6 +168,7 @@ def test_libero_configs_are_checked_before_anything_runs():
     }
     for (field, value), msg in cases.items():
         cfg = _config()
+        cfg.strategy = "coda" if field in ("engine.name", "critic.name") else cfg.strategy
         node = cfg
         *parents, leaf = field.split(".")
         for p in parents:

@@ -345,7 +345,7 @@ def _appended(ep: E.Episode, edit: Edit) -> str:
 PROBE_KINDS = ("away", "redraw", "near", "relation", "recategorized")
 
 
-def _focus(task: S.LiberoTask) -> str | None:
+def focus(task: S.LiberoTask) -> str | None:
     """The object the goal moves first (a binary atom's first argument), if it is on the table."""
     for atom in task.problem.goal:
         if atom[0] in goals.BINARY and atom[1] in goals.movers(task):
@@ -361,7 +361,7 @@ def _start(task: S.LiberoTask, ep: E.Episode, obj: str) -> np.ndarray:
 def _away(task: S.LiberoTask, ep: E.Episode, factor: str) -> Edit | None:
     """The largest change of `factor` for the focus object: layout, to the free table region
     farthest from where it starts; attributes, to the stand-in whose footprint differs most."""
-    obj = _focus(task)
+    obj = focus(task)
     if obj is None:
         return None
     if factor == "layout":
@@ -388,7 +388,7 @@ def _task_probes(task: S.LiberoTask) -> list[Edit]:
     for it): a goal that moved another object would change the object too, an attribute,
     so a task probe's flip would not be the task's (as our families' probes keep the role's
     object, `coda.critic.probes.isolate_task_probe`). Without a focus object, any new goal."""
-    obj = _focus(task)
+    obj = focus(task)
     edits = edits_for(task, "task")
     if obj is None:
         return edits
@@ -469,6 +469,7 @@ __all__ = [
     "apply",
     "edits_for",
     "edits_of",
+    "focus",
     "format_edits",
     "goal_edit",
     "instance_candidates",

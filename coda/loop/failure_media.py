@@ -15,8 +15,7 @@ import os
 import numpy as np
 from ml_collections import ConfigDict
 
-from coda.sim.compile import compile_scene
-from coda.sim.scene import Scene
+from coda.engine.kinds import kind_of_record
 
 
 def failure_media(workdir: str, config: ConfigDict) -> list[dict]:
@@ -54,7 +53,7 @@ def _render_failure(rec: dict, stem: str, workdir: str, config: ConfigDict) -> d
     from coda.critic.keyframes import diagnosis_title, trace_sheet  # lazy: GL, as above
     from coda.sim import render, view  # lazy: rendering (GL), as above
 
-    comp = compile_scene(Scene.from_dict(rec["scene"]))
+    comp = kind_of_record(rec["scene"]).compile(rec["scene"])  # a family's or LIBERO's
     qpos = np.load(stem + ".npy")
     size = int(max(config.render.width, config.render.height))
     agent, wrist = view.render_views(comp, qpos, size)

@@ -14,7 +14,8 @@ import jax
 
 from coda.critic import select_failures
 from coda.engine import validate as V
-from coda.engine.generate import GenerationError, make_validation_batches
+from coda.engine.generate import GenerationError
+from coda.engine.kinds import kind_of, kind_of_record
 from coda.engine.programs import store_program
 from coda.loop import collect, distributed
 from coda.loop.state import RunState, Spend
@@ -92,9 +93,12 @@ def critique(
 def _batches(svc: Any, m: Any, parents: list[Scene], seed: int) -> Any:
     """Targeted / control batches of mode `m` on the first bases that give them (None: none)."""
     lc = svc.config.loop
+    if not parents:
+        return None
+    kind = kind_of(parents[0].task["family"])  # our families' engine, or LIBERO's edits
     for bases in validation_bases(svc, parents):
         try:
-            return make_validation_batches(
+            return kind.validation_batches(
                 m,
                 bases,
                 int(lc.validate_n),
@@ -149,7 +153,7 @@ def validate(svc: Any, state: RunState, r: int, k_val: jax.Array) -> Validated:
     spend = Spend()
     tested = []  # (mode, batches, raw test) per experiment, in candidate order
     for i, m in enumerate(cands[: int(lc.max_validations)]):
-        parents = [Scene.from_dict(d) for d in state.mode_parents[m.id]]
+        parents = [kind_of_record(d).load(d) for d in state.mode_parents[m.id]]
         vb = _batches(svc, m, parents, r * 1000 + i)
         if vb is None:
             continue

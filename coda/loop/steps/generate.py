@@ -9,7 +9,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from coda.engine.generate import GenerationError, generate_targeted
+from coda.engine.generate import GenerationError
+from coda.engine.kinds import kind_of_record
 from coda.loop.allocators import Plan
 from coda.loop.evaluation import coverage_entropy
 from coda.loop.sources import task_key
@@ -101,17 +102,17 @@ def _targeted(svc: Any, state: RunState, mode_id: int, n: int, rng) -> tuple[lis
     (the request then falls back to novel tasks). A base set where every edit is impossible
     (e.g. pool scenes a parent's task edit does not apply to) does not end the search."""
     mode = svc.memory.get_mode(mode_id)
-    parents = [Scene.from_dict(d) for d in state.mode_parents.get(mode_id, [])]
+    records = state.mode_parents.get(mode_id, [])
+    parents = [kind_of_record(d).load(d) for d in records]
+    kind = kind_of_record(records[0]) if records else None
     seed, tried = int(rng.integers(2**31)), 0
-    for bases in validation_bases(svc, parents):
+    for bases in validation_bases(svc, parents) if kind is not None else ():
         try:
-            g = generate_targeted(
+            g = kind.generate_targeted(
                 mode,
-                None,
                 bases,
                 n,
                 seed,
-                0.0,
                 split=svc.config.sim.split,
                 engine=svc.engine,
                 memory=svc.memory,

@@ -9,14 +9,12 @@ from typing import Any
 
 import jax
 
+from coda.engine.kinds import kind_of_record
 from coda.loop import collect, distributed
 from coda.loop.state import RunState, Spend
 from coda.potentials import CompileRequest, FailureRecord, compile_with_repair
 from coda.potentials.checks import Demos
 from coda.potentials.task import make_compiler
-from coda.sim.compile import compile_scene
-from coda.sim.planner import planner_for
-from coda.sim.scene import Scene
 from coda.train.routing import RoutingConfig, route
 
 
@@ -47,25 +45,34 @@ def compile_potentials(
     name = str(svc.config.get("potentials", {}).get("compiler", "offline"))
     compiler = make_compiler(name, svc.llm)  # R_hone: offline templates | the llm client
     todo = [m for m in validated if m.id not in state.mode_potentials]
-    scenes = [Scene.from_dict(state.mode_parents[m.id][0]) for m in todo]
+    firsts = [state.mode_parents[m.id][0] for m in todo]
+    # a scene kind with no Φ template (LIBERO's goals): its modes train without a potential
+    records = [
+        {"mode": m.id, "accepted": False, "attempts": 0, "why": "no Φ template for this scene"}
+        for m, d in zip(todo, firsts, strict=True)
+        if not kind_of_record(d).has_potential(d["task"])
+    ]
+    skip = {r["mode"] for r in records}
+    todo = [m for m in todo if m.id not in skip]
+    scenes = [svc.source.compile(state.mode_parents[m.id][0]) for m in todo]
     # one scene per mode, padded to a multiple of the devices MJX shards a bucket over
     mult = int(getattr(svc.backend, "n_devices", 1))
-    buckets = [collect.buckets_of([compile_scene(x)], 1, multiple_of=mult)[0] for x in scenes]
+    buckets = [collect.buckets_of([c], 1, multiple_of=mult)[0] for c in scenes]
     demos = collect.rollouts_of(  # the modes' planner demos spread over the hosts of a run
         svc.backend,
         buckets,
-        lambda b: (planner_for(b), None),
+        lambda b: (svc.source.planner(b), None),
         key,
         svc.config.sim.num_chunks,
         1,
         distributed.host_split(objects=True),
         key_of=lambda i, n: key,
     )
-    programs, records, spend = {}, [], Spend()
-    for m, scene, bucket, ((res, sec),) in zip(todo, scenes, buckets, demos, strict=True):
+    programs, spend = {}, Spend()
+    for m, comp, bucket, ((res, sec),) in zip(todo, scenes, buckets, demos, strict=True):
         spend = spend + Spend(res.env_steps, sec)
         req = CompileRequest(
-            task=scene.task,
+            task=comp.scene.task,
             diagnosis=FailureRecord(m.factor, m.phase, m.label),
             mode_id=m.id,
             round=r,

@@ -1,0 +1,104 @@
+"""The engine on LIBERO (`coda.libero.engine`, through `coda.engine.kinds`): a mode's program is a
+choice over edits of its factor written from the failures, targeted / control pairs share their
+base and differ only in that factor's edit (targeted: one of the program's, control: another the
+task allows), every variant verifies, and Ω stores and returns the program. Skips where LIBERO's
+data is not installed."""
+
+from __future__ import annotations
+
+import pytest
+
+from coda.engine.engines import ModeSpec
+from coda.engine.kinds import FAMILIES, kind_of, kind_of_record
+from coda.engine.programs import store_program
+from coda.engine.variants import GenerationError
+from coda.libero import engine as LE
+from coda.libero import episodes as E
+from coda.libero import program as P
+from coda.memory import MemoryStore
+
+SPATIAL = "pick_up_the_black_bowl_between_the_plate_and_the_ramekin_and_place_it_on_the_plate"
+
+
+def _scene(program: str, seed: int = 0):
+    return E.compile_episode(program, seed).scene
+
+
+def _ep(index: int, edits: str = "") -> str:
+    return E.Episode("libero_spatial", SPATIAL, index, edits=edits).program
+
+
+def test_edit_choices_are_checked_text_and_round_trip():
+    ch = LE.EditChoice("layout", ("swap(a_1,b_1)", "move(a_1,r_region)"), "why")
+    assert LE.EditChoice.from_dict(ch.to_dict()) == ch and ch.roles == ("a_1",)
+    assert LE.EditChoice("task", ("goal(on,a_1,plate_1)",)).roles == ("a_1",)
+    with pytest.raises(P.EditError, match="changes attributes, not layout"):
+        LE.EditChoice("layout", ("inst(a_1,ketchup)",))
+    with pytest.raises(P.EditError, match="is not one of"):
+        LE.EditChoice("layout", ("swap(a_1,b_1);import os",))
+    with pytest.raises(ValueError, match="valid: .'layout'"):
+        LE.EditChoice("execution", ("swap(a_1,b_1)",))
+    with pytest.raises(ValueError, match="needs 'libero_edits'"):
+        LE.EditChoice.from_dict({"factor": "layout", "edits": [{"edit": "shift"}]})
+
+
+def test_scene_kinds_dispatch_on_the_family(libero_data):
+    assert kind_of("pick_place") is FAMILIES and kind_of("libero").name == "libero"
+    rec = _scene(_ep(2, "swap(akita_black_bowl_1,plate_1)")).to_dict()
+    kind = kind_of_record(rec)
+    back = kind.load(rec)
+    assert back.program == rec["program"] and back.task["family"] == "libero"
+    assert kind.has_potential(back.task) is False and FAMILIES.has_potential({}) is True
+
+
+def test_the_program_is_the_failures_edits_else_the_goal_objects(libero_data):
+    layout = ModeSpec("layout", "reach", "wrong_place")
+    failed = [_scene(_ep(0, "swap(akita_black_bowl_1,plate_1)"))]
+    assert LE.program_for(layout, failed).edits == ("swap(akita_black_bowl_1,plate_1)",)
+    plain = LE.program_for(layout, [_scene(_ep(0))])  # LIBERO's own state: the goal's object
+    assert plain.edits and all("akita_black_bowl_1" in t for t in plain.edits)
+    assert set(plain.edits) < set(LE.allowed(("libero_spatial", SPATIAL), "layout"))
+    attrs = LE.program_for(ModeSpec("attributes", "grasp", "x"), [_scene(_ep(0))])
+    assert all(t.startswith("inst(akita_black_bowl_1,") for t in attrs.edits)
+    with pytest.raises(GenerationError, match="names no LIBERO scene factor"):
+        LE.program_for(ModeSpec("execution", "grasp", "x"), failed)
+
+
+def test_pairs_share_their_base_and_differ_in_the_factor_edit_only(libero_data):
+    mode = ModeSpec("layout", "reach", "wrong_place")
+    evidence = [_scene(_ep(0, "inst(plate_1,basket);swap(akita_black_bowl_1,plate_1)"))]
+    bases = [_scene(_ep(i)) for i in range(3)] + evidence
+    vb = LE.validation_batches(mode, bases, 4, 7, evidence=evidence)
+    assert vb.pairing == "recreate" and vb.factor == vb.control_factor == "layout"
+    assert vb.program.edits == ("swap(akita_black_bowl_1,plate_1)",)
+    assert len(vb.targeted) == len(vb.control) == 4 and vb.magnitude_gap == 0.0
+    for t, c in zip(vb.targeted, vb.control, strict=True):
+        assert t.verdict.ok and c.verdict.ok and t.parent == c.parent and t.seed == c.seed
+        te, ce = E.parse(t.scene.program), E.parse(c.scene.program)
+        assert (te.suite, te.task, te.index, te.say) == (ce.suite, ce.task, ce.index, ce.say)
+        tl = [e.text for e in P.edits_of(te) if e.factor == "layout"]
+        cl = [e.text for e in P.edits_of(ce) if e.factor == "layout"]
+        assert tl == ["swap(akita_black_bowl_1,plate_1)"] and len(cl) == 1
+        assert cl[0] not in vb.program.edits
+        assert cl[0] in LE.allowed(LE.strip(ce, "layout").task_ref, "layout")
+        other = [[e.text for e in P.edits_of(x) if e.factor != "layout"] for x in (te, ce)]
+        assert other[0] == other[1]  # the base's other edits (the evidence's inst) kept
+    again = LE.validation_batches(mode, bases, 4, 7, evidence=evidence)
+    assert [v.scene.program for v in again.control] == [v.scene.program for v in vb.control]
+
+
+def test_omega_stores_the_choice_and_targeted_variants_use_it(libero_data):
+    store = MemoryStore(":memory:")
+    mode_id = store.add_diagnosis(
+        round=0, factor="spatial", phase="reach", cause="wrong_place", critic="offline"
+    ).mode_id
+    mode = store.get_mode(mode_id)
+    ch = LE.EditChoice("layout", ("swap(akita_black_bowl_1,plate_1)",), "the failures' edits")
+    assert LE.stored_program(store, mode_id) is None
+    store_program(store, ch, round=1, mode_id=mode_id, variants=[{"seed": 0}])
+    assert LE.stored_program(store, mode_id) == ch
+    g = LE.generate_targeted(mode, [_scene(_ep(i)) for i in range(2)], 3, 5, memory=store)
+    assert g.program == ch and len(g.variants) == 3 and g.attempted >= 3
+    for v in g.variants:
+        assert v.verdict.ok and v.factor == "layout"
+        assert E.parse(v.scene.program).edits == "swap(akita_black_bowl_1,plate_1)"
