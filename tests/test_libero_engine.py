@@ -102,3 +102,57 @@ def test_omega_stores_the_choice_and_targeted_variants_use_it(libero_data):
     for v in g.variants:
         assert v.verdict.ok and v.factor == "layout"
         assert E.parse(v.scene.program).edits == "swap(akita_black_bowl_1,plate_1)"
+
+
+def test_the_loops_engine_steps_run_on_libero_through_the_scene_kind(libero_data, monkeypatch):
+    """Step 4's control experiment and step 2's targeted generation on LIBERO, the loop's own
+    code (`coda.loop.steps`), with a planted flaw in place of rollouts: the policy fails exactly
+    where the bowl and the plate trade places. The layout mode written from such a failure is
+    validated (targeted 0/4, control 4/4), Ω holds its edit choice, and the mode's targeted
+    scenes recreate the swap on pool episodes."""
+    import importlib.util
+    import os
+    from types import SimpleNamespace
+
+    import jax
+    import numpy as np
+
+    from coda import runconfig
+    from coda.loop.steps import critique
+    from coda.loop.steps import generate as G
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("lib_cfg", f"{root}/configs/libero_loop.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = mod.get_config("smoke")
+    cfg.strategy = "coda"
+    runconfig.validate(cfg)
+    flaw = "swap(akita_black_bowl_1,plate_1)"
+
+    def success_of(backend, variants, agents, key, nc, size, split):
+        ok = [flaw not in E.parse(c.scene.program).edits for c in variants]
+        return np.array(ok), 100
+
+    monkeypatch.setattr(critique.collect, "success_of", success_of)
+    memory = MemoryStore(":memory:")
+    mode_id = memory.add_diagnosis(
+        round=1, factor="spatial", phase="reach", cause="wrong_place", critic="offline"
+    ).mode_id
+    failure = _scene(_ep(1, flaw)).to_dict()
+    pool = [E.compile_episode(_ep(i)) for i in range(2)]
+    svc = SimpleNamespace(config=cfg, memory=memory, backend=None, agents=None, engine=None)
+    svc.pool = pool
+    state = SimpleNamespace(mode_parents={mode_id: [failure]})
+    out = critique.validate(svc, state, 1, jax.random.PRNGKey(0))
+    (test,) = out.row["validated"]
+    assert (test["mode"], test["targeted"], test["control"], test["n"]) == (mode_id, 0, 4, 4)
+    assert memory.get_mode(mode_id).status == "validated" and out.spend.env_steps == 200
+    assert LE.stored_program(memory, mode_id) == LE.EditChoice(
+        "layout", (flaw,), "the failures' edits"
+    )
+    gens, tried = G._targeted(svc, state, mode_id, 3, np.random.default_rng(0))
+    assert len(gens) == 3 and tried >= 3
+    for g in gens:
+        assert g.kind == "targeted" and g.factor == "layout" and g.mode_id == mode_id
+        assert E.parse(g.compiled.scene.program).edits == flaw
