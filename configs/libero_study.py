@@ -14,6 +14,13 @@ Variants:
   instances) and `uniform_variants_demos` (the same plus new goals), libero_spatial, 3 seeds,
   3 rounds of 40 scenes, 100 episodes per suite, every training scene told in one of 4
   wordings (`libero.phrasings`). Cost: the registration's estimate; measured in its results;
+* 'pro_spatial' | 'pro_object' | 'pro_goal' (registered:
+  benchmarks/registrations/issue30_libero_pro.md): the paper's Table 2 on one suite. Arms `sft`
+  (BC-only: the BC start's planner demos of the source tasks, the same updates per round),
+  `domain_randomization_demos` (DR) and `coda_demos` (the critic and engine choose the scenes:
+  targeted variants of diagnosed LIBERO modes, `coda.libero.engine`), each learning by BC on
+  its scenes' planner demos; budgets as ''. Cost: ~25-30 min per cell alone on the 2-core VM
+  (the registration's estimate);
 * 'smoke': the LIBERO smoke loop, 2 arms x 1 seed (tests).
 """
 
@@ -22,8 +29,10 @@ import os
 
 from ml_collections import ConfigDict
 
-VARIANTS = ("", "smoke")
+PRO = {"pro_spatial": "libero_spatial", "pro_object": "libero_object", "pro_goal": "libero_goal"}
+VARIANTS = ("", *PRO, "smoke")
 ARMS = ("fresh_task_bc", "domain_randomization_demos", "uniform_variants_demos")
+PRO_ARMS = ("sft", "domain_randomization_demos", "coda_demos")
 
 
 def _libero_loop(arg):
@@ -43,14 +52,17 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.study.share_start = True  # one BC start per seed, adopted by every arm
     c.study.transfer = ()  # no memory-transfer pair
     c.study.cell_process = False  # every cell in this process
-    if arg in (None, ""):
-        base = _libero_loop(None)  # libero_spatial, its step cap, the native backend
+    if arg in (None, "", *PRO):
+        # libero_spatial (or the variant's suite), its step cap, the native backend
+        base = _libero_loop(PRO.get(arg))
         base.loop.rounds = 3
         base.loop.budget = 40  # four scenes per task and round
         base.loop.policy_updates = 200  # K_π per round (the BC arms' updates on the demo rows)
         base.eval.episodes = 100  # 10 tasks x 10 held-out initial states per suite
         base.libero.phrasings = 4  # every arm's training scenes in 4 wordings of their goal
         c.study.base = base
+        if arg in PRO:
+            c.study.strategies = PRO_ARMS
     elif arg == "smoke":
         c.study.strategies = ("fresh_task_bc", "uniform_variants_demos")
         c.study.seeds = (0,)

@@ -334,14 +334,15 @@ def test_libero_study_config_loads_and_every_cell_validates():
     spec = importlib.util.spec_from_file_location("libero_study_cfg", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    for arg in (None, "smoke"):
+    for arg in (None, "smoke", *mod.PRO):
         c = mod.get_config(arg)
         study.check_study(c)
         for strategy, seed in study.cells(c):
             cfg = study.cell_config(c, strategy, seed, "/w")
             runconfig.validate(cfg, families=tasks.FAMILIES)
-            assert cfg.sim.source == "libero:libero_spatial"
+            assert cfg.sim.source == "libero:" + mod.PRO.get(arg, "libero_spatial")
     c = mod.get_config()
     assert c.study.strategies == mod.ARMS and c.study.base.libero.phrasings == 4
-    with pytest.raises(ValueError, match="valid: '', 'smoke'"):
+    assert mod.get_config("pro_goal").study.strategies == mod.PRO_ARMS
+    with pytest.raises(ValueError, match="valid: '', 'pro_spatial', 'pro_object', 'pro_goal'"):
         mod.get_config("big")

@@ -195,6 +195,7 @@ def test_targeted_variants_come_from_the_first_bases_that_give_any(monkeypatch):
     """A validated mode whose program makes no verified variant on the pool's scenes (every
     edit impossible there) is generated from its parents, as its test was, instead of its
     whole budget falling to novel tasks (measured in the focused experiment's seed 0)."""
+    from coda.engine import kinds
     from coda.loop.state import RunState
     from coda.loop.steps import generate as G
 
@@ -206,7 +207,7 @@ def test_targeted_variants_come_from_the_first_bases_that_give_any(monkeypatch):
         memory=types.SimpleNamespace(get_mode=lambda m: types.SimpleNamespace(phase="reach")),
         engine=None,
     )
-    parent = {"name": "fail"}
+    parent = {"name": "fail", "task": {"family": "pick_place"}}
     monkeypatch.setattr(G.Scene, "from_dict", lambda d: types.SimpleNamespace(
         task={"family": "pick_place"}, name=d["name"]))  # fmt: skip
     seen = []
@@ -216,7 +217,7 @@ def test_targeted_variants_come_from_the_first_bases_that_give_any(monkeypatch):
         made = [] if bases[0].name == "pool0" else [types.SimpleNamespace(compiled=b, factor="spatial") for b in bases]  # fmt: skip
         return types.SimpleNamespace(variants=made, attempted=4 * n)
 
-    monkeypatch.setattr(G, "generate_targeted", fake)
+    monkeypatch.setattr(kinds, "generate_targeted", fake)  # our families' kind calls it
     state = RunState(mode_parents={7: [parent]})
     gens, tried = G._targeted(svc, state, 7, 3, np.random.default_rng(0))
     assert seen == [["pool0"], ["fail"]] and tried == 24

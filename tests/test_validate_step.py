@@ -187,18 +187,22 @@ def test_the_loop_makes_recreate_pairs_by_default(monkeypatch):
         seen.append((n, seed, kw["control"], kw["pairing"], kw["rest"], kw["evidence"]))
         raise critique.GenerationError("none verified")
 
-    monkeypatch.setattr(critique, "make_validation_batches", batches)
+    from coda.engine import kinds
+
+    monkeypatch.setattr(kinds, "make_validation_batches", batches)  # our families' kind's
     monkeypatch.setattr(critique, "validation_bases", lambda svc, parents: [parents])
     cfg = _config("holm")
     assert cfg.loop.validation_pairing == "recreate" and cfg.loop.validation_rest == "keep"
     svc = SimpleNamespace(config=cfg, memory=None, engine=None)
-    assert critique._batches(svc, SimpleNamespace(id=1), [], 7) is None
+    parents = [SimpleNamespace(task={"family": "pick_place"})]
+    assert critique._batches(svc, SimpleNamespace(id=1), parents, 7) is None
     cfg.loop.validation_pairing = "nested"
-    critique._batches(svc, SimpleNamespace(id=1), [], 8)
+    critique._batches(svc, SimpleNamespace(id=1), parents, 8)
+    assert critique._batches(svc, SimpleNamespace(id=1), [], 9) is None  # no parent: no test
     n = cfg.loop.validate_n
     assert seen == [
-        (n, 7, "outside", "recreate", "keep", []),
-        (n, 8, "outside", "nested", "keep", []),
+        (n, 7, "outside", "recreate", "keep", parents),
+        (n, 8, "outside", "nested", "keep", parents),
     ]
     cfg.loop.validation_pairing = "twins"
     with pytest.raises(runconfig.ConfigError, match="validation_pairing='twins'"):
