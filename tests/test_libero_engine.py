@@ -15,6 +15,7 @@ from coda.engine.variants import GenerationError
 from coda.libero import engine as LE
 from coda.libero import episodes as E
 from coda.libero import program as P
+from coda.libero import scene as S
 from coda.memory import MemoryStore
 
 SPATIAL = "pick_up_the_black_bowl_between_the_plate_and_the_ramekin_and_place_it_on_the_plate"
@@ -58,6 +59,14 @@ def test_the_program_is_the_failures_edits_else_the_goal_objects(libero_data):
     plain = LE.program_for(layout, [_scene(_ep(0))])  # LIBERO's own state: the goal's object
     assert plain.edits and all("akita_black_bowl_1" in t for t in plain.edits)
     assert set(plain.edits) < set(LE.allowed(("libero_spatial", SPATIAL), "layout"))
+    cabinet = "pick_up_the_black_bowl_on_the_wooden_cabinet_and_place_it_on_the_plate"
+    on_cabinet = E.Episode("libero_spatial", cabinet, 0).program  # the bowl cannot be moved
+    assert LE.goal_objects(S.load_task("libero_spatial", cabinet))[:2] == [
+        "akita_black_bowl_1",
+        "plate_1",
+    ]
+    target = LE.program_for(layout, [_scene(on_cabinet)])  # so the plate's layout is the guess
+    assert target.edits and all("plate_1" in t for t in target.edits)
     attrs = LE.program_for(ModeSpec("attributes", "grasp", "x"), [_scene(_ep(0))])
     assert all(t.startswith("inst(akita_black_bowl_1,") for t in attrs.edits)
     with pytest.raises(GenerationError, match="names no LIBERO scene factor"):

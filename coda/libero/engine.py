@@ -10,8 +10,10 @@ of its factor, not a neighbourhood of continuous values:
 Written from the evidence (`program_for`: the mode's diagnosed failures): the failures' own edits
 of the factor ("the policy fails after these swaps"); where the failures carry none (a failure
 at one of LIBERO's own initial states, or after a layout shift), every edit of the factor that
-changes the goal's first object (`program.focus`): "changing this object in this factor is what
-the policy cannot handle".
+changes the first of the goal's objects that some but not all of the factor's edits change
+(`goal_objects`: the moved object, else where it goes, e.g. the plate when the bowl starts on a
+cabinet and cannot be moved; a control needs an edit that leaves the object alone):
+"changing this object in this factor is what the policy cannot handle".
 
 Validation (`validation_batches`, the ``recreate`` pairing of `coda.engine.pairs`): pair i shares
 base i (a pool episode, or a failure with its edits of the factor removed); targeted i adds one of
@@ -101,9 +103,14 @@ def allowed(task_ref: tuple[str, str], factor: str) -> tuple[str, ...]:
 
 def _touches(text: str, obj: str) -> bool:
     (e,) = P.parse_edits(text)
-    if e.op == "goal":
-        return any(len(a) > 1 and a[1] == obj for a in e.atoms)
+    if e.op == "goal":  # a new goal that moves the object or puts something in / on it
+        return any(obj in a[1:] for a in e.atoms)
     return obj in e.args
+
+
+def goal_objects(task: S.LiberoTask) -> list[str]:
+    """The objects the goal names, in its order (the moved object, then where it goes)."""
+    return list(dict.fromkeys(x for atom in task.problem.goal for x in atom[1:]))
 
 
 def program_for(mode: Any, evidence: Sequence[Any]) -> EditChoice:
@@ -119,9 +126,12 @@ def program_for(mode: Any, evidence: Sequence[Any]) -> EditChoice:
     touching = []
     for ep in eps:
         base = strip(ep, m.factor)
-        obj = P.focus(S.load_task(*base.task_ref))
-        if obj is not None:
-            touching += [t for t in allowed(base.task_ref, m.factor) if _touches(t, obj)]
+        edits = allowed(base.task_ref, m.factor)
+        for obj in goal_objects(S.load_task(*base.task_ref)):
+            mine = [t for t in edits if _touches(t, obj)]
+            if mine and len(mine) < len(edits):  # the first one a control can leave alone
+                touching += mine
+                break
     if not touching:
         raise GenerationError(f"no {m.factor} edit of the failures' goal objects")
     return EditChoice(m.factor, tuple(dict.fromkeys(touching)), "edits of the goal's object")
@@ -254,6 +264,7 @@ __all__ = [
     "EditChoice",
     "allowed",
     "generate_targeted",
+    "goal_objects",
     "program_for",
     "resolve",
     "stored_program",
