@@ -165,3 +165,24 @@ def test_the_loops_engine_steps_run_on_libero_through_the_scene_kind(libero_data
     for g in gens:
         assert g.kind == "targeted" and g.factor == "layout" and g.mode_id == mode_id
         assert E.parse(g.compiled.scene.program).edits == flaw
+
+
+def test_nested_pairs_differ_by_the_programs_edit_on_top_of_the_control(libero_data):
+    """``pairing="nested"``: control = the base with an edit of the control factor (layout ->
+    attributes), targeted = that control plus one of the program's edits; ``sibling``: the
+    program's edit vs an edit of the control factor, each on the base."""
+    mode = ModeSpec("layout", "reach", "wrong_place")
+    flaw = "swap(akita_black_bowl_1,plate_1)"
+    evidence = [_scene(_ep(0, flaw))]
+    bases = [_scene(_ep(i)) for i in range(3)]
+    vb = LE.validation_batches(mode, bases, 3, 1, evidence=evidence, pairing="nested")
+    assert (vb.pairing, vb.factor, vb.control_factor) == ("nested", "layout", "attributes")
+    for t, c in zip(vb.targeted, vb.control, strict=True):
+        te, ce = P.edits_of(E.parse(t.scene.program)), P.edits_of(E.parse(c.scene.program))
+        assert [e.factor for e in ce] == ["attributes"] and te == (*ce, *P.parse_edits(flaw))
+    sib = LE.validation_batches(mode, bases, 2, 1, evidence=evidence, pairing="sibling")
+    for t, c in zip(sib.targeted, sib.control, strict=True):
+        assert E.parse(t.scene.program).edits == flaw
+        assert [e.factor for e in P.edits_of(E.parse(c.scene.program))] == ["attributes"]
+    with pytest.raises(ValueError, match="valid: .'recreate', 'nested', 'sibling'"):
+        LE.validation_batches(mode, bases, 2, 1, evidence=evidence, pairing="twins")

@@ -15,12 +15,16 @@ changes the first of the goal's objects that some but not all of the factor's ed
 cabinet and cannot be moved; a control needs an edit that leaves the object alone):
 "changing this object in this factor is what the policy cannot handle".
 
-Validation (`validation_batches`, the ``recreate`` pairing of `coda.engine.pairs`): pair i shares
-base i (a pool episode, or a failure with its edits of the factor removed); targeted i adds one of
-the program's edits, control i one of the factor's other edits the base's task allows (never one
-of the program's). The pair differs only in the diagnosed factor's edit, so a mode naming the
-wrong factor cannot pass: the true difficulty is the base's in both. Discrete edits have no
-magnitude to match (`Variant.magnitude` = 0). Every variant is verified by LIBERO's checks
+Validation (`validation_batches`, the pairings of `coda.engine.pairs`): pair i shares base i (a
+pool episode, or a failure with its edits of the factor removed). ``recreate`` (the loop's
+default): targeted i adds one of the program's edits, control i one of the factor's other edits
+the base's task allows (never one of the program's): are these edits harder than the factor's
+others? ``nested``: control i adds an edit of the control factor (`CONTROL_FACTOR`: layout <->
+attributes, task -> layout), targeted i that edit plus one of the program's: is the diagnosed
+factor's edit harder than none, with another factor changed in both (a mode naming the wrong
+factor cannot pass: the true difficulty is in both or in neither)? ``sibling``: the program's
+edit vs an edit of the control factor. Discrete edits have no magnitude to match
+(`Variant.magnitude` = 0). Every variant is verified by LIBERO's checks
 (`coda.libero.verify`). `generate_targeted` makes the validated program's variants the same way.
 """
 
@@ -38,7 +42,7 @@ import numpy as np
 
 from coda.engine.engines import mode_spec
 from coda.engine.generate import Generated
-from coda.engine.pairs import ValidationBatches
+from coda.engine.pairs import CONTROL_FACTOR, PAIRINGS, ValidationBatches
 from coda.engine.variants import GenerationError, Variant
 from coda.libero import episodes as E
 from coda.libero import program as P
@@ -164,10 +168,38 @@ def _with(base: E.Episode, text: str) -> str:
 
 
 def _choices(program: EditChoice, base: E.Episode) -> tuple[list[str], list[str]]:
-    """(targeted, control) edits the base's task allows."""
+    """(targeted, control) edits the base's task allows: the program's, and the factor's others."""
     ok = allowed(base.task_ref, program.factor)
     mine = set(program.edits)
     return [t for t in program.edits if t in ok], [t for t in ok if t not in mine]
+
+
+def _pick(xs: Sequence[str], rng) -> str:
+    return xs[int(rng.integers(len(xs)))]
+
+
+def _pair(program: EditChoice, base: E.Episode, pairing: str, rng) -> tuple[str, str] | None:
+    """(targeted, control) episode programs of one pair on `base`, or None when its task
+    allows no such pair. ``recreate``: the program's edit vs another edit of its factor;
+    ``sibling``: the program's edit vs an edit of the control factor (`CONTROL_FACTOR`);
+    ``nested``: control = an edit of the control factor, targeted = that control plus the
+    program's edit (the pair differs in the diagnosed factor's edit only)."""
+    if pairing == "recreate":
+        tgt, ctl = _choices(program, base)
+        if not tgt or not ctl:
+            return None
+        return _with(base, _pick(tgt, rng)), _with(base, _pick(ctl, rng))
+    other = CONTROL_FACTOR[program.factor]
+    base = strip(base, other)
+    ctl = allowed(base.task_ref, other)
+    if not ctl:
+        return None
+    control = E.parse(_with(base, _pick(ctl, rng)))
+    on = control if pairing == "nested" else base
+    tgt = [t for t in program.edits if t in allowed(on.task_ref, program.factor)]
+    if not tgt:
+        return None
+    return _with(on, _pick(tgt, rng)), control.program
 
 
 def validation_batches(
@@ -178,15 +210,18 @@ def validation_batches(
     *,
     evidence: Sequence[Any] | None = None,
     memory: Any | None = None,
+    pairing: str = "recreate",
     max_attempts_factor: int = 4,
     **_: Any,
 ) -> ValidationBatches:
-    """`n` verified targeted / control pairs on `bases` (module docstring); `GenerationError`
-    when fewer verify within `max_attempts_factor * n` tries. The loop's pairing / control /
-    rest settings are our families' (`coda.engine.pairs`); LIBERO's pairs are always recreate
-    pairs on the base as it is, controlled by the factor's other edits."""
+    """`n` verified targeted / control pairs on `bases` (module docstring; `pairing` as
+    `coda.engine.pairs.PAIRINGS`, made by `_pair`); `GenerationError` when fewer verify within
+    `max_attempts_factor * n` tries. The loop's `control` / `rest` settings are our families'
+    (continuous neighbourhoods); a LIBERO pair is always on the base as it is."""
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
+    if pairing not in PAIRINGS:
+        raise ValueError(f"unknown pairing {pairing!r}; valid: {list(PAIRINGS)}")
     program = resolve(mode, list(evidence or bases), memory)
     rng = np.random.default_rng([int(seed), 0x11B])
     targeted, control, tried, rejected = [], [], 0, Counter()
@@ -195,15 +230,13 @@ def validation_batches(
         if len(targeted) == n or not len(bases):
             break
         i = int(order[k % len(bases)])
-        base = strip(_episode(bases[i]), program.factor)
-        tgt, ctl = _choices(program, base)
         tried += 1
-        if not tgt or not ctl:
+        pair = _pair(program, strip(_episode(bases[i]), program.factor), pairing, rng)
+        if pair is None:
             rejected["no edit here"] += 1
             continue
         s = int(bases[i].seed)
-        t, tv = _made(_with(base, tgt[int(rng.integers(len(tgt)))]), s)
-        c, cv = _made(_with(base, ctl[int(rng.integers(len(ctl)))]), s)
+        (t, tv), (c, cv) = _made(pair[0], s), _made(pair[1], s)
         if not (tv.ok and cv.ok):
             rejected.update(r.check for v in (tv, cv) for r in v.reasons)
             continue
@@ -214,9 +247,8 @@ def validation_batches(
             f"{len(targeted)} of {n} LIBERO pairs verified after {tried} tries "
             f"(rejected: {dict(rejected)})"
         )
-    return ValidationBatches(
-        targeted, control, program, program.factor, program.factor, tried, "recreate", "keep"
-    )
+    cf = program.factor if pairing == "recreate" else CONTROL_FACTOR[program.factor]
+    return ValidationBatches(targeted, control, program, program.factor, cf, tried, pairing)
 
 
 def generate_targeted(
