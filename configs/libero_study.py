@@ -63,6 +63,13 @@ def get_config(arg: str | None = None) -> ConfigDict:
         c.study.base = base
         if arg in PRO:
             c.study.strategies = PRO_ARMS
+            # coda's control experiments: the diagnosed factor's edit on top of an edit of
+            # another factor vs that edit alone (coda.libero.engine, "nested"); the loop's
+            # default compares a failure's edits with the factor's other edits, which the
+            # mechanism pilot found indistinguishable for a BC start that fails most structural
+            # edits alike (benchmarks/registrations/issue30_libero_pro.md)
+            base.loop.validation_pairing = "nested"
+            base.loop.validation_control = "resample"  # our families' control kind (unused)
     elif arg == "smoke":
         c.study.strategies = ("fresh_task_bc", "uniform_variants_demos")
         c.study.seeds = (0,)
