@@ -262,6 +262,23 @@ def test_every_strategy_without_critique_runs_on_libero(strategy, tmp_path):
         assert r1["transitions"] > 0 and math.isfinite(r1["update"]["policy_loss"])
 
 
+@pytest.mark.slow  # ~2 min: the critic's probes compile edited LIBERO tasks
+def test_coda_critiques_its_failures_on_libero(tmp_path):
+    """`coda` with a LIBERO source: the round's failures go to the offline critic (probes are
+    LIBERO edits, `coda.libero.kind`), its diagnoses join memory's modes; candidate modes with a
+    scene factor are tested through `coda.libero.engine` (tests/test_libero_engine.py)."""
+    from coda import loop
+
+    cfg = _config()
+    cfg.strategy = "coda"
+    loop.run(cfg, str(tmp_path))
+    r0, r1 = _history(str(tmp_path), 1)
+    crit = r1["critique"]
+    assert crit["critiqued"] >= 1 and crit["diagnosed"] >= 1
+    assert r1["mode_table"] and all(m["diagnoses"] >= 1 for m in r1["mode_table"])
+    assert set(r1["suites"]) == set(cfg.eval.suites) and math.isfinite(r1["update"]["policy_loss"])
+
+
 @pytest.mark.slow  # ~70 s: a vision tower on the CPU
 def test_an_image_policy_runs_the_libero_loop(tmp_path):
     from coda import loop
