@@ -18,14 +18,17 @@ that share every layout:
 
 Layouts: LIBERO's 50 initial states of the task, each also shifted at LIBERO-Plus levels
 1..`--levels` (`coda.libero.perturb.layout_shift`) and with the goal bowl swapped with the
-plate, the cookie box and the ramekin (`swap(...)`). Target: the goal bowl's (x, y).
+plate, the cookie box and the ramekin (`swap(...)`); and, for testing only, with the goal bowl
+and the distractor exchanged (LIBERO-PRO's kind of swap: under ``position`` the picture is that
+of the unexchanged layout, so no image model can tell; under ``appearance`` the bowl is seen
+where the stand-in was). Target: the goal bowl's (x, y).
 Trained from scratch per condition and seed (tower + mean pool + linear head, Adam, squared
-error), tested on the layouts of initial states >= 40 (never trained on). Reported per
-condition and image size, on all test layouts, on the kept ones (the goal bowl where LIBERO puts
-it, shifted or not) and on the swapped ones: test RMSE (cm), the share where the prediction is
-nearer the goal bowl than the distractor ("picked the right one"), and the predict-the-mean
-baseline; the difference between the conditions is what the tower can separate by appearance
-but not by position.
+error) on the kept and swapped layouts of initial states < 40, tested on initial states >= 40.
+Reported per condition and image size, on the kept test layouts (the goal bowl where LIBERO puts
+it, shifted or not), the swapped ones and the exchanged ones: test RMSE (cm), the share where
+the prediction is nearer the goal bowl than the distractor ("picked the right one"), and the
+predict-the-mean baseline; the difference between the conditions is what the tower can separate
+by appearance but not by position.
 
     python benchmarks/vision_separation.py --sizes 32,64 --levels 3 --steps 600 --seeds 0,1,2 \
         --out benchmarks/results/vision_separation.json
@@ -71,8 +74,9 @@ SWAPS = ("plate_1", "cookies_1", "glazed_rim_porcelain_ramekin_1")  # the goal b
 def layouts(task: str, stand_in: str, levels: int, sizes: list[int]) -> dict:
     """Per layout: agent-view frames per size and condition [N, S, S, 3] in [-1, 1], the goal
     bowl's and the distractor's xy [N, 2], held-out and swapped masks (module docstring)."""
-    out: dict = {"frames": {}, "goal": [], "other": [], "held": [], "swapped": []}
+    out: dict = {"frames": {}, "goal": [], "other": [], "held": [], "kind": []}
     variants = [("", lv) for lv in range(levels + 1)] + [(f"swap({GOAL},{x})", 0) for x in SWAPS]
+    variants.append((f"swap({GOAL},{OTHER})", 0))  # the two bowls exchanged: test only
     for edit, level in variants:
         for i in range(50):
             seed = SHIFT_SEED + 50 * level + i if level else 0
@@ -89,7 +93,7 @@ def layouts(task: str, stand_in: str, levels: int, sizes: list[int]) -> dict:
             out["goal"].append(_xy(c, GOAL))
             out["other"].append(_xy(c, OTHER))
             out["held"].append(i >= HELDOUT_FROM)
-            out["swapped"].append(bool(edit))
+            out["kind"].append("kept" if not edit else "exchanged" if OTHER in edit else "swapped")
     out["frames"] = {k: np.stack(v).astype(np.float32) for k, v in out["frames"].items()}
     return {k: v if k == "frames" else np.array(v) for k, v in out.items()}
 
@@ -109,7 +113,8 @@ def fit(data: dict, cond: str, size: int, steps: int, seed: int, batch: int = 32
     """Train on the non-held-out layouts, score the held-out ones (module docstring)."""
     cfg = SiglipConfig(**vision_overrides(size)["siglip"])
     frames = data["frames"][(cond, size)]
-    train, test = ~data["held"], data["held"]
+    train = ~data["held"] & (data["kind"] != "exchanged")
+    test = data["held"]
     x, y = jnp.asarray(frames[train]), data["goal"][train]
     mu, sd = y.mean(0), y.std(0) + 1e-6
     yn = jnp.asarray((y - mu) / sd)
@@ -131,9 +136,9 @@ def fit(data: dict, cond: str, size: int, steps: int, seed: int, batch: int = 32
         params, state, loss = step(params, state, x[idx], yn[idx])
     pred = np.asarray(model.apply(params, jnp.asarray(frames[test]))) * sd + mu
     out = {"train_loss_last": float(loss), "n_train": int(train.sum())}
-    swapped = data["swapped"][test]
-    for name, mask in (("all", np.ones_like(swapped)), ("kept", ~swapped), ("swapped", swapped)):
-        rows = np.nonzero(mask)[0]
+    kind = data["kind"][test]
+    for name in ("kept", "swapped", "exchanged"):
+        rows = np.nonzero(kind == name)[0]
         out[name] = _scores(pred[rows], mu, data["goal"][test][rows], data["other"][test][rows])
     return out
 
