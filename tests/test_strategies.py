@@ -262,3 +262,17 @@ def test_best_of_j_waits_for_a_critic_that_ranks_better_than_the_gate():
     cfg.loop.select_min_auc = 1.5
     with pytest.raises(runconfig.ConfigError, match="select_min_auc=1.5 must be in \\[0, 1\\]"):
         runconfig.validate(cfg)
+
+
+def test_a_resampled_scenes_success_counts_for_its_pool_program():
+    """A redrawn scene has no program of its own (`coda.sim.scene.resample`), so step 3 counts
+    its rollouts for the pool scene it was drawn from: success_rate_guided's weights
+    (`RunState.program_success`) then see the pool's programs fail or succeed."""
+    from coda.loop.steps.generate import Gen
+    from coda.loop.steps.rollouts import _Tally
+
+    tally = _Tally()
+    tally.add(Gen(None, None, "resample", "layout", "-", "p0"), "", 1, 4)
+    tally.add(Gen(None, None, "resample", "task", "-", "p0"), "", 2, 4)
+    tally.add(Gen(None, None, "novel", None, "-"), "p9", 4, 4)
+    assert dict(tally.per_program) == {"p0": [3, 8], "p9": [4, 4]}

@@ -31,6 +31,9 @@ class Gen:
     kind: str  # "targeted" | "resample" | "novel"
     factor: str | None
     phase: str
+    # a resample's pool scene program: its rollouts' success counts for that program (a
+    # redrawn scene has no program of its own; success_rate_guided weighs the pool by it)
+    parent: str | None = None
 
     @property
     def family(self) -> str:
@@ -151,7 +154,8 @@ def generate(svc: Any, state: RunState, r: int, plan: Plan) -> Generated:
             n_tried, made = svc.source.resample(svc.pool[ref], factors, n, rng, where)
             tried += n_tried
             accepted += len(made)
-            out += [Gen(c, None, "resample", f, "-") for c, f in made]
+            parent = svc.pool[ref].scene.program
+            out += [Gen(c, None, "resample", f, "-", parent) for c, f in made]
     if novel_needed:
         n_tried, made = svc.source.novel(novel_needed, rng)
         tried += n_tried

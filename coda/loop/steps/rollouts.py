@@ -41,6 +41,8 @@ class _Tally:
         self.hits = self.n_targeted = self.n_ok = self.n_all = self.transitions = 0
 
     def add(self, g: Gen, program: str, k_ok: int, n: int) -> None:
+        """One scene's `k_ok` of `n` successes; a resample's count for its pool parent."""
+        program = g.parent or program
         self.n_all += n
         self.n_ok += k_ok
         if g.kind == "targeted":
