@@ -202,6 +202,17 @@ def _pair(program: EditChoice, base: E.Episode, pairing: str, rng) -> tuple[str,
     return _with(on, _pick(tgt, rng)), control.program
 
 
+def _tries(bases: Sequence[Any], factor: str, tries: int, rng):
+    """(index, the base's episode without its edits of `factor`, its seed) for `tries` tries,
+    cycling over `bases` in one random order (none without bases)."""
+    if not len(bases):
+        return
+    order = rng.permutation(len(bases))
+    for k in range(tries):
+        i = int(order[k % len(bases)])
+        yield i, strip(_episode(bases[i]), factor), int(bases[i].seed)
+
+
 def validation_batches(
     mode: Any,
     bases: Sequence[Any],
@@ -225,17 +236,14 @@ def validation_batches(
     program = resolve(mode, list(evidence or bases), memory)
     rng = np.random.default_rng([int(seed), 0x11B])
     targeted, control, tried, rejected = [], [], 0, Counter()
-    order = rng.permutation(len(bases)) if len(bases) else []
-    for k in range(max_attempts_factor * n):
-        if len(targeted) == n or not len(bases):
+    for i, base, s in _tries(bases, program.factor, max_attempts_factor * n, rng):
+        if len(targeted) == n:
             break
-        i = int(order[k % len(bases)])
         tried += 1
-        pair = _pair(program, strip(_episode(bases[i]), program.factor), pairing, rng)
+        pair = _pair(program, base, pairing, rng)
         if pair is None:
             rejected["no edit here"] += 1
             continue
-        s = int(bases[i].seed)
         (t, tv), (c, cv) = _made(pair[0], s), _made(pair[1], s)
         if not (tv.ok and cv.ok):
             rejected.update(r.check for v in (tv, cv) for r in v.reasons)
@@ -268,19 +276,15 @@ def generate_targeted(
     program = resolve(mode, list(evidence or bases), memory)
     rng = np.random.default_rng([int(seed), 0x7A6])
     out, tried, failures, verified, rejected = [], 0, 0, 0, Counter()
-    order = rng.permutation(len(bases)) if len(bases) else []
-    for k in range(max_attempts_factor * n if len(bases) else 0):
+    for i, base, s in _tries(bases, program.factor, max_attempts_factor * n, rng):
         if len(out) == n:
             break
-        i = int(order[k % len(bases)])
-        base = strip(_episode(bases[i]), program.factor)
         tgt, _ = _choices(program, base)
         tried += 1
         if not tgt:
             failures += 1
             continue
-        s = int(bases[i].seed)
-        c, v = _made(_with(base, tgt[int(rng.integers(len(tgt)))]), s)
+        c, v = _made(_with(base, _pick(tgt, rng)), s)
         verified += bool(v.ok)
         if v.ok:
             out.append(Variant(c.scene, "targeted", i, s, program.factor, 0.0, c, v))

@@ -106,10 +106,12 @@ def _targeted(svc: Any, state: RunState, mode_id: int, n: int, rng) -> tuple[lis
     (e.g. pool scenes a parent's task edit does not apply to) does not end the search."""
     mode = svc.memory.get_mode(mode_id)
     records = state.mode_parents.get(mode_id, [])
-    parents = [kind_of_record(d).load(d) for d in records]
-    kind = kind_of_record(records[0]) if records else None
     seed, tried = int(rng.integers(2**31)), 0
-    for bases in validation_bases(svc, parents) if kind is not None else ():
+    if not records:  # no failure to write the program from
+        return [], tried
+    kind = kind_of_record(records[0])  # our families' engine, or LIBERO's edits
+    parents = [kind_of_record(d).load(d) for d in records]
+    for bases in validation_bases(svc, parents):
         try:
             g = kind.generate_targeted(
                 mode,
