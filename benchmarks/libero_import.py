@@ -22,6 +22,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from coda.libero import data  # noqa: E402
 from coda.libero import scene as S  # noqa: E402
+from coda.libero import settle as LS  # noqa: E402
 from coda.libero import verify as V  # noqa: E402
 
 
@@ -51,7 +52,7 @@ def main() -> None:
                 for i in range(n):
                     c = c0 if i == 0 else S.compile_task(suite, name, i)
                     raw = S.compile_task(suite, name, i, settle=False)
-                    _, info = S.settle(raw.model, raw.init_qpos)
+                    _, info = LS.settle(raw.model, raw.init_qpos)
                     if info["separated"] or info["extra_s"]:
                         settle_extra[f"{suite}/{name}/{i}"] = info
                     r = V.verify_task_state(c)

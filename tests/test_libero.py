@@ -18,6 +18,7 @@ import pytest
 from coda.libero import bddl, data, suites
 from coda.libero import predicates as P
 from coda.libero import scene as S
+from coda.libero import settle as LS
 from coda.sim import robot
 from coda.sim.state import N_FIXED_ENTITIES, SimState
 
@@ -151,14 +152,14 @@ def test_settle_separates_overlapping_stored_states_and_waits_for_rest():
         "KITCHEN_SCENE10_put_the_butter_at_the_front_in_the_top_drawer_of_the_cabinet_and_close_it"
     )
     raw = S.compile_task("libero_90", name, 5, settle=False)
-    q, info = S.settle(raw.model, raw.init_qpos)
+    q, info = LS.settle(raw.model, raw.init_qpos)
     assert info["separated"] and info["extra_s"] <= S.SETTLE_MAX_S - S.SETTLE_S
     c = S.compile_task("libero_90", name, 5)
     np.testing.assert_allclose(c.init_qpos, q, atol=1e-9)
     assert V.verify_task_state(c).verdict.ok
     # a state without overlaps, at rest after SETTLE_S: exactly LIBERO's protocol
     raw0 = S.compile_task(*SPATIAL_DRAWER, 0, settle=False)
-    q0, info0 = S.settle(raw0.model, raw0.init_qpos)
+    q0, info0 = LS.settle(raw0.model, raw0.init_qpos)
     assert info0 == {"separated": False, "extra_s": 0.0}
     d = mujoco.MjData(raw0.model)
     d.qpos[:] = raw0.init_qpos

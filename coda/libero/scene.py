@@ -37,7 +37,21 @@ import numpy as np
 from coda import lifetime
 from coda.libero import assets, bddl, data, suites
 from coda.libero import predicates as P
+from coda.libero.cameras import (  # noqa: F401  (re-exported: scene.AGENTVIEW_POSE etc.)
+    AGENTVIEW_CAMERA,
+    AGENTVIEW_FOVY,
+    AGENTVIEW_POSE,
+    WRIST_CAMERA,
+    WRIST_FOVY,
+    WRIST_POS,
+    WRIST_QUAT,
+)
 from coda.libero.geoms import body_half, geom_half_extents
+from coda.libero.settle import (  # noqa: F401  (re-exported: scene.SETTLE_S etc.)
+    SETTLE_MAX_S,
+    SETTLE_S,
+    settled_qpos,
+)
 from coda.sim import robot
 from coda.sim.compile import (
     LS_ITERATIONS,
@@ -76,11 +90,6 @@ WORKSPACES = {  # from LIBERO's problem classes (table_full_size, *_table_offset
 }
 REGION_Z = -0.005  # m: a workspace region's site centre relative to the table top (TargetZone)
 REGION_HALF_Z = 0.007  # m: TargetZone's zone_height
-DEEP_OVERLAP = 0.005  # m: stored-state overlaps deeper than this are pushed apart first
-SEPARATE_S = 0.2  # s of velocity-free stepping that pushes them apart
-REST_SPEED = 0.01  # m/s: an object faster than this after the settle is still moving
-SETTLE_STEP_S = 0.25  # s: the settle's extension step while something still moves
-SETTLE_MAX_S = 4.0  # s: the longest settle
 # Solver iterations for LIBERO scenes (ours use compile.SOLVER_ITERATIONS = 8): LIBERO's light
 # objects (butter 5 g, soup 26 g) resting on each other in the free basket kept 1.5 cm
 # penetrations after 8 iterations, and the solver blew up (libero_10_task's three basket
@@ -88,43 +97,8 @@ SETTLE_MAX_S = 4.0  # s: the longest settle
 # benchmarks/results/libero_planner_summary.md; the solver stops at its tolerance, so the cap
 # costs only where it is needed)
 LIBERO_SOLVER_ITERATIONS = 50
-SETTLE_S = 1.0  # s of passive physics after setting LIBERO's stored state, whose objects hang
-#                 ~7 cm above their support. LIBERO's evaluation waits 0.5 s (10 control steps);
-#                 under our 5 ms physics a dropped wine bottle still rocks then, so we wait
-#                 1.0 s (the states that still needed longer: benchmarks/results/libero_import.json)
 ROBOT_NQ, ROBOT_NV = 9, 9  # LIBERO's mounted Panda: 7 arm joints + 2 finger joints
 GRIPPER_NQ = 8  # ours: x, y, z, yaw, pitch, roll + 2 fingers
-
-# Cameras as LIBERO renders its observations (robosuite names). The agent view is a fixed world
-# camera whose pose each LIBERO problem class sets in `_setup_camera` (LIBERO's world frame, w x y
-# z; no fovy given, so MuJoCo's default 45 deg); we move it into our frame like every position.
-AGENTVIEW_CAMERA = "agentview"
-WRIST_CAMERA = "robot0_eye_in_hand"
-AGENTVIEW_FOVY = 45.0  # deg
-_TABLE_VIEW = (
-    (0.6586131746834771, 0.0, 1.6103500240372423),
-    (0.638018, 0.304850, 0.304850, 0.638018),
-)
-_LOW_VIEW = (0.618217, 0.343231, 0.343231, 0.618218)  # living room / floor: a steeper look
-AGENTVIEW_POSE = {  # problem class -> (pos [3], quat [4]) in LIBERO's world
-    "libero_tabletop_manipulation": _TABLE_VIEW,
-    "libero_kitchen_tabletop_manipulation": _TABLE_VIEW,
-    "libero_study_tabletop_manipulation": (
-        (0.4586131746834771, 0.0, 1.6103500240372423),
-        _TABLE_VIEW[1],
-    ),
-    "libero_living_room_tabletop_manipulation": ((0.6065773716836134, 0.0, 0.96), _LOW_VIEW),
-    "libero_floor_manipulation": ((0.8965773716836134, 0.0, 0.65), _LOW_VIEW),
-}
-# The wrist camera: robosuite's Panda `eye_in_hand` (fovy 75) sits 5 cm along the hand's x axis
-# at the hand's origin, looking along the approach axis at the fingers. LIBERO's Panda starts with
-# its hand x along world +x (away from the base) and its fingers along world -y, so on our gripper
-# (approach -z, fingers along y) it sits 5 cm towards +x, as high above our tcp as the Franka
-# hand's flange is above its grasp point (0.1034 m); image up = +x, fingers at the bottom edge.
-WRIST_FOVY = 75.0  # deg
-FRANKA_FLANGE_TO_TCP = 0.1034  # m
-WRIST_POS = (0.05, 0.0, FRANKA_FLANGE_TO_TCP - robot.TCP_OFFSET)  # in the gripper body frame
-WRIST_QUAT = (math.sqrt(0.5), 0.0, 0.0, -math.sqrt(0.5))  # camera x = -y, y = +x, looks along -z
 
 
 class LiberoImportError(ValueError):
@@ -308,10 +282,10 @@ class Built:
     pairs: tuple[tuple[int, int, str, str, int], ...]  # (e1, e2, name1, name2, objtype1)
 
 
-def _base_spec(task: LiberoTask, scene0: Scene) -> mujoco.MjSpec:
-    """The spec's options, table, floor, light, front camera, gripper, LIBERO's cameras and
-    the workspace regions (as sites of the table: LIBERO's TargetZones, for rendering /
-    lookup)."""
+def _base_spec(task: LiberoTask, scene0: Scene, add_robot=None) -> mujoco.MjSpec:
+    """The spec's options, table, floor, light, front camera, robot (our gripper, else
+    `add_robot(spec, task)`, which also adds its wrist camera), LIBERO's cameras and the
+    workspace regions (as sites of the table: LIBERO's TargetZones, for rendering / lookup)."""
     ws = task.workspace
     spec = mujoco.MjSpec()
     spec.modelname = f"libero_{task.name}"[:60]
@@ -341,8 +315,11 @@ def _base_spec(task: LiberoTask, scene0: Scene) -> mujoco.MjSpec:
     eye, at = np.array([-0.15, 0.0, 0.75]), np.array([0.5, 0.0, 0.05])
     cam = wb.add_camera(name="front", pos=list(eye))
     cam.quat = list(_look_quat(eye, at))
-    robot.add_gripper(spec)
-    add_cameras(spec, task)
+    if add_robot is None:
+        robot.add_gripper(spec)
+    else:
+        add_robot(spec, task)
+    add_cameras(spec, task, wrist=add_robot is None)
     for rname, region in task.problem.regions.items():
         if region.target == ws.name and region.ranges:
             x0, y0, x1, y1 = region.ranges[0]
@@ -404,10 +381,13 @@ def _contact_pairs(spec: mujoco.MjSpec, tracked: list[str], owner: list[str], mo
     return pairs
 
 
-def build_spec(task: LiberoTask, visual: bool = False) -> Built:
-    """MjSpec of a task's scene (layout-independent: free bodies are posed by qpos)."""
+def build_spec(task: LiberoTask, visual: bool = False, add_robot=None) -> Built:
+    """MjSpec of a task's scene (layout-independent: free bodies are posed by qpos); the robot
+    is our gripper unless `add_robot` (`coda.libero.panda.add_panda`) adds another one, which
+    names its parts as the state sensors read them (site `tcp`, joints `gripper/*_finger`,
+    geoms `gripper/*_pad`)."""
     scene0 = scene_of(task, 0)
-    spec = _base_spec(task, scene0)
+    spec = _base_spec(task, scene0, add_robot)
     names, movable = _attach_objects(spec, task, scene0, visual)
     # rename sub-bodies "<name>_<sub>" -> "<name>/<sub>" (our "object/part" convention)
     tracked: list[str] = []
@@ -427,8 +407,9 @@ def build_spec(task: LiberoTask, visual: bool = False) -> Built:
     return Built(spec, tuple(tracked), tuple(owner), joints, tuple(pairs))
 
 
-def add_cameras(spec: mujoco.MjSpec, task: LiberoTask) -> None:
-    """LIBERO's observation cameras: the agent view (world) and the wrist view (on our gripper)."""
+def add_cameras(spec: mujoco.MjSpec, task: LiberoTask, wrist: bool = True) -> None:
+    """LIBERO's observation cameras: the agent view (world) and, with `wrist`, the wrist view on
+    our gripper (LIBERO's Panda brings its own `eye_in_hand`)."""
     if task.problem.problem not in AGENTVIEW_POSE:
         raise LiberoImportError(
             f"{task.name}: no agentview pose for {task.problem.problem!r}; "
@@ -438,9 +419,10 @@ def add_cameras(spec: mujoco.MjSpec, task: LiberoTask) -> None:
     cam = spec.worldbody.add_camera(name=AGENTVIEW_CAMERA, pos=list(to_ours(pos, task.workspace)))
     cam.quat = list(quat)
     cam.fovy = AGENTVIEW_FOVY
-    wrist = spec.body("gripper").add_camera(name=WRIST_CAMERA, pos=list(WRIST_POS))
-    wrist.quat = list(WRIST_QUAT)
-    wrist.fovy = WRIST_FOVY
+    if wrist:
+        cam = spec.body("gripper").add_camera(name=WRIST_CAMERA, pos=list(WRIST_POS))
+        cam.quat = list(WRIST_QUAT)
+        cam.fovy = WRIST_FOVY
 
 
 @functools.lru_cache(maxsize=64)
@@ -459,6 +441,11 @@ def visual_model(suite: str, name: str) -> mujoco.MjModel:
 def _compiled_model(suite: str, name: str, visual: bool):
     task = load_task(suite, name)
     built = build_spec(task, visual)
+    return (task, built, *compile_built(built))
+
+
+def compile_built(built: Built) -> tuple[mujoco.MjModel, StateLayout]:
+    """(model, state layout) of a built scene with the state sensors `state.decode` reads."""
     spec = built.spec
     add_state_sensors(
         spec,
@@ -482,55 +469,33 @@ def _compiled_model(suite: str, name: str, visual: bool):
         nsensordata=int(model.nsensordata),
     )
     assert model.nsensordata == layout.expected_nsensordata
-    return task, built, model, layout
+    return model, layout
 
 
-def settle(
-    model: mujoco.MjModel, qpos: np.ndarray, seconds: float = SETTLE_S
-) -> tuple[np.ndarray, dict]:
-    """(qpos [nq] after a passive settle with the gripper holding its home pose, what the
-    settle had to do beyond LIBERO's protocol: {"separated": bool, "extra_s": float}).
-
-    Two departures from a plain `seconds` of physics, each only where it is needed (a state
-    that needs neither settles exactly as before): a stored state in which a body overlaps
-    another by more than DEEP_OVERLAP (libero_90 KITCHEN_SCENE10 state 5: a bowl 1.1 cm into
-    a pudding box; in libero_goal a bottle hanging in the stored state reaches into our
-    gripper's home pose) is first pushed apart with the velocities zeroed every step, since
-    the overlap's spring otherwise flung the bowl 1.4 m off the table; and the settle goes on in
-    SETTLE_STEP_S steps, up to SETTLE_MAX_S, while an object still moves faster than
-    REST_SPEED (a wine bottle still rocking after 1 s fell over during verification)."""
-    d = mujoco.MjData(model)
-    d.qpos[:] = qpos
-    d.ctrl[:] = robot.home_ctrl()
-    mujoco.mj_forward(model, d)
-    info = {"separated": False, "extra_s": 0.0}
-    if d.ncon and min(d.contact[i].dist for i in range(d.ncon)) < -DEEP_OVERLAP:
-        info["separated"] = True
-        for _ in range(round(SEPARATE_S / model.opt.timestep)):
-            mujoco.mj_step(model, d)
-            d.qvel[:] = 0.0
-    for _ in range(round(seconds / model.opt.timestep)):
-        mujoco.mj_step(model, d)
-    free = [
-        model.jnt_dofadr[j]
-        for j in range(model.njnt)
-        if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE
-    ]
-    lin = np.asarray([a + k for a in free for k in range(3)], int)
-
-    def moving() -> bool:
-        return bool(lin.size) and float(np.abs(d.qvel[lin]).max()) > REST_SPEED
-
-    while moving() and info["extra_s"] < SETTLE_MAX_S - seconds - 1e-9:
-        for _ in range(round(SETTLE_STEP_S / model.opt.timestep)):
-            mujoco.mj_step(model, d)
-        info["extra_s"] += SETTLE_STEP_S
-    return d.qpos.copy(), info
+def tail_to_ours(task: LiberoTask, model: mujoco.MjModel, tail: np.ndarray, robot_nq: int):
+    """LIBERO's object / fixture qpos (after its robot's) in our frame: free joints moved."""
+    tail = np.array(tail, np.float64)
+    for k, (obj, _) in enumerate(task.problem.objects):
+        tail[7 * k : 7 * k + 3] = to_ours(tail[7 * k : 7 * k + 3], task.workspace)
+        jid = model.joint(f"{obj}/free").id
+        assert model.jnt_qposadr[jid] == robot_nq + 7 * k, "object free joints out of order"
+    return tail
 
 
-def settled_qpos(model: mujoco.MjModel, qpos: np.ndarray, seconds: float = SETTLE_S) -> np.ndarray:
-    """qpos [nq] after `settle`."""
-    return settle(model, qpos, seconds)[0]
+def scene_constants(model: mujoco.MjModel, d: mujoco.MjData, built: Built):
+    """(decode's per-variant constants, symbol table, tracked body -> index) at `d`'s pose."""
+    half = np.stack([body_half(model, d, model.body(b).id) for b in built.tracked])
+    jr = np.array([model.jnt_range[model.joint(j).id] for j in built.joints], np.float32)
+    consts = {
+        "body_half": half.astype(np.float32),
+        "inner": np.zeros((len(built.tracked), 4), np.float32),
+        "joint_range": jr.reshape(len(built.joints), 2),
+    }
+    body_index = {b: i for i, b in enumerate(built.tracked)}
+    bodies = {b.replace("/", "."): i for b, i in body_index.items()}
+    jmap = {j: i for i, j in enumerate(built.joints)}
+    sym = SymbolTable(tuple(sorted(bodies.items())), tuple(sorted(jmap.items())))
+    return consts, sym, body_index
 
 
 def compile_task(
@@ -554,29 +519,14 @@ def compile_task(
     qpos = model.qpos0.copy()
     qpos[:6] = robot.HOME
     qpos[6:8] = robot.FINGER_OPEN
-    tail = q_l[ROBOT_NQ:].copy()
-    for k, (obj, _) in enumerate(task.problem.objects):
-        tail[7 * k : 7 * k + 3] = to_ours(tail[7 * k : 7 * k + 3], task.workspace)
-        jid = model.joint(f"{obj}/free").id
-        assert model.jnt_qposadr[jid] == GRIPPER_NQ + 7 * k, "object free joints out of order"
-    qpos[GRIPPER_NQ:] = tail
+    qpos[GRIPPER_NQ:] = tail_to_ours(task, model, q_l[ROBOT_NQ:], GRIPPER_NQ)
     d = mujoco.MjData(model)
     d.qpos[:] = qpos
     if settle:
         qpos = settled_qpos(model, qpos)
         d.qpos[:] = qpos
     mujoco.mj_kinematics(model, d)
-    half = np.stack([body_half(model, d, model.body(b).id) for b in built.tracked])
-    jr = np.array([model.jnt_range[model.joint(j).id] for j in built.joints], np.float32)
-    consts = {
-        "body_half": half.astype(np.float32),
-        "inner": np.zeros((len(built.tracked), 4), np.float32),
-        "joint_range": jr.reshape(len(built.joints), 2),
-    }
-    body_index = {b: i for i, b in enumerate(built.tracked)}
-    bodies = {b.replace("/", "."): i for b, i in body_index.items()}
-    jmap = {j: i for i, j in enumerate(built.joints)}
-    sym = SymbolTable(tuple(sorted(bodies.items())), tuple(sorted(jmap.items())))
+    consts, sym, body_index = scene_constants(model, d, built)
     success = P.goal_predicate(task, model, built)
     h = hashlib.sha1(f"libero:{suite}/{name}:{visual}:{model.nsensordata}".encode())
     return CompiledScene(

@@ -1,0 +1,236 @@
+"""robosuite's OSC_POSE controller and Panda gripper command, as LIBERO drives its robot.
+
+An action is 7-D: a delta pose in [-1, 1]^6 (position, axis-angle rotation) scaled to
+(±0.05 m, ±0.5 rad), and the gripper command (-1 open, +1 close). Once per policy step (20 Hz)
+the goal is set from the current grasp site pose: position = current + delta, orientation =
+R(delta) · current (only when the rotation is non-zero). Every physics substep (25 of 2 ms) the
+arm gets operational-space torques
+
+    τ = Jᵀ [Λ_pos (kp e_pos − kd v); Λ_ori (kp e_ori − kd ω)] + bias + Nᵀ M (kp_n (q₀ − q) − kd_n q̇)
+
+with Λ = pinv(J M⁻¹ Jᵀ) per block (uncoupled position / orientation), kp 150, kd = 2√kp, the
+nullspace pulling towards the joints at reset (kp_n 10), clipped to the motors' range; the
+gripper's internal command moves 0.01 per substep towards ±1 and sets the fingers' position
+targets (robosuite `controllers/osc.py`, `utils/control_utils.py`, `models/grippers/
+panda_gripper.py`, `controllers/config/osc_pose.json`).
+
+The math is batched numpy over environments (`OSCState` holds each one's goal); the MuJoCo
+calls that feed it (`mj_step1`, Jacobians, the mass matrix) run per environment on the host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import mujoco
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class OSCConfig:
+    kp: float = 150.0  # stiffness of position and orientation errors
+    damping_ratio: float = 1.0  # kd = 2 damping_ratio sqrt(kp)
+    max_delta_pos: float = 0.05  # m: an action of ±1 moves the goal this far
+    max_delta_rot: float = 0.5  # rad: an action of ±1 turns the goal this far
+    nullspace_kp: float = 10.0  # pull towards the joints at reset, inside the task's nullspace
+    substeps: int = 25  # physics steps per policy step (20 Hz over 2 ms)
+    gripper_speed: float = 0.01  # change of the gripper's internal command per substep
+
+    @property
+    def kd(self) -> float:
+        return 2.0 * self.damping_ratio * float(np.sqrt(self.kp))
+
+
+@dataclasses.dataclass
+class OSCState:
+    goal_pos: np.ndarray  # [B, 3] world
+    goal_ori: np.ndarray  # [B, 3, 3] world rotation matrix
+    initial_joint: np.ndarray  # [B, 7] the nullspace's rest pose (the arm at reset)
+    gripper: np.ndarray  # [B, 2] robosuite's `current_action` per finger, in [-1, 1]
+
+
+def axis_angle_matrix(v: np.ndarray) -> np.ndarray:
+    """[B, 3] axis-angle -> [B, 3, 3] rotation (Rodrigues; identity at zero)."""
+    v = np.asarray(v, np.float64)
+    theta = np.linalg.norm(v, axis=-1, keepdims=True)
+    k = np.where(theta > 1e-12, v / np.maximum(theta, 1e-12), 0.0)
+    kx = np.zeros(v.shape[:-1] + (3, 3))
+    kx[..., 0, 1], kx[..., 0, 2] = -k[..., 2], k[..., 1]
+    kx[..., 1, 0], kx[..., 1, 2] = k[..., 2], -k[..., 0]
+    kx[..., 2, 0], kx[..., 2, 1] = -k[..., 1], k[..., 0]
+    s, c = np.sin(theta)[..., None], np.cos(theta)[..., None]
+    return np.eye(3) + s * kx + (1 - c) * (kx @ kx)
+
+
+def orientation_error(desired: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """[B, 3] robosuite's ½ Σ cᵢ × dᵢ over the rotation matrices' columns."""
+    return 0.5 * sum(np.cross(current[..., :, i], desired[..., :, i]) for i in range(3))
+
+
+def set_goal(
+    state: OSCState, action: np.ndarray, ee_pos: np.ndarray, ee_ori: np.ndarray, cfg: OSCConfig
+) -> OSCState:
+    """The goal of one policy step from actions [B, 7] (clipped to [-1, 1]) at the current grasp
+    site pose; rows whose rotation is exactly zero keep their orientation goal (robosuite)."""
+    a = np.clip(np.asarray(action, np.float64)[:, :6], -1.0, 1.0)
+    dpos, drot = a[:, :3] * cfg.max_delta_pos, a[:, 3:6] * cfg.max_delta_rot
+    turn = np.any(drot != 0.0, axis=-1)
+    new_ori = axis_angle_matrix(drot) @ ee_ori
+    goal_ori = np.where(turn[:, None, None], new_ori, state.goal_ori)
+    return dataclasses.replace(state, goal_pos=ee_pos + dpos, goal_ori=goal_ori)
+
+
+def arm_torques(
+    state: OSCState,
+    cfg: OSCConfig,
+    mass: np.ndarray,  # [B, 7, 7] the arm's block of the joint-space inertia
+    jac_pos: np.ndarray,  # [B, 3, 7]
+    jac_rot: np.ndarray,  # [B, 3, 7]
+    q: np.ndarray,  # [B, 7]
+    qvel: np.ndarray,  # [B, 7]
+    bias: np.ndarray,  # [B, 7] qfrc_bias (gravity, Coriolis)
+    ee_pos: np.ndarray,  # [B, 3]
+    ee_ori: np.ndarray,  # [B, 3, 3]
+    limit: np.ndarray,  # [7, 2] the motors' ctrlrange
+) -> np.ndarray:
+    """[B, 7] OSC_POSE torques for one substep (robosuite's `run_controller`)."""
+    force = cfg.kp * (state.goal_pos - ee_pos) - cfg.kd * np.einsum("bij,bj->bi", jac_pos, qvel)
+    torque = cfg.kp * orientation_error(state.goal_ori, ee_ori) - cfg.kd * np.einsum(
+        "bij,bj->bi", jac_rot, qvel
+    )
+    m_inv = np.linalg.inv(mass)
+    jac = np.concatenate([jac_pos, jac_rot], axis=1)  # [B, 6, 7]
+    jt = np.swapaxes(jac, 1, 2)
+
+    def lam(j: np.ndarray) -> np.ndarray:
+        return np.linalg.pinv(j @ m_inv @ np.swapaxes(j, 1, 2))
+
+    wrench = np.concatenate(
+        [
+            np.einsum("bij,bj->bi", lam(jac_pos), force),
+            np.einsum("bij,bj->bi", lam(jac_rot), torque),
+        ],
+        axis=1,
+    )
+    tau = np.einsum("bij,bj->bi", jt, wrench) + bias
+    j_bar = m_inv @ jt @ lam(jac)
+    null = np.eye(7) - j_bar @ jac
+    kd_n = 2.0 * np.sqrt(cfg.nullspace_kp)
+    pose = np.einsum("bij,bj->bi", mass, cfg.nullspace_kp * (state.initial_joint - q) - kd_n * qvel)
+    tau = tau + np.einsum("bji,bj->bi", null, pose)
+    return np.clip(tau, limit[:, 0], limit[:, 1])
+
+
+def gripper_step(state: OSCState, command: np.ndarray, cfg: OSCConfig) -> OSCState:
+    """One substep of the gripper's internal command: +1 closes (finger 1 towards its lower
+    limit, finger 2 towards its upper), -1 opens, 0 holds."""
+    sign = np.sign(np.asarray(command, np.float64))[:, None]
+    g = np.clip(state.gripper + np.array([-1.0, 1.0]) * cfg.gripper_speed * sign, -1.0, 1.0)
+    return dataclasses.replace(state, gripper=g)
+
+
+def finger_targets(state: OSCState, ctrlrange: np.ndarray) -> np.ndarray:
+    """[B, 2] the fingers' position targets: the range's middle + half-width · command."""
+    mid = 0.5 * (ctrlrange[:, 1] + ctrlrange[:, 0])
+    half = 0.5 * (ctrlrange[:, 1] - ctrlrange[:, 0])
+    return mid + half * state.gripper
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmIndex:
+    """Addresses of the arm in a model: its 7 dofs / qpos, the grasp site, its motors and the
+    gripper's two position actuators."""
+
+    dof: np.ndarray
+    qpos: np.ndarray
+    site: int
+    motors: np.ndarray
+    fingers: np.ndarray
+
+    @classmethod
+    def of(cls, model: mujoco.MjModel, joints, site: str, motors, fingers) -> ArmIndex:
+        jid = [model.joint(j).id for j in joints]
+        return cls(
+            dof=np.asarray([model.jnt_dofadr[j] for j in jid]),
+            qpos=np.asarray([model.jnt_qposadr[j] for j in jid]),
+            site=model.site(site).id,
+            motors=np.asarray([model.actuator(a).id for a in motors]),
+            fingers=np.asarray([model.actuator(a).id for a in fingers]),
+        )
+
+
+def site_pose(model: mujoco.MjModel, datas, idx: ArmIndex) -> tuple[np.ndarray, np.ndarray]:
+    """([B, 3], [B, 3, 3]) the grasp site's world pose in each data (kinematics current)."""
+    pos = np.stack([d.site_xpos[idx.site] for d in datas])
+    ori = np.stack([d.site_xmat[idx.site].reshape(3, 3) for d in datas])
+    return pos.copy(), ori.copy()
+
+
+def _dynamics(model: mujoco.MjModel, datas, idx: ArmIndex):
+    nv = model.nv
+    jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
+    full = np.zeros((nv, nv))
+    out = {k: [] for k in ("mass", "jp", "jr", "q", "qvel", "bias")}
+    sel = np.ix_(idx.dof, idx.dof)
+    for d in datas:
+        mujoco.mj_jacSite(model, d, jp, jr, idx.site)
+        mujoco.mj_fullM(model, d, full)
+        out["mass"].append(full[sel].copy())
+        out["jp"].append(jp[:, idx.dof].copy())
+        out["jr"].append(jr[:, idx.dof].copy())
+        out["q"].append(d.qpos[idx.qpos].copy())
+        out["qvel"].append(d.qvel[idx.dof].copy())
+        out["bias"].append(d.qfrc_bias[idx.dof].copy())
+    return {k: np.stack(v) for k, v in out.items()}
+
+
+def step(
+    model: mujoco.MjModel,
+    datas,
+    idx: ArmIndex,
+    state: OSCState,
+    actions: np.ndarray,
+    cfg: OSCConfig = OSCConfig(),
+) -> OSCState:
+    """One policy step for every environment: goal from `actions` [B, 7], then `cfg.substeps`
+    physics steps, each computing torques from the state it starts at (robosuite calls
+    `sim.forward()` then the controller then `sim.step()`; `mj_step1` / `mj_step2` is the same
+    computation done once)."""
+    actions = np.asarray(actions, np.float64)
+    limit = model.actuator_ctrlrange[idx.motors]
+    franges = model.actuator_ctrlrange[idx.fingers]
+    for k in range(cfg.substeps):
+        for d in datas:
+            mujoco.mj_step1(model, d)
+        if k == 0:
+            state = set_goal(state, actions, *site_pose(model, datas, idx), cfg)
+        dyn = _dynamics(model, datas, idx)
+        ee_pos, ee_ori = site_pose(model, datas, idx)
+        tau = arm_torques(
+            state, cfg, dyn["mass"], dyn["jp"], dyn["jr"], dyn["q"], dyn["qvel"], dyn["bias"],
+            ee_pos, ee_ori, limit,
+        )  # fmt: skip
+        state = gripper_step(state, actions[:, 6], cfg)
+        fingers = finger_targets(state, franges)
+        for b, d in enumerate(datas):
+            d.ctrl[idx.motors] = tau[b]
+            d.ctrl[idx.fingers] = fingers[b]
+            mujoco.mj_step2(model, d)
+    return state
+
+
+def reset_state(model: mujoco.MjModel, datas, idx: ArmIndex, initial_joint: np.ndarray) -> OSCState:
+    """The controller as robosuite builds it at reset: the nullspace rest pose and the
+    orientation goal are the arm's at `initial_joint` (LIBERO's `init_qpos`; the stored state
+    set afterwards moves neither), the gripper's command 0."""
+    b = len(datas)
+    probe = mujoco.MjData(model)
+    probe.qpos[idx.qpos] = initial_joint
+    mujoco.mj_kinematics(model, probe)
+    ori = probe.site_xmat[idx.site].reshape(3, 3).copy()
+    return OSCState(
+        goal_pos=np.repeat(probe.site_xpos[idx.site][None], b, 0).copy(),
+        goal_ori=np.repeat(ori[None], b, 0),
+        initial_joint=np.repeat(np.asarray(initial_joint, np.float64)[None], b, 0),
+        gripper=np.zeros((b, 2)),
+    )

@@ -1,0 +1,135 @@
+"""A LIBERO task driven as LIBERO drives it: the Panda under OSC_POSE at 20 Hz, LIBERO's stored
+initial states, LIBERO's observations, success by LIBERO's goal (ν).
+
+    env = PandaEnv("libero_spatial", name, n_envs=2, image_size=128)
+    obs = env.reset([0, 1])                       # LIBERO's initial states 0 and 1
+    obs, success = env.step(np.zeros((2, 7)))     # one 20 Hz step per environment
+
+Observations carry robosuite's keys and conventions, in LIBERO's world frame:
+`robot0_eef_pos` (the grasp site), `robot0_eef_quat` (the hand body, x y z w),
+`robot0_gripper_qpos` (2), `robot0_joint_pos` (7), `state` (openpi's 8-D LIBERO state:
+eef pos, axis-angle of the eef quat, gripper qpos), and with `image_size` the two camera images
+`agentview_image` / `robot0_eye_in_hand_image` [B, H, W, 3] uint8 in robosuite's row order
+(OpenGL: bottom row first).
+
+`reset` sets the stored state as LIBERO's `set_init_state` does (qpos, qvel; no settling: the
+evaluation protocol's no-op steps settle the objects under control), and the controller as
+robosuite builds it at reset (`osc.reset_state` at LIBERO's `init_qpos`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import mujoco
+import numpy as np
+
+from coda.libero import osc
+from coda.libero import panda as PD
+from coda.libero import render as LR
+from coda.sim.state import decode
+
+
+def quat_to_axis_angle(q_xyzw: np.ndarray) -> np.ndarray:
+    """[B, 4] x y z w -> [B, 3] axis-angle (robosuite's `quat2axisangle`, w clipped to ±1)."""
+    q = np.asarray(q_xyzw, np.float64)
+    w = np.clip(q[:, 3], -1.0, 1.0)
+    den = np.sqrt(1.0 - w * w)
+    angle = 2.0 * np.arccos(w)
+    safe = np.where(np.isclose(den, 0.0), 1.0, den)
+    return np.where(np.isclose(den, 0.0)[:, None], 0.0, q[:, :3] * (angle / safe)[:, None])
+
+
+class PandaEnv:
+    """`n_envs` copies of one LIBERO task with the Panda, stepped on the host (native MuJoCo)."""
+
+    def __init__(
+        self,
+        suite: str,
+        name: str,
+        n_envs: int = 1,
+        image_size: int | None = None,
+        cfg: osc.OSCConfig = osc.OSCConfig(),
+    ):
+        self.pt = PD.compile_panda_task(suite, name)
+        self.model = self.pt.model
+        self.cfg = cfg
+        self.image_size = image_size
+        self.datas = [mujoco.MjData(self.model) for _ in range(n_envs)]
+        self.idx = osc.ArmIndex.of(
+            self.model, PD.ARM_JOINTS, "tcp", PD.ARM_ACTUATORS, PD.FINGER_ACTUATORS
+        )
+        self.hand = self.model.body(PD.HAND_BODY).id
+        self.fingers = np.asarray(
+            [self.model.jnt_qposadr[self.model.joint(j).id] for j in PD.RENAME.values()
+             if j.endswith("_finger")]
+        )  # fmt: skip
+        self.state: osc.OSCState | None = None
+        layout, consts, sym, nu = self.pt.layout, self.pt.consts, self.pt.sym, self.pt.success
+        self._success = jax.jit(
+            lambda sd: nu(decode(sd, layout, consts, np.zeros(sd.shape[:-1] + (6,))), sym)
+        )
+        self._vis = None
+
+    @property
+    def n_envs(self) -> int:
+        return len(self.datas)
+
+    def reset(self, init_indices: Sequence[int]) -> dict[str, np.ndarray]:
+        """Every environment at LIBERO's stored initial state `init_indices[b]`."""
+        if len(init_indices) != self.n_envs:
+            raise ValueError(f"{len(init_indices)} initial states for {self.n_envs} environments")
+        for d, i in zip(self.datas, init_indices, strict=True):
+            mujoco.mj_resetData(self.model, d)
+            d.qpos[:], d.qvel[:] = self.pt.init_state(int(i))
+            mujoco.mj_forward(self.model, d)
+        self.state = osc.reset_state(self.model, self.datas, self.idx, np.asarray(PD.INIT_QPOS))
+        return self.observe()
+
+    def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """One 20 Hz step with actions [B, 7]: (observations, success [B] by ν)."""
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        a = np.asarray(actions, np.float64)
+        if a.shape != (self.n_envs, 7):
+            raise ValueError(f"actions must be [{self.n_envs}, 7], got {a.shape}")
+        self.state = osc.step(self.model, self.datas, self.idx, self.state, a, self.cfg)
+        for d in self.datas:  # observations and ν read the state the step ended at
+            mujoco.mj_forward(self.model, d)
+        return self.observe(), self.success()
+
+    def success(self) -> np.ndarray:
+        sd = np.stack([d.sensordata for d in self.datas]).astype(np.float32)
+        return np.asarray(self._success(sd), bool)
+
+    def observe(self) -> dict[str, np.ndarray]:
+        ws = self.pt.task.workspace
+        pos = np.stack([d.site_xpos[self.idx.site] for d in self.datas])
+        quat_wxyz = np.stack([d.xquat[self.hand] for d in self.datas])
+        quat = np.concatenate([quat_wxyz[:, 1:], quat_wxyz[:, :1]], axis=1)
+        grip = np.stack([d.qpos[self.fingers] for d in self.datas])
+        obs = {
+            "robot0_eef_pos": PD.to_libero(pos, ws),
+            "robot0_eef_quat": quat,
+            "robot0_gripper_qpos": grip,
+            "robot0_joint_pos": np.stack([d.qpos[self.idx.qpos] for d in self.datas]),
+        }
+        obs["state"] = np.concatenate(
+            [obs["robot0_eef_pos"], quat_to_axis_angle(quat), grip], axis=1
+        )
+        if self.image_size:
+            obs.update(self.images(self.image_size))
+        return obs
+
+    def images(self, size: int) -> dict[str, np.ndarray]:
+        """The two cameras [B, size, size, 3] uint8, bottom row first as robosuite gives them."""
+        if self._vis is None:
+            self._vis = PD.compile_panda_task(self.pt.suite, self.pt.task.name, True).model
+            self._vis.site_rgba[:, 3] = 0.0  # LIBERO's observations show no sites
+        qpos = np.stack([d.qpos for d in self.datas])
+        frames = LR.render_observations(self._vis, qpos, size=size)  # [B, 2, H, W, 3] top-down
+        return {
+            "agentview_image": frames[:, 0, ::-1],
+            "robot0_eye_in_hand_image": frames[:, 1, ::-1],
+        }

@@ -1,0 +1,175 @@
+"""LIBERO's Panda (`coda.libero.panda`), robosuite's OSC_POSE (`coda.libero.osc`) and the
+environment that drives a LIBERO task with them (`coda.libero.panda_env`)."""
+
+import math
+
+import mujoco
+import numpy as np
+import pytest
+
+from coda.libero import osc, suites
+from coda.libero import panda as PD
+from coda.libero import panda_env as E
+from coda.libero import scene as S
+
+pytestmark = pytest.mark.usefixtures("libero_data")
+
+NOOP = [0.0] * 6 + [-1.0]
+
+
+@pytest.fixture(scope="module")
+def env():
+    return E.PandaEnv("libero_spatial", suites.tasks("libero_spatial")[0], n_envs=2)
+
+
+def _task_of(problem: str):
+    for suite in ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90"):
+        for name in suites.tasks(suite):
+            t = S.load_task(suite, name)
+            if t.problem.problem == problem:
+                return suite, name
+    pytest.skip(f"no task of {problem}")
+
+
+@pytest.mark.parametrize("problem", sorted(set(PD.BASES) & set(S.WORKSPACES)))
+def test_panda_state_layout_is_liberos(problem):
+    """The compiled model's qpos / qvel are LIBERO's stored layout (robot first), the base sits
+    where LIBERO's problem class puts it, the sensors' names resolve."""
+    suite, name = _task_of(problem)
+    pt = PD.compile_panda_task(suite, name)
+    m = pt.model
+    assert pt.task.states.shape[1] == 1 + m.nq + m.nv
+    assert [m.joint(i).name for i in range(9)] == list(PD.ARM_JOINTS) + [
+        "gripper/left_finger",
+        "gripper/right_finger",
+    ]
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = pt.init_state(0)
+    mujoco.mj_kinematics(m, d)
+    base = PD.to_libero(d.body("robot0_base").xpos, pt.task.workspace)
+    np.testing.assert_allclose(base, PD.BASES[problem].pos, atol=1e-6)
+    mounted = any(m.body(i).name.startswith("mount0_") for i in range(m.nbody))
+    assert mounted == PD.BASES[problem].mounted
+    assert m.site("tcp").id >= 0 and m.geom("gripper/left_pad").id >= 0
+    assert m.camera(S.WRIST_CAMERA).id >= 0 and m.camera(S.AGENTVIEW_CAMERA).id >= 0
+
+
+def test_panda_model_is_robosuites():
+    """robosuite's joint settings and physics options, in radians."""
+    m = PD.compile_panda_task("libero_spatial", suites.tasks("libero_spatial")[0]).model
+    dof = [m.jnt_dofadr[m.joint(j).id] for j in PD.ARM_JOINTS]
+    np.testing.assert_allclose(m.dof_damping[dof], PD.ARM_DAMPING, atol=1e-9)
+    np.testing.assert_allclose(m.dof_armature[dof], [5.0 / (i + 1) for i in range(7)], atol=1e-9)
+    np.testing.assert_allclose(m.dof_frictionloss[dof], 0.1, atol=1e-9)
+    j4 = m.jnt_range[m.joint("robot0_joint4").id]
+    np.testing.assert_allclose(j4, [-3.0718, -0.0698], atol=1e-6)  # radians, not degrees
+    assert m.opt.timestep == pytest.approx(0.002, abs=1e-12)
+    assert m.opt.impratio == pytest.approx(20.0, abs=1e-9)
+    assert m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    motors = [m.actuator(a).id for a in PD.ARM_ACTUATORS]
+    np.testing.assert_allclose(m.actuator_ctrlrange[motors, 1], [80] * 5 + [12] * 2, atol=1e-9)
+
+
+def test_noop_holds_the_arm_still(env):
+    """LIBERO's no-op ([0]*6, -1) keeps the grasp site in place (the controller's goal is the
+    site itself, gravity is compensated)."""
+    obs0 = env.reset([0, 1])
+    for _ in range(10):
+        obs, success = env.step(np.array([NOOP, NOOP]))
+    moved = np.linalg.norm(obs["robot0_eef_pos"] - obs0["robot0_eef_pos"], axis=1)
+    assert moved.max() < 0.005, moved
+    assert not success.any()
+    assert np.all(obs["robot0_gripper_qpos"][:, 0] > 0.035)  # -1 opened the fingers
+
+
+def test_delta_actions_move_the_site_along_their_axis(env):
+    """+x and -z at full scale move the site ~1 cm per 20 Hz step along that axis (goal 5 cm
+    ahead every step, kp 150) and little along the others; +1 closes the gripper."""
+    obs0 = env.reset([0, 0])
+    a = np.array([[1, 0, 0, 0, 0, 0, -1.0], [0, 0, -1, 0, 0, 0, 1.0]])
+    for _ in range(10):
+        obs, _ = env.step(a)
+    d = obs["robot0_eef_pos"] - obs0["robot0_eef_pos"]
+    assert 0.05 < d[0, 0] < 0.2 and abs(d[0, 1]) < 0.01 and abs(d[0, 2]) < 0.03
+    assert -0.2 < d[1, 2] < -0.05 and abs(d[1, 0]) < 0.02 and abs(d[1, 1]) < 0.01
+    assert obs["robot0_gripper_qpos"][1, 0] < 0.01  # closed on nothing
+
+
+def test_rotation_action_turns_the_hand_about_that_axis(env):
+    env.reset([0, 0])
+    a = np.array([[0, 0, 0, 0, 0, 0.5, -1.0], NOOP])
+    r0 = np.stack([d.site_xmat[env.idx.site].reshape(3, 3).copy() for d in env.datas])
+    for _ in range(4):
+        env.step(a)
+    r1 = np.stack([d.site_xmat[env.idx.site].reshape(3, 3) for d in env.datas])
+    rel = r1[0] @ r0[0].T  # world-frame rotation the step applied
+    angle = math.acos(np.clip((np.trace(rel) - 1) / 2, -1, 1))
+    axis = np.array([rel[2, 1] - rel[1, 2], rel[0, 2] - rel[2, 0], rel[1, 0] - rel[0, 1]])
+    assert 0.05 < angle < 1.0  # 4 steps, each towards a goal 0.25 rad ahead of the hand
+    assert abs(axis[2]) / np.linalg.norm(axis) > 0.95  # about world z
+    # the no-op row keeps robosuite's orientation goal, set at reset from LIBERO's init_qpos
+    # (the stored state's arm differs slightly): it turns towards it, not about z
+    goal = env.state.goal_ori[1]
+    assert np.linalg.norm(r1[1] - goal) < 0.5 * np.linalg.norm(r0[1] - goal)
+
+
+def test_gripper_command_follows_robosuite():
+    """robosuite's PandaGripper: the command moves 0.01 per substep towards ±1, so closing from
+    fully open takes 200 substeps (8 policy steps); 0 holds."""
+    cfg = osc.OSCConfig()
+    st = osc.OSCState(np.zeros((3, 3)), np.zeros((3, 3, 3)), np.zeros((3, 7)), np.zeros((3, 2)))
+    st.gripper[:] = [1.0, -1.0]  # fully open
+    for _ in range(100):
+        st = osc.gripper_step(st, np.array([1.0, -1.0, 0.0]), cfg)
+    np.testing.assert_allclose(st.gripper[0], [0.0, 0.0], atol=1e-9)  # half way after 4 steps
+    np.testing.assert_allclose(st.gripper[1], [1.0, -1.0], atol=1e-9)  # stays open
+    np.testing.assert_allclose(st.gripper[2], [1.0, -1.0], atol=1e-9)  # 0 holds
+    ranges = np.array([[0.0, 0.04], [-0.04, 0.0]])
+    np.testing.assert_allclose(osc.finger_targets(st, ranges)[1], [0.04, -0.04], atol=1e-9)
+
+
+def test_osc_math():
+    """Rodrigues against MuJoCo's quaternion conversion, the orientation error's sign and size,
+    and axis-angle of robosuite's quaternions."""
+    v = np.array([[0.3, -0.2, 0.5], [0.0, 0.0, 0.0]])
+    rot = osc.axis_angle_matrix(v)
+    q = np.zeros(4)
+    mujoco.mju_axisAngle2Quat(q, v[0] / np.linalg.norm(v[0]), np.linalg.norm(v[0]))
+    ref = np.zeros(9)
+    mujoco.mju_quat2Mat(ref, q)
+    np.testing.assert_allclose(rot[0], ref.reshape(3, 3), atol=1e-9)
+    np.testing.assert_allclose(rot[1], np.eye(3), atol=1e-12)
+    small = osc.axis_angle_matrix(np.array([[0.0, 0.0, 0.01]]))
+    err = osc.orientation_error(small, np.eye(3)[None])
+    np.testing.assert_allclose(err[0], [0.0, 0.0, 0.01], atol=1e-6)
+    aa = E.quat_to_axis_angle(np.array([[0.0, 0.0, math.sin(0.2), math.cos(0.2)]]))
+    np.testing.assert_allclose(aa[0], [0.0, 0.0, 0.4], atol=1e-9)
+
+
+def test_observations_are_liberos(env):
+    """robosuite's keys in LIBERO's world frame: the site above LIBERO's table top, the hand
+    pointing down, openpi's 8-D state composed of them."""
+    obs = env.reset([0, 3])
+    assert set(obs) >= {
+        "robot0_eef_pos",
+        "robot0_eef_quat",
+        "robot0_gripper_qpos",
+        "robot0_joint_pos",
+        "state",
+    }
+    ws = env.pt.task.workspace
+    assert np.all(obs["robot0_eef_pos"][:, 2] > ws.top_z + 0.1)
+    np.testing.assert_allclose(np.linalg.norm(obs["robot0_eef_quat"], axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(obs["state"][:, :3], obs["robot0_eef_pos"], atol=1e-12)
+    np.testing.assert_allclose(obs["state"][:, 6:], obs["robot0_gripper_qpos"], atol=1e-12)
+    # LIBERO's stored states start the arm at its init pose: hand down (rotation ~pi about x)
+    assert np.all(np.abs(obs["state"][:, 3]) > 2.8)
+    np.testing.assert_allclose(obs["robot0_joint_pos"][0], env.pt.task.states[0, 1:8], atol=1e-12)
+
+
+def test_bad_inputs_are_one_line_errors(env):
+    with pytest.raises(ValueError, match="out of range"):
+        env.pt.init_state(50)
+    env.reset([0, 0])
+    with pytest.raises(ValueError, match=r"actions must be \[2, 7\]"):
+        env.step(np.zeros((2, 6)))
