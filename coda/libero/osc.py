@@ -47,6 +47,12 @@ class OSCState:
     goal_ori: np.ndarray  # [B, 3, 3] world rotation matrix
     initial_joint: np.ndarray  # [B, 7] the nullspace's rest pose (the arm at reset)
     gripper: np.ndarray  # [B, 2] robosuite's `current_action` per finger, in [-1, 1]
+    # robosuite's controller caches the arm's state and refreshes it only after it has run once:
+    # the first policy step after reset (LIBERO sets the stored state in between) sets its goal
+    # from, and computes its first substep's torques with, the arm as it was at reset. `reset`
+    # holds that snapshot (mass, jac_pos, jac_rot, q, qvel, bias, ee_pos, ee_ori; batch 1) until
+    # the first step has used it, then None.
+    reset: dict | None = None
 
 
 def axis_angle_matrix(v: np.ndarray) -> np.ndarray:
@@ -191,46 +197,64 @@ def step(
     state: OSCState,
     actions: np.ndarray,
     cfg: OSCConfig = OSCConfig(),
+    on_substep=None,
 ) -> OSCState:
     """One policy step for every environment: goal from `actions` [B, 7], then `cfg.substeps`
     physics steps, each computing torques from the state it starts at (robosuite calls
     `sim.forward()` then the controller then `sim.step()`; `mj_step1` / `mj_step2` is the same
-    computation done once)."""
+    computation done once). `on_substep(k)` runs after substep k (observation sampling)."""
     actions = np.asarray(actions, np.float64)
     limit = model.actuator_ctrlrange[idx.motors]
     franges = model.actuator_ctrlrange[idx.fingers]
+    stale = state.reset
+    b = len(datas)
     for k in range(cfg.substeps):
         for d in datas:
             mujoco.mj_step1(model, d)
+        if k == 0 and stale is not None:  # robosuite's cached arm state from reset
+            dyn = {key: np.repeat(v, b, 0) for key, v in stale.items()}
+            ee_pos, ee_ori = dyn.pop("ee_pos"), dyn.pop("ee_ori")
+            state = dataclasses.replace(state, reset=None)
+        else:
+            dyn = _dynamics(model, datas, idx)
+            ee_pos, ee_ori = site_pose(model, datas, idx)
         if k == 0:
-            state = set_goal(state, actions, *site_pose(model, datas, idx), cfg)
-        dyn = _dynamics(model, datas, idx)
-        ee_pos, ee_ori = site_pose(model, datas, idx)
+            state = set_goal(state, actions, ee_pos, ee_ori, cfg)
         tau = arm_torques(
             state, cfg, dyn["mass"], dyn["jp"], dyn["jr"], dyn["q"], dyn["qvel"], dyn["bias"],
             ee_pos, ee_ori, limit,
         )  # fmt: skip
         state = gripper_step(state, actions[:, 6], cfg)
         fingers = finger_targets(state, franges)
-        for b, d in enumerate(datas):
-            d.ctrl[idx.motors] = tau[b]
-            d.ctrl[idx.fingers] = fingers[b]
+        for j, d in enumerate(datas):
+            d.ctrl[idx.motors] = tau[j]
+            d.ctrl[idx.fingers] = fingers[j]
             mujoco.mj_step2(model, d)
+        if on_substep is not None:
+            on_substep(k)
     return state
 
 
-def reset_state(model: mujoco.MjModel, datas, idx: ArmIndex, initial_joint: np.ndarray) -> OSCState:
-    """The controller as robosuite builds it at reset: the nullspace rest pose and the
-    orientation goal are the arm's at `initial_joint` (LIBERO's `init_qpos`; the stored state
-    set afterwards moves neither), the gripper's command 0."""
+def reset_state(
+    model: mujoco.MjModel, datas, idx: ArmIndex, initial_joint: np.ndarray, fingers=None
+) -> OSCState:
+    """The controller as robosuite builds it at reset, with the arm at `initial_joint`
+    (LIBERO's `init_qpos`) and the fingers at `fingers` ({qpos address: value}), at rest: the
+    nullspace rest pose and the orientation goal are that pose's, the gripper's command 0, and
+    the first step uses that pose's cached state (`OSCState.reset`); the stored state LIBERO
+    sets afterwards changes none of these."""
     b = len(datas)
     probe = mujoco.MjData(model)
     probe.qpos[idx.qpos] = initial_joint
-    mujoco.mj_kinematics(model, probe)
-    ori = probe.site_xmat[idx.site].reshape(3, 3).copy()
+    for adr, v in (fingers or {}).items():
+        probe.qpos[adr] = v
+    mujoco.mj_forward(model, probe)
+    snap = _dynamics(model, [probe], idx)
+    snap["ee_pos"], snap["ee_ori"] = site_pose(model, [probe], idx)
     return OSCState(
-        goal_pos=np.repeat(probe.site_xpos[idx.site][None], b, 0).copy(),
-        goal_ori=np.repeat(ori[None], b, 0),
+        goal_pos=np.repeat(snap["ee_pos"], b, 0),
+        goal_ori=np.repeat(snap["ee_ori"], b, 0),
         initial_joint=np.repeat(np.asarray(initial_joint, np.float64)[None], b, 0),
         gripper=np.zeros((b, 2)),
+        reset=snap,
     )

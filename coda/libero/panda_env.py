@@ -51,7 +51,11 @@ class PandaEnv:
         n_envs: int = 1,
         image_size: int | None = None,
         cfg: osc.OSCConfig = osc.OSCConfig(),
+        obs_timing: str = "robosuite",
     ):
+        if obs_timing not in ("robosuite", "end"):
+            raise ValueError(f"obs_timing {obs_timing!r}: valid 'robosuite', 'end'")
+        self.obs_timing = obs_timing
         self.pt = PD.compile_panda_task(suite, name)
         self.model = self.pt.model
         self.cfg = cfg
@@ -71,6 +75,7 @@ class PandaEnv:
             lambda sd: nu(decode(sd, layout, consts, np.zeros(sd.shape[:-1] + (6,))), sym)
         )
         self._vis = None
+        self._sampled = None  # (qpos after substep n-2, after n-1) of the last step
 
     @property
     def n_envs(self) -> int:
@@ -84,7 +89,11 @@ class PandaEnv:
             mujoco.mj_resetData(self.model, d)
             d.qpos[:], d.qvel[:] = self.pt.init_state(int(i))
             mujoco.mj_forward(self.model, d)
-        self.state = osc.reset_state(self.model, self.datas, self.idx, np.asarray(PD.INIT_QPOS))
+        fingers = dict(zip(self.fingers.tolist(), PD.GRIPPER_INIT, strict=True))
+        self.state = osc.reset_state(
+            self.model, self.datas, self.idx, np.asarray(PD.INIT_QPOS), fingers
+        )
+        self._sampled = None
         return self.observe()
 
     def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -94,9 +103,17 @@ class PandaEnv:
         a = np.asarray(actions, np.float64)
         if a.shape != (self.n_envs, 7):
             raise ValueError(f"actions must be [{self.n_envs}, 7], got {a.shape}")
-        self.state = osc.step(self.model, self.datas, self.idx, self.state, a, self.cfg)
-        for d in self.datas:  # observations and ν read the state the step ended at
+        n = self.cfg.substeps
+        sampled = {}
+
+        def sample(k: int) -> None:  # robosuite's observables: qpos after substeps n-2, n-1
+            if self.obs_timing == "robosuite" and k + 1 in (n - 2, n - 1):
+                sampled[k + 1] = np.stack([d.qpos.copy() for d in self.datas])
+
+        self.state = osc.step(self.model, self.datas, self.idx, self.state, a, self.cfg, sample)
+        for d in self.datas:  # ν (and "end" observations) read the state the step ended at
             mujoco.mj_forward(self.model, d)
+        self._sampled = (sampled[n - 2], sampled[n - 1]) if sampled else None
         return self.observe(), self.success()
 
     def success(self) -> np.ndarray:
@@ -104,30 +121,44 @@ class PandaEnv:
         return np.asarray(self._success(sd), bool)
 
     def observe(self) -> dict[str, np.ndarray]:
-        ws = self.pt.task.workspace
-        pos = np.stack([d.site_xpos[self.idx.site] for d in self.datas])
-        quat_wxyz = np.stack([d.xquat[self.hand] for d in self.datas])
+        """Observations of the last step (after `reset`: of the set state). With
+        `obs_timing="robosuite"` they are sampled as robosuite's observables are during a step:
+        joint and finger positions after substep n-1 of n, the grasp site, hand and images from
+        the kinematics of the state after substep n-2 (measured against LIBERO itself:
+        benchmarks/libero_reference); with "end", everything at the step's end."""
+        if self._sampled is None:
+            pose_q = joint_q = np.stack([d.qpos for d in self.datas])
+        else:
+            pose_q, joint_q = self._sampled
+        scratch = mujoco.MjData(self.model)
+        pos, quat_wxyz = [], []
+        for q in pose_q:
+            scratch.qpos[:] = q
+            mujoco.mj_kinematics(self.model, scratch)
+            pos.append(scratch.site_xpos[self.idx.site].copy())
+            quat_wxyz.append(scratch.xquat[self.hand].copy())
+        quat_wxyz = np.stack(quat_wxyz)
         quat = np.concatenate([quat_wxyz[:, 1:], quat_wxyz[:, :1]], axis=1)
-        grip = np.stack([d.qpos[self.fingers] for d in self.datas])
+        grip = joint_q[:, self.fingers]
         obs = {
-            "robot0_eef_pos": PD.to_libero(pos, ws),
+            "robot0_eef_pos": PD.to_libero(np.stack(pos), self.pt.task.workspace),
             "robot0_eef_quat": quat,
             "robot0_gripper_qpos": grip,
-            "robot0_joint_pos": np.stack([d.qpos[self.idx.qpos] for d in self.datas]),
+            "robot0_joint_pos": joint_q[:, self.idx.qpos],
         }
         obs["state"] = np.concatenate(
             [obs["robot0_eef_pos"], quat_to_axis_angle(quat), grip], axis=1
         )
         if self.image_size:
-            obs.update(self.images(self.image_size))
+            obs.update(self.images(self.image_size, pose_q))
         return obs
 
-    def images(self, size: int) -> dict[str, np.ndarray]:
-        """The two cameras [B, size, size, 3] uint8, bottom row first as robosuite gives them."""
+    def images(self, size: int, qpos: np.ndarray) -> dict[str, np.ndarray]:
+        """The two cameras at states `qpos` [B, nq]: [B, size, size, 3] uint8, bottom row first
+        as robosuite gives them."""
         if self._vis is None:
             self._vis = PD.compile_panda_task(self.pt.suite, self.pt.task.name, True).model
             self._vis.site_rgba[:, 3] = 0.0  # LIBERO's observations show no sites
-        qpos = np.stack([d.qpos for d in self.datas])
         frames = LR.render_observations(self._vis, qpos, size=size)  # [B, 2, H, W, 3] top-down
         return {
             "agentview_image": frames[:, 0, ::-1],
