@@ -34,7 +34,7 @@ import zipfile
 import mujoco
 import numpy as np
 
-from coda.libero import data
+from coda.libero import arena, data
 from coda.libero import predicates as P
 from coda.libero import scene as S
 
@@ -192,6 +192,8 @@ def add_panda(spec: mujoco.MjSpec, task, visual: bool = False) -> None:
             spec.delete(sensor)
     spec.camera("robot0_eye_in_hand").name = S.WRIST_CAMERA
     _robosuite_options(spec)
+    if visual:  # LIBERO's floor, walls, backgrounds, table visuals and lights
+        arena.add_arena(spec, task, S.to_ours(np.zeros(3), task.workspace))
 
 
 def init_robot_qpos(task, index: int) -> np.ndarray:
