@@ -10,6 +10,11 @@ swung shut or opened by its handle bar; goals it cannot do count as failed with 
 random | hold | a trained run: `--config.policy=<launch.main workdir>` (its last complete round)
 or `<workdir>/checkpoints/round_000k` (coda.loop.acting; a run trained with
 sim.source=libero:<suite>, configs/libero_loop.py).
+
+Robots: floating (our floating gripper: every policy above) | panda (LIBERO's Franka Panda under
+OSC_POSE, LIBERO's protocol, coda.libero.evaluate_panda: hold, random, or an openpi pi0.5
+checkpoint `--config.policy=openpi:<dir>`, README "Evaluating an openpi pi0.5 LIBERO
+checkpoint"; perturbations none or LIBERO-PRO's).
 """
 
 from ml_collections import ConfigDict
@@ -19,7 +24,9 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c = ConfigDict()
     c.suite = "libero_spatial"  # the LIBERO suite evaluated (list above)
     c.perturbation = "none"  # LIBERO-PRO / LIBERO-Plus perturbation (list above); none = off
-    c.policy = "planner"  # the acting policy: planner | random | hold | a run folder (above)
+    c.policy = "planner"  # the acting policy: planner | random | hold | a run folder | openpi:<dir>
+    c.robot = "floating"  # floating (our gripper) | panda (LIBERO's Panda; above)
+    c.tokenizer = ""  # openpi: paligemma_tokenizer.model; "" = in <dir> / $CODA_PALIGEMMA_TOKENIZER
     c.tasks = ""  # "" = every task of the suite; else task ids, e.g. "0,3"
     c.init_states = 0  # initial states per task; 0 = all 50 (all from init_offset on)
     c.init_offset = 0  # first initial state index (split a long evaluation by state range)
@@ -29,6 +36,18 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.nthread = 0  # native backend threads; 0 = all cores
     c.gifs = 2  # agent-view GIFs of the first episodes of each task (<= 3 advised); 0 = off
     c.gif_size = 128  # px; must divide the 256 px render
+    c.panda = ConfigDict()  # robot=panda's protocol (coda.libero.evaluate_panda)
+    c.panda.batch = 10  # initial states stepped together (PandaEnv environments)
+    c.panda.image_size = 256  # px of the cameras' renders (openpi's LIBERO_ENV_RESOLUTION)
+    c.panda.wait_steps = 10  # no-op steps before each episode (objects settle; not counted)
+    c.panda.max_steps = 0  # policy steps per episode; 0 = the suite's LIBERO step cap
+    c.openpi = ConfigDict()  # an openpi:<dir> checkpoint: what its params do not store
+    c.openpi.action_horizon = 10  # actions predicted per inference (pi05_libero: 10)
+    c.openpi.replan_steps = 5  # of them executed before the next inference (openpi's client: 5)
+    c.openpi.state_in_prompt = False  # discrete_state_input (pi05_libero: False, state unused)
+    c.openpi.max_token_len = 200  # prompt tokens (pi05_libero: 200)
+    c.openpi.sample_steps = 10  # flow-matching Euler steps per inference (openpi: 10)
+    c.openpi.dtype = "bfloat16"  # params and compute: bfloat16 (as openpi serves) | float32
     if arg == "smoke":
         c.tasks = "0"
         c.init_states = 2

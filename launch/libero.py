@@ -4,8 +4,12 @@
 agent-view GIFs of each task's first episodes (gifs/; `--config.gifs=0` turns them off).
 
 `--config.policy=<run folder>` evaluates a trained policy (a `launch.main` workdir's last
-complete round, or `<run>/checkpoints/round_000k`). A misspelt suite, perturbation or policy, a
-task id or initial-state offset out of range: one line naming the valid values, no traceback."""
+complete round, or `<run>/checkpoints/round_000k`). `--config.robot=panda` evaluates on LIBERO's
+Panda with LIBERO's protocol (coda.libero.evaluate_panda): `hold`, `random`, or an openpi pi0.5
+checkpoint, `--config.policy=openpi:<dir>` (README: "Evaluating an openpi pi0.5 LIBERO
+checkpoint"). A misspelt suite, perturbation, robot or policy, a task id or initial-state offset
+out of range, an incomplete checkpoint: one line naming the valid values or the missing files,
+no traceback."""
 
 from __future__ import annotations
 
@@ -43,15 +47,20 @@ def main(argv: list[str]) -> None:
             bad.append(str(e))
     if bad:
         raise app.UsageError("; ".join(bad))
-    if is_run_path(cfg.policy):
-        trained = acting.load(cfg.policy)
-    try:
-        res = evaluate(cfg, _WORKDIR.value, trained)
-    except IncompatibleRun as e:
-        raise app.UsageError(str(e)) from None
+    if cfg.robot == "panda":
+        from coda.libero import evaluate_panda
+
+        res = evaluate_panda.evaluate(cfg, _WORKDIR.value)
+    else:
+        if is_run_path(cfg.policy):
+            trained = acting.load(cfg.policy)
+        try:
+            res = evaluate(cfg, _WORKDIR.value, trained)
+        except IncompatibleRun as e:
+            raise app.UsageError(str(e)) from None
     res["command"] = " ".join(["python -m launch.libero"] + sys.argv[1:])
     pathlib.Path(_WORKDIR.value, "results.json").write_text(json.dumps(res, indent=1))
-    summary = {k: v for k, v in res.items() if k != "per_task"}
+    summary = {k: v for k, v in res.items() if k not in ("per_task", "per_episode")}
     with open(f"{_WORKDIR.value}/config.json", "w") as f:
         f.write(cfg.to_json(indent=1))
     print(json.dumps(summary, indent=1))

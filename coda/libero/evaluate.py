@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from coda.libero import data, perturb, suites
+from coda.libero import data, openpi_policy, perturb, suites
 from coda.libero import render as LR
 from coda.libero import scene as S
 from coda.libero.planner import planner_for
@@ -40,6 +40,9 @@ from coda.sim.rollout import Bucket, NativeBackend
 LIBERO_CONTROL_DT = 0.05  # s: LIBERO's 20 Hz control
 LIBERO_STATES = 50  # fixed initial states per LIBERO task
 POLICIES = ("planner", "random", "hold")
+ROBOTS = ("floating", "panda")  # our floating gripper | LIBERO's Panda (coda.libero.evaluate_panda)
+PANDA_POLICIES = ("random", "hold")  # and openpi:<dir>
+PANDA_PERTURBATIONS = ("none",) + suites.PERTURBATIONS  # LIBERO-PRO's suites (own BDDL, states)
 PERTURBATIONS = (
     ("none",)
     + suites.PERTURBATIONS
@@ -69,8 +72,10 @@ class IncompatibleRun(ValueError):
 
 def is_run_path(value: Any) -> bool:
     """Whether `config.policy` names a trained run (a path: it has a separator or is a folder;
-    the caller loads it, `coda.loop.acting`) rather than a built-in policy."""
-    return isinstance(value, str) and (os.sep in value or os.path.isdir(value))
+    the caller loads it, `coda.loop.acting`) rather than a built-in policy or `openpi:<dir>`."""
+    if not isinstance(value, str) or openpi_policy.checkpoint_dir(value) is not None:
+        return False
+    return os.sep in value or os.path.isdir(value)
 
 
 def make_policy(name: str, horizon: int) -> Any:
@@ -103,13 +108,24 @@ def config_problems(config: Any) -> list[str]:
             f"perturbation={config.perturbation!r}: LIBERO-PRO perturbs "
             f"{', '.join(suites.PERTURBABLE)}, not {config.suite}"
         )
-    if not is_run_path(config.policy) and config.policy not in POLICIES:
+    robot = config.get("robot", "floating")
+    if robot not in ROBOTS:
+        out.append(f"robot={robot!r} is unknown (valid: {', '.join(ROBOTS)})")
+    elif robot == "panda":
+        out += panda_problems(config)
+    elif openpi_policy.checkpoint_dir(config.policy) is not None:
         out.append(
-            f"policy={config.policy!r} is unknown (valid: {', '.join(POLICIES)}, or a run folder)"
+            f"policy={config.policy!r} acts on LIBERO's Panda: add --config.robot=panda "
+            f"(robot={robot!r} is our floating gripper)"
+        )
+    elif not is_run_path(config.policy) and config.policy not in POLICIES:
+        out.append(
+            f"policy={config.policy!r} is unknown (valid: {', '.join(POLICIES)}, a run folder, "
+            "or openpi:<dir> with robot=panda)"
         )
     n_tasks = len(suites.tasks(config.suite))
     try:
-        _task_names(config.suite, config.tasks)
+        task_names(config.suite, config.tasks)
     except ValueError:
         out.append(
             f"tasks={config.tasks!r} must be comma-separated task ids in [0, {n_tasks}) of "
@@ -122,6 +138,40 @@ def config_problems(config: Any) -> list[str]:
     off = config.get("init_offset", 0)
     if isinstance(off, int) and off >= LIBERO_STATES:
         out.append(f"init_offset={off} outside [0, {LIBERO_STATES}) initial states")
+    return out
+
+
+def panda_problems(config: Any) -> list[str]:
+    """robot=panda's problems: its policies (hold, random, openpi:<dir> with a complete
+    checkpoint), perturbations (LIBERO-PRO's suites) and its section's fields."""
+    out, policy = [], config.policy
+    if openpi_policy.checkpoint_dir(policy) is not None:
+        out += openpi_policy.checkpoint_problems(policy, config.get("tokenizer", ""))
+        op = config.openpi
+        for field, lo in (("action_horizon", 1), ("max_token_len", 1), ("sample_steps", 1)):
+            if not isinstance(op.get(field), int) or op.get(field) < lo:
+                out.append(f"openpi.{field}={op.get(field)!r} must be an integer >= {lo}")
+        h = op.get("action_horizon")
+        r = op.get("replan_steps")
+        if isinstance(h, int) and not (isinstance(r, int) and 1 <= r <= h):
+            out.append(f"openpi.replan_steps={r!r} must be in [1, openpi.action_horizon={h}]")
+        if op.get("dtype") not in ("bfloat16", "float32"):
+            out.append(f"openpi.dtype={op.get('dtype')!r} is unknown (valid: bfloat16, float32)")
+    elif policy not in PANDA_POLICIES:
+        out.append(
+            f"policy={policy!r} cannot act on robot=panda (valid: "
+            f"{', '.join(PANDA_POLICIES)}, openpi:<dir>); the planner and trained runs drive "
+            "robot=floating"
+        )
+    if config.perturbation in PERTURBATIONS and config.perturbation not in PANDA_PERTURBATIONS:
+        out.append(
+            f"perturbation={config.perturbation!r} is not available on robot=panda (valid: "
+            f"none, {', '.join(suites.PERTURBATIONS)})"
+        )
+    for field, lo in (("batch", 1), ("image_size", 1), ("wait_steps", 0), ("max_steps", 0)):
+        v = config.panda.get(field)
+        if not isinstance(v, int) or v < lo:
+            out.append(f"panda.{field}={v!r} must be an integer >= {lo}")
     return out
 
 
@@ -181,19 +231,25 @@ def write_gifs(
     return paths
 
 
-def _task_names(suite: str, tasks) -> list[str]:
+def task_ids(suite: str, tasks) -> list[int]:
+    """The suite's task ids, or the comma-separated ids `tasks` ("" = all)."""
+    n = len(suites.tasks(suite))
+    if tasks == "" or tasks is None:
+        return list(range(n))
+    try:
+        idx = [int(x) for x in str(tasks).split(",")]
+    except ValueError:
+        raise ValueError(f"tasks={tasks!r} must be comma-separated task ids") from None
+    bad = [i for i in idx if not 0 <= i < n]
+    if bad:
+        raise ValueError(f"task ids {bad} outside [0, {n}) of {suite}")
+    return idx
+
+
+def task_names(suite: str, tasks) -> list[str]:
     """The suite's tasks, or those of the comma-separated ids `tasks` ("" = all)."""
     names = suites.tasks(suite)
-    if tasks != "" and tasks is not None:
-        try:
-            idx = [int(x) for x in str(tasks).split(",")]
-        except ValueError:
-            raise ValueError(f"tasks={tasks!r} must be comma-separated task ids") from None
-        bad = [i for i in idx if not 0 <= i < len(names)]
-        if bad:
-            raise ValueError(f"task ids {bad} outside [0, {len(names)}) of {suite}")
-        names = [names[i] for i in idx]
-    return names
+    return [names[i] for i in task_ids(suite, tasks)]
 
 
 def _gif_count(config: Any) -> tuple[int, str | None]:
@@ -265,12 +321,13 @@ def _evaluate_task(config, out, k, name, policy, info, backend, rng, chunks, n_g
     return row, steps
 
 
-def _write_results(out: pathlib.Path, config: Any, result: dict) -> None:
+def write_results(out: pathlib.Path, config: Any, result: dict) -> None:
     """results.json and results.md (a per-task table) into the run folder."""
     rows = result["per_task"]
     (out / "results.json").write_text(json.dumps(result, indent=1))
     lines = [
-        f"# {config.suite} / perturbation {config.perturbation} / policy {config.policy}",
+        f"# {config.suite} / perturbation {config.perturbation} / policy {config.policy}"
+        + (f" / robot {result['robot']}" if result.get("robot") else ""),
         "",
         "| task | episodes | success |",
         "|---|---|---|",
@@ -289,10 +346,12 @@ def evaluate(
     out = pathlib.Path(workdir)
     out.mkdir(parents=True, exist_ok=True)
     suite = config.suite
-    names = _task_names(suite, config.tasks)
+    names = task_names(suite, config.tasks)
     bad = config_problems(config)
     if bad:
         raise ValueError("; ".join(bad))
+    if config.get("robot", "floating") != "floating":
+        raise ValueError("robot=panda is evaluated by coda.libero.evaluate_panda.evaluate")
     if is_run_path(config.policy) and trained is None:
         raise ValueError(f"policy={config.policy!r} is a run folder: load it (coda.loop.acting)")
     policy, trained_info = trained or (make_policy(config.policy, config.horizon), None)
@@ -330,5 +389,5 @@ def evaluate(
         "versions": data.versions(),
         "per_task": rows,
     }
-    _write_results(out, config, result)
+    write_results(out, config, result)
     return result

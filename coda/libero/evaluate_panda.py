@@ -1,0 +1,250 @@
+"""LIBERO's evaluation protocol on LIBERO's own robot (`--config.robot=panda`): the Franka Panda
+under OSC_POSE at 20 Hz (`coda.libero.panda_env.PandaEnv`), as openpi's and OpenVLA-OFT's
+LIBERO clients run it:
+
+  for each task of the suite (or `config.tasks`) and each of its fixed initial states
+  (`init_offset` / `init_states`; LIBERO: 50):
+    reset to the stored state; `wait_steps` (10) no-op steps [0]*6 + [-1] so the objects
+    settle (not counted, success not read); then up to the suite's step cap (220 / 280 / 300 /
+    520 / 400 for spatial / object / goal / 10 / 90, `suites.step_cap`; `max_steps` overrides)
+    policy steps; the episode succeeds at the first step after which ν holds (LIBERO's `done`).
+
+Initial states run `batch` at a time as PandaEnv's environments (a short last batch is padded
+with copies whose outcomes are dropped); an environment that has succeeded keeps stepping with
+the batch but its outcome and step count are fixed at its first success; a batch stops when all
+its environments have succeeded or at the cap.
+
+Policies: `hold` (LIBERO's no-op, the passive baseline), `random` (uniform in [-1, 1]^6 and a
+±1 gripper per step, seeded by (seed, task, batch)), and `openpi:<dir>`
+(`coda.libero.openpi_policy`: a chunk of `action_horizon` actions per inference, its first
+`replan_steps` executed, then the next inference; noise from an explicit key folded from
+(seed, task, batch, inference)). LIBERO-PRO's perturbed suites (swap / object / lan / task)
+are their own suite names (their own BDDL files and initial states); LIBERO-Plus layouts and
+observation perturbations are not available on the Panda (config_problems says so).
+
+results.json / results.md have the floating-gripper evaluation's shape (`evaluate`): per-task
+rows, the suite's success, plus `per_episode` (task, initial state, success, steps).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from coda.libero import data, suites
+from coda.libero import evaluate as E
+from coda.libero import openpi_policy as OP
+from coda.libero import scene as S
+from coda.libero.panda_env import PandaEnv
+
+NOOP = np.array([0.0] * 6 + [-1.0])  # LIBERO_DUMMY_ACTION of openpi's / OFT's clients
+
+
+class HoldActor:
+    """LIBERO's no-op every step."""
+
+    def start(self, task_id: int, batch: int) -> None:
+        pass
+
+    def chunk(self, env: PandaEnv, obs: dict, prompt: str) -> np.ndarray:  # [B, 1, 7]
+        return np.broadcast_to(NOOP, (env.n_envs, 1, 7)).copy()
+
+
+class RandomActor:
+    """Uniform deltas in [-1, 1]^6 and a random ±1 gripper per step, seeded."""
+
+    def __init__(self, seed: int):
+        self.seed = int(seed)
+        self.rng = np.random.default_rng(self.seed)
+
+    def start(self, task_id: int, batch: int) -> None:
+        self.rng = np.random.default_rng([self.seed, task_id, batch])
+
+    def chunk(self, env: PandaEnv, obs: dict, prompt: str) -> np.ndarray:
+        b = env.n_envs
+        move = self.rng.uniform(-1.0, 1.0, (b, 6))
+        grip = self.rng.choice([-1.0, 1.0], (b, 1))
+        return np.concatenate([move, grip], axis=1)[:, None]
+
+
+class OpenpiActor:
+    """A pi0.5 checkpoint: one inference per `replan_steps` steps, rendered cameras as input."""
+
+    def __init__(self, policy: OP.OpenpiLiberoPolicy, replan_steps: int, image_size: int, seed):
+        if not 1 <= replan_steps <= policy.horizon:
+            raise ValueError(f"replan_steps={replan_steps} outside [1, {policy.horizon}]")
+        self.policy, self.replan, self.image_size = policy, int(replan_steps), int(image_size)
+        self.key = jax.random.PRNGKey(int(seed))
+        self.batch_key, self.n = self.key, 0
+
+    def start(self, task_id: int, batch: int) -> None:
+        self.batch_key = jax.random.fold_in(jax.random.fold_in(self.key, task_id), batch)
+        self.n = 0
+
+    def chunk(self, env: PandaEnv, obs: dict, prompt: str) -> np.ndarray:
+        obs = observe_with_images(env, self.image_size)
+        rng = jax.random.fold_in(self.batch_key, self.n)
+        self.n += 1
+        return self.policy.infer(obs, prompt, rng)[:, : self.replan]
+
+
+def observe_with_images(env: PandaEnv, size: int) -> dict[str, np.ndarray]:
+    """The last step's observations with both cameras at `size` px, as PandaEnv observes them
+    (the environments step without rendering: cameras only where a policy reads them)."""
+    keep = env.image_size
+    env.image_size = size
+    try:
+        return env.observe()
+    finally:
+        env.image_size = keep
+
+
+def make_actor(config: Any, policy: OP.OpenpiLiberoPolicy | None = None):
+    """The acting policy of `config.policy` (an openpi policy built from its checkpoint unless
+    `policy`, an already loaded one, is given)."""
+    name = config.policy
+    if name == "hold":
+        return HoldActor()
+    if name == "random":
+        return RandomActor(config.seed)
+    if OP.checkpoint_dir(name) is not None:
+        if policy is None:
+            policy = OP.OpenpiLiberoPolicy(OP.find_parts(name, config.tokenizer), config.openpi)
+        return OpenpiActor(policy, config.openpi.replan_steps, config.panda.image_size, config.seed)
+    raise ValueError(
+        f"policy={name!r} cannot act on robot=panda (valid: {', '.join(E.PANDA_POLICIES)}, "
+        "openpi:<dir>)"
+    )
+
+
+def run_batch(
+    env: PandaEnv, indices: list[int], actor, prompt: str, max_steps: int, wait_steps: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(success [B], policy steps until the first success, else max_steps [B]) of one batch of
+    episodes from LIBERO's initial states `indices`."""
+    obs = env.reset(indices)
+    noop = np.broadcast_to(NOOP, (env.n_envs, 7))
+    for _ in range(wait_steps):
+        obs, _ = env.step(noop)
+    done = np.zeros(env.n_envs, bool)
+    steps = np.full(env.n_envs, max_steps, np.int64)
+    t = 0
+    while t < max_steps and not done.all():
+        for a in np.swapaxes(actor.chunk(env, obs, prompt), 0, 1):  # [B, 7] per step
+            obs, ok = env.step(a)
+            t += 1
+            first = ok & ~done
+            steps[first], done = t, done | ok
+            if t >= max_steps or done.all():
+                break
+    return done, steps
+
+
+def _batches(indices: list[int], size: int) -> list[list[int]]:
+    return [indices[i : i + size] for i in range(0, len(indices), size)]
+
+
+def _episodes(config, k, name, src, actor, indices, max_steps) -> list[dict]:
+    """The per-episode rows of task `k`'s initial states `indices`, `panda.batch` at a time."""
+    size = min(int(config.panda.batch), len(indices))
+    env = PandaEnv(src, name, n_envs=size)
+    prompt = OP.prompt_for(src, name)
+    out = []
+    for j, idx in enumerate(_batches(indices, size)):
+        actor.start(k, j)
+        padded = idx + [idx[0]] * (size - len(idx))
+        ok, steps = run_batch(env, padded, actor, prompt, max_steps, int(config.panda.wait_steps))
+        for b, i in enumerate(idx):
+            out.append({"task_id": k, "task": name, "init": i,
+                        "success": bool(ok[b]), "steps": int(steps[b])})  # fmt: skip
+    return out
+
+
+def evaluate_task(config: Any, k: int, name: str, actor, max_steps: int) -> tuple[dict, list]:
+    """(results.json's per-task row, its per-episode rows) for task `k` of the suite. A task
+    whose scene or stored states do not load with the Panda counts its episodes as failed, with
+    the reason in `unsupported`."""
+    src = config.suite
+    if config.perturbation != "none":
+        src = suites.perturbed(config.suite, config.perturbation)
+    task = S.load_task(src, name)
+    indices = E.init_indices(len(task.states), int(config.init_states), int(config.init_offset))
+    t0, unsupported = time.time(), None
+    try:
+        episodes = _episodes(config, k, name, src, actor, indices, max_steps)
+    except S.LiberoImportError as e:
+        unsupported = str(e).splitlines()[0]
+        episodes = [{"task_id": k, "task": name, "init": i, "success": False, "steps": 0}
+                    for i in indices]  # fmt: skip
+    n = len(episodes)
+    wins = sum(e["success"] for e in episodes)
+    row = {
+        "unsupported": unsupported,
+        "task": name,
+        "data_suite": src,
+        "instruction": task.problem.language,
+        "prompt": OP.prompt_for(src, name),
+        "episodes": n,
+        "successes": wins,
+        "success_rate": wins / n if n else 0.0,
+        "failed": 0,
+        "init_indices": indices,
+        "rollout_seconds": round(time.time() - t0, 2),
+        "gifs": [],
+    }
+    return row, episodes
+
+
+def evaluate(
+    config: Any, workdir: str | pathlib.Path, policy: OP.OpenpiLiberoPolicy | None = None
+) -> dict:
+    """Runs config.suite under config.perturbation with config.policy on LIBERO's Panda; writes
+    results.json and results.md into workdir and returns the results dict. `policy`: an openpi
+    policy already loaded from config.policy's checkpoint (tests share one)."""
+    bad = E.config_problems(config)
+    if bad:
+        raise ValueError("; ".join(bad))
+    if config.get("robot", "floating") != "panda":
+        raise ValueError(f"robot={config.get('robot')!r}: this is robot=panda's evaluation")
+    out = pathlib.Path(workdir)
+    out.mkdir(parents=True, exist_ok=True)
+    actor = make_actor(config, policy)
+    max_steps = int(config.panda.max_steps) or suites.step_cap(config.suite)
+    rows, episodes, t0 = [], [], time.time()
+    names = suites.tasks(config.suite)
+    for k in E.task_ids(config.suite, config.tasks):
+        name = names[k]
+        row, eps = evaluate_task(config, k, name, actor, max_steps)
+        rows.append(row)
+        episodes += eps
+    n = len(episodes)
+    wins = sum(e["success"] for e in episodes)
+    result = {
+        "suite": config.suite,
+        "perturbation": config.perturbation,
+        "observation_perturbation": None,
+        "gif_note": "no GIFs on robot=panda",
+        "robot": "panda",
+        "policy": config.policy,
+        "trained": None,
+        "openpi": actor.policy.describe() if isinstance(actor, OpenpiActor) else None,
+        "seed": config.seed,
+        "replan_steps": actor.replan if isinstance(actor, OpenpiActor) else 1,
+        "wait_steps": int(config.panda.wait_steps),
+        "max_steps": max_steps,
+        "control_dt": E.LIBERO_CONTROL_DT,
+        "episodes": n,
+        "successes": wins,
+        "suite_success": wins / max(n, 1),
+        "control_steps": sum(e["steps"] for e in episodes),
+        "wall_seconds": round(time.time() - t0, 1),
+        "versions": data.versions(),
+        "per_task": rows,
+        "per_episode": episodes,
+    }
+    E.write_results(out, config, result)
+    return result

@@ -1,0 +1,289 @@
+"""An openpi pi0.5 checkpoint evaluated on LIBERO's Panda with LIBERO's protocol
+(`coda.libero.openpi_policy`, `coda.libero.evaluate_panda`, `launch.libero --config.robot=panda
+--config.policy=openpi:<dir>`), end to end on the tiny openpi fixture: a checkpoint directory in
+openpi's layout assembled in tmp (the fixture's orbax params, synthetic quantile norm stats, a
+small SentencePiece model in the tokenizer's place: the tiny model's vocabulary is 512)."""
+
+import importlib.util
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from openpi_fixtures import FIX
+
+from coda.libero import evaluate as E
+from coda.libero import evaluate_panda as EP
+from coda.libero import openpi_policy as OP
+from coda.libero import scene as S
+from coda.libero import suites
+from coda.libero.panda_env import PandaEnv
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ORBAX = os.path.join(FIX, "pi05_tiny_orbax", "params")
+pytestmark = pytest.mark.usefixtures("libero_data")
+
+# quantiles chosen so that normalisation is far from the identity in every dimension
+STATE_Q = (
+    [-0.3, -0.3, 0.9, 2.5, -0.5, -0.5, 0.0, -0.05],
+    [0.2, 0.3, 1.3, 3.5, 0.5, 0.5, 0.05, 0.0],
+)
+ACTION_Q = ([-0.9, -0.8, -0.7, -0.2, -0.3, -0.4, -1.0], [0.8, 0.9, 0.6, 0.2, 0.3, 0.1, 1.0])
+TINY = dict(action_horizon=4, replan_steps=3, state_in_prompt=True, max_token_len=64,
+            sample_steps=3, dtype="float32")  # fmt: skip
+
+
+def _config(**fields):
+    spec = importlib.util.spec_from_file_location("libero_config", ROOT / "configs" / "libero.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = mod.get_config()
+    for k, v in fields.items():
+        node = cfg
+        *path, last = k.split(".")
+        for p in path:
+            node = node[p]
+        node[last] = v
+    return cfg
+
+
+def _norm_stats(path: pathlib.Path) -> None:
+    entry = lambda q: {"mean": [0.0] * len(q[0]), "std": [1.0] * len(q[0]),  # noqa: E731
+                       "q01": q[0], "q99": q[1]}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps({"norm_stats": {"state": entry(STATE_Q), "actions": entry(ACTION_Q)}})
+    )
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory) -> pathlib.Path:
+    """<tmp>/ckpt in openpi's layout: params/ (the tiny fixture), assets/physical-intelligence/
+    libero/norm_stats.json, paligemma_tokenizer.model (a 400-piece SentencePiece model)."""
+    import sentencepiece as spm
+
+    from coda.policy.make_tokenizer import instructions
+
+    if not os.path.isdir(ORBAX):
+        pytest.skip("openpi fixtures not available")
+    tmp = tmp_path_factory.mktemp("openpi")
+    corpus = tmp / "corpus.txt"
+    corpus.write_text("\n".join(s for line in instructions(600) for s in line.split("\n")) + "\n")
+    spm.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(tmp / "spm"), vocab_size=400, model_type="bpe",
+        normalization_rule_name="identity", user_defined_symbols=["\n"], byte_fallback=True,
+        character_coverage=1.0, split_digits=True, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
+        num_threads=1, remove_extra_whitespaces=False, add_dummy_prefix=False,
+        hard_vocab_limit=False, minloglevel=2,
+    )  # fmt: skip
+    root = tmp / "ckpt"
+    root.mkdir()
+    (root / "params").symlink_to(ORBAX, target_is_directory=True)
+    _norm_stats(root / "assets" / "physical-intelligence" / "libero" / "norm_stats.json")
+    (root / OP.TOKENIZER_FILE).write_bytes((tmp / "spm.model").read_bytes())
+    return root
+
+
+@pytest.fixture(scope="module")
+def policy(ckpt) -> OP.OpenpiLiberoPolicy:
+    cfg = _config(**{f"openpi.{k}": v for k, v in TINY.items()})
+    return OP.OpenpiLiberoPolicy(OP.find_parts(f"openpi:{ckpt}"), cfg.openpi)
+
+
+def _panda_config(policy: str, **fields):
+    base = {"robot": "panda", "policy": policy, "tasks": "0", "init_states": 2,
+            "panda.batch": 2, "panda.image_size": 64, "panda.max_steps": 7,
+            "panda.wait_steps": 2}  # fmt: skip
+    base.update({f"openpi.{k}": v for k, v in TINY.items()})
+    base.update(fields)
+    return _config(**base)
+
+
+# ----------------------------------------------------------------------------- the model config
+
+
+def test_config_is_inferred_from_the_param_shapes(policy):
+    """The tiny fixture's sizes come from its params; the horizon and the state-in-prompt flag
+    are configured. On pi05_libero's recorded shapes the inference gives openpi's pi0.5."""
+    c = policy.config
+    assert (c.vocab_size, c.action_dim, c.siglip.image_size, c.siglip.patch_size) == (
+        512,
+        8,
+        56,
+        14,
+    )
+    assert dict(c.vlm) == dict(width=64, depth=2, mlp_dim=128, num_heads=2, num_kv_heads=1,
+                               head_dim=16)  # fmt: skip
+    assert c.expert.width == 32 and c.expert.mlp_dim == 64
+    assert c.action_horizon == 4 and c.discrete_state_input and policy.image_size == 56
+    rec = json.loads(pathlib.Path(FIX, "pi05_libero_param_shapes.json").read_text())["params"]
+    shapes = {k: tuple(v["shape"]) for k, v in rec.items()}
+    got = OP.infer_config(shapes, _config().openpi)
+    from coda.policy import get_config
+
+    want = get_config("pi05_libero")
+    for field in ("vocab_size", "vlm", "expert", "siglip", "action_dim", "action_horizon",
+                  "discrete_state_input", "max_token_len", "num_sample_steps", "dtype"):  # fmt: skip
+        assert got[field] == want[field], field
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def test_images_are_turned_by_180_degrees_and_padded():
+    """robosuite's frame (bottom row first) turned by 180 deg: its first row's first pixel ends
+    in the last row's last pixel; a wide frame is resized keeping its aspect, zero padded."""
+    frame = np.zeros((1, 8, 8, 3), np.uint8)
+    frame[0, 0, 0, 0] = 255
+    obs = {"agentview_image": frame, "robot0_eye_in_hand_image": frame}
+    images, masks = OP.model_images(obs, 8)
+    assert images["base_0_rgb"][0, -1, -1, 0] == 255 and images["base_0_rgb"].sum() == 255
+    assert not images["right_wrist_0_rgb"].any() and not masks["right_wrist_0_rgb"][0]
+    assert masks["base_0_rgb"][0] and masks["left_wrist_0_rgb"][0]
+    wide = np.full((2, 4, 8, 3), 200, np.uint8)
+    out = OP.resize_with_pad(wide, 4)  # 8 x 4 -> 4 x 2, centred rows 1-2
+    assert out.shape == (2, 4, 4, 3)
+    assert not out[:, 0].any() and not out[:, 3].any() and (out[:, 1:3] == 200).all()
+
+
+def test_prompt_is_liberos_task_language(libero_data):
+    """openpi sends LIBERO's `task.language` (from the file name, not the BDDL's, no
+    lowercasing); LIBERO-PRO's lan / task files carry their own instruction."""
+    assert OP.libero_language("put_the_bowl_on_the_plate") == "put the bowl on the plate"
+    assert OP.libero_language("LIVING_ROOM_SCENE2_put_both_x_in_the_basket") == (
+        "put both x in the basket"
+    )
+    assert OP.libero_language("KITCHEN_SCENE10_put_the_butter_away") == "put the butter away"
+    name = "pick_up_the_black_bowl_next_to_the_ramekin_and_place_it_on_the_plate"
+    want = "pick up the black bowl next to the ramekin and place it on the plate"
+    assert OP.prompt_for("libero_spatial", name) == want
+    assert OP.prompt_for("libero_spatial_swap", name) == want
+    lan = OP.prompt_for("libero_spatial_lan", name)
+    assert lan != want and lan == S.load_task("libero_spatial_lan", name).problem.language
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def test_openpi_checkpoint_on_the_panda_end_to_end(policy, ckpt, tmp_path, monkeypatch, gl):
+    """1 task x 2 initial states of libero_spatial, 2 wait steps, a 7-step cap, chunks of 4
+    with 3 executed: every model input and output checked against a hand computation."""
+    calls, executed, seen = [], [], []
+    infer, step = policy.infer, PandaEnv.step
+
+    def spy_infer(obs, prompt, rng):
+        actions = infer(obs, prompt, rng)
+        calls.append({"obs": obs, "prompt": prompt, **policy.last})
+        return actions
+
+    def spy_step(env, actions):
+        executed.append(np.array(actions))
+        out = step(env, actions)
+        seen.append(out[0]["state"].copy())
+        return out
+
+    monkeypatch.setattr(policy, "infer", spy_infer)
+    monkeypatch.setattr(PandaEnv, "step", spy_step)
+    res = EP.evaluate(_panda_config(f"openpi:{ckpt}"), tmp_path, policy=policy)
+
+    steps = [e["steps"] for e in res["per_episode"]]
+    assert len(calls) == math.ceil(max(steps) / 3)  # one inference per 3 executed actions
+    q01s, q99s = (np.asarray(q, np.float32) for q in STATE_Q)
+    q01a, q99a = (np.asarray(q, np.float32) for q in ACTION_Q)
+    for c in calls:
+        state = np.asarray(c["obs"]["state"], np.float32)
+        assert state.shape == (2, 8)
+        hand = (state - q01s) / (q99s - q01s + 1e-6) * 2.0 - 1.0
+        np.testing.assert_allclose(c["state"], hand, rtol=1e-6, atol=1e-6)
+        tokens, _ = policy.tokenizer.tokenize_batch([c["prompt"]] * 2, hand)  # state as text
+        np.testing.assert_array_equal(c["tokens"], tokens)
+        assert c["raw"].shape == (2, 4, 8) and c["actions"].shape == (2, 4, 7)
+        un = (c["raw"][..., :7] + 1.0) / 2.0 * (q99a - q01a + 1e-6) + q01a
+        np.testing.assert_allclose(c["actions"], un, rtol=1e-6, atol=1e-6)
+        for cam in ("base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb"):
+            assert c["images"][cam].shape == (2, 56, 56, 3) and c["images"][cam].dtype == np.uint8
+        assert c["images"]["base_0_rgb"].any() and not c["images"]["right_wrist_0_rgb"].any()
+    assert calls[0]["prompt"] == OP.libero_language(suites.tasks("libero_spatial")[0])
+    # 2 no-ops, then the first 3 actions of each chunk in order, up to the cap
+    assert len(executed) == 2 + max(steps)
+    np.testing.assert_array_equal(executed[:2], np.broadcast_to(EP.NOOP, (2, 2, 7)))
+    plan = np.concatenate([c["actions"][:, :3] for c in calls], axis=1)  # [B, 3 * calls, 7]
+    np.testing.assert_allclose(np.stack(executed[2:], 1), plan[:, : max(steps)], rtol=1e-12)
+    for i, c in enumerate(calls):  # each inference reads the observation of the step before it
+        np.testing.assert_array_equal(c["obs"]["state"], seen[2 + 3 * i - 1])
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert [(e["init"], e["task_id"]) for e in saved["per_episode"]] == [(0, 0), (1, 0)]
+    assert all(set(e) == {"task_id", "task", "init", "success", "steps"}
+               for e in saved["per_episode"])  # fmt: skip
+    assert saved["per_task"][0]["episodes"] == 2 and saved["robot"] == "panda"
+    assert saved["max_steps"] == 7 and saved["replan_steps"] == 3
+    assert saved["openpi"]["action_dim"] == 8 and saved["openpi"]["siglip"]["image_size"] == 56
+    assert "robot panda" in (tmp_path / "results.md").read_text().splitlines()[0]
+
+
+def test_hold_and_random_act_on_the_panda(tmp_path, libero_data):
+    """hold is LIBERO's no-op; random is seeded per (seed, task, batch); both run the protocol."""
+
+    class Env:
+        n_envs = 3
+
+    a = EP.RandomActor(5)
+    a.start(0, 1)
+    x = a.chunk(Env(), {}, "")
+    a.start(0, 1)
+    np.testing.assert_array_equal(x, a.chunk(Env(), {}, ""))
+    assert x.shape == (3, 1, 7) and np.abs(x).max() <= 1 and set(np.abs(x[..., 6]).ravel()) == {1}
+    a.start(1, 1)
+    assert not np.array_equal(x, a.chunk(Env(), {}, ""))
+    np.testing.assert_array_equal(EP.HoldActor().chunk(Env(), {}, ""), [[EP.NOOP]] * 3)
+    res = EP.evaluate(_panda_config("random", **{"init_states": 1, "panda.max_steps": 3}), tmp_path)
+    assert res["per_episode"] == [
+        {"task_id": 0, "task": suites.tasks("libero_spatial")[0], "init": 0, "success": False,
+         "steps": 3}
+    ]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def test_config_refusals_are_one_line(ckpt, tmp_path):
+    assert E.config_problems(_panda_config(f"openpi:{ckpt}")) == []
+    assert E.config_problems(_panda_config("hold")) == []
+    assert not E.is_run_path(f"openpi:{ckpt}")
+    no_stats = tmp_path / "no_stats"
+    no_stats.mkdir()
+    (no_stats / "params").symlink_to(ORBAX, target_is_directory=True)
+    no_params = tmp_path / "no_params"
+    _norm_stats(no_params / "assets" / "x" / "norm_stats.json")
+    for fields, says in (
+        ({"robot": "floating"}, "acts on LIBERO's Panda: add --config.robot=panda"),
+        ({"robot": "pandas"}, "robot='pandas' is unknown (valid: floating, panda)"),
+        ({"policy": f"openpi:{tmp_path}/nope"}, f"no directory {tmp_path}/nope"),
+        ({"policy": f"openpi:{no_stats}"}, f"no norm_stats.json under {no_stats}/assets/ nor at"),
+        ({"policy": f"openpi:{no_params}"}, f"no orbax params at {no_params}/params/"),
+        ({"policy": f"openpi:{no_params}"}, f"no PaliGemma tokenizer (paligemma_tokenizer.model) "
+                                            f"at {no_params}/paligemma_tokenizer.model"),
+        ({"tokenizer": f"{tmp_path}/tok.model"}, f"tokenizer='{tmp_path}/tok.model' is not a file"),
+        ({"policy": "planner"}, "policy='planner' cannot act on robot=panda (valid: random, hold"),
+        ({"perturbation": "layout2"}, "perturbation='layout2' is not available on robot=panda"),
+        ({"openpi.replan_steps": 5}, "openpi.replan_steps=5 must be in [1, openpi.action_horizon=4]"),
+        ({"panda.batch": 0}, "panda.batch=0 must be an integer >= 1"),
+    ):  # fmt: skip
+        fields = {"policy": f"openpi:{ckpt}", **fields}
+        got = E.config_problems(_panda_config(**fields))
+        assert len(got) == 1 and says in got[0] and "\n" not in got[0], (fields, got)
+
+
+def test_launch_answers_an_openpi_policy_without_the_panda_in_one_line(ckpt):
+    out = subprocess.run(
+        [sys.executable, "-m", "launch.libero", f"--config.policy=openpi:{ckpt}",
+         "--workdir=/nonexistent/never-written"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode != 0
+    line = [x for x in out.stderr.splitlines() if x.startswith("policy=")]
+    assert len(line) == 1 and "add --config.robot=panda" in line[0], out.stderr[-2000:]
