@@ -46,8 +46,20 @@ from coda.sim import render as R  # noqa: E402
 HORIZONS = (1, 10, 40, 80)  # steps at which errors are reported (clipped to each episode's T)
 
 
+def _index(folder: pathlib.Path) -> dict:
+    """replay.py's index.json; for a run still going, its finished episodes' files."""
+    if (folder / "index.json").exists():
+        return json.loads((folder / "index.json").read_text())
+    rows = [
+        {"id": p.stem, "json": p.name, "npz": p.with_suffix(".npz").name}
+        for p in sorted(folder.glob("*.json"))
+        if p.with_suffix(".npz").exists()
+    ]
+    return {"episodes": rows, "versions": None, "partial": True}
+
+
 def load_reference(folder: pathlib.Path, limit: int | None = None) -> list[dict]:
-    index = json.loads((folder / "index.json").read_text())
+    index = _index(folder)
     eps = []
     for row in index["episodes"][:limit]:
         meta = json.loads((folder / row["json"]).read_text())
@@ -271,15 +283,48 @@ def markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_trace(eps: list[dict], ids: list[str], out: pathlib.Path) -> None:
+    """A compact copy of chosen reference episodes for a test that needs no reference venv:
+    actions, arm + finger qpos, grasp site (true and observed), success per step, the movable
+    objects' final positions (LIBERO's world frame)."""
+    arrays, meta = {}, {"episodes": []}
+    chosen = {e["row"]["id"]: e for e in eps}
+    for k, i in enumerate(ids):
+        e = chosen[i]
+        objs = e["meta"]["objects"]
+        movable = [j for j, o in enumerate(objs) if not o["fixture"]]
+        arrays.update({
+            f"{k}/actions": e["actions"].astype(np.float32),
+            f"{k}/qpos": e["qpos"][:, :9],
+            f"{k}/eef_pos": e["eef_pos"],
+            f"{k}/obs_eef_pos": e["obs_eef_pos"],
+            f"{k}/success": e["success"],
+            f"{k}/object_pos_end": e["object_pos"][-1][movable],
+        })  # fmt: skip
+        ep = e["meta"]["episode"]
+        meta["episodes"].append({
+            "id": i, "suite": ep["suite"], "task_id": ep["task_id"],
+            "task_name": ep["task_name"], "init_index": ep["init_index"],
+            "objects": [objs[j]["name"] for j in movable],
+        })  # fmt: skip
+    meta["versions"] = eps[0]["meta"].get("versions")
+    np.savez_compressed(out.with_suffix(".npz"), **arrays)
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reference", required=True, help="replay.py's output folder")
     ap.add_argument("--out", required=True, help="results path stem (.json and .md)")
     ap.add_argument("--limit", type=int, default=None, help="first N reference episodes")
     ap.add_argument("--frames", type=int, default=1, help="compare camera frames (needs GL)")
+    ap.add_argument("--trace", default="", help="ids,... : write them as a test trace instead")
     args = ap.parse_args(argv)
     ref_dir = pathlib.Path(args.reference)
     eps = load_reference(ref_dir, args.limit)
+    if args.trace:
+        write_trace(eps, args.trace.split(","), pathlib.Path(args.out))
+        return
     frames = bool(args.frames) and R.gl_available()[0]
     groups = collections.defaultdict(list)
     for e in eps:
@@ -289,10 +334,11 @@ def main(argv=None) -> None:
     for key, group in groups.items():
         rows += replay_task(group, frames)
         print(f"{key}: {len(group)} episodes", flush=True)
-    index = json.loads((ref_dir / "index.json").read_text())
+    index = _index(ref_dir)
     res = {
         "command": " ".join(["python benchmarks/libero_fidelity.py"] + (argv or sys.argv[1:])),
         "reference_versions": index.get("versions"),
+        "reference_partial": bool(index.get("partial")),
         "host": "2-core CPU",
         "frames_compared": frames,
         "summary": summarise(rows),

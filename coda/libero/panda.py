@@ -175,7 +175,6 @@ def add_panda(spec: mujoco.MjSpec, task, visual: bool = False) -> None:
         arm.body("base").add_frame(pos=[0, 0, 0.01]).attach_body(mount.body("base"), "mount0_", "")
     pos = S.to_ours(np.asarray(base.pos), task.workspace)
     spec.worldbody.add_frame(pos=list(pos)).attach_body(arm.body("base"), "robot0_", "")
-    spec.assets = {**spec.assets, **arm.assets, **grip.assets, **mount.assets}
 
     def renamed(name: str) -> str:  # robosuite names the gripper's elements gripper0_*
         for part in ("gripper0_", "mount0_"):  # and its mount's mount0_*
@@ -194,6 +193,7 @@ def add_panda(spec: mujoco.MjSpec, task, visual: bool = False) -> None:
     _robosuite_options(spec)
     if visual:  # LIBERO's floor, walls, backgrounds, table visuals and lights
         arena.add_arena(spec, task, S.to_ours(np.zeros(3), task.workspace))
+    spec.assets = {**spec.assets, **arm.assets, **grip.assets, **mount.assets}
 
 
 def init_robot_qpos(task, index: int) -> np.ndarray:
