@@ -318,10 +318,13 @@ def main(argv=None) -> None:
     ap.add_argument("--out", required=True, help="results path stem (.json and .md)")
     ap.add_argument("--limit", type=int, default=None, help="first N reference episodes")
     ap.add_argument("--frames", type=int, default=1, help="compare camera frames (needs GL)")
+    ap.add_argument("--suites", default="", help="only these suites (comma-separated)")
     ap.add_argument("--trace", default="", help="ids,... : write them as a test trace instead")
     args = ap.parse_args(argv)
     ref_dir = pathlib.Path(args.reference)
     eps = load_reference(ref_dir, args.limit)
+    if args.suites:
+        eps = [e for e in eps if e["meta"]["episode"]["suite"] in args.suites.split(",")]
     if args.trace:
         write_trace(eps, args.trace.split(","), pathlib.Path(args.out))
         return

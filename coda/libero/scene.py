@@ -71,24 +71,31 @@ class Workspace:
     name: str  # the workspace fixture / region prefix in BDDL
     size: tuple[float, float, float]  # LIBERO's table full size (x, y, thickness), m
     offset: tuple[float, float]  # LIBERO's workspace offset (x, y): region coordinates' origin
-    top_z: float  # LIBERO's world z of the support surface
+    top_z: float  # LIBERO's world z of the support surface (its table's / floor's collision top)
+    region_z: float  # LIBERO's world z of its workspace regions' sites (TargetZone centres)
 
 
-WORKSPACES = {  # from LIBERO's problem classes (table_full_size, *_table_offset)
-    "libero_tabletop_manipulation": Workspace("main_table", (1.0, 1.2, 0.05), (0.0, 0.0), 0.90),
+# From LIBERO's problem classes (table_full_size, *_table_offset); the heights as LIBERO itself
+# builds them (measured in the reference environment, benchmarks/libero_reference): the
+# support surface is not always the workspace offset's z (living room: the table mesh's top at
+# 0.437, offset 0.41; study: 0.885, offset 0.867; floor: 0, offset -0.035), and the region
+# sites sit at the offset's z less TargetZone's 5 mm on the main table, at the offset's z
+# elsewhere (kitchen 0.875 under a 0.90 top; floor 0.02).
+WORKSPACES = {
+    "libero_tabletop_manipulation": Workspace(
+        "main_table", (1.0, 1.2, 0.05), (0.0, 0.0), 0.90, 0.895
+    ),
     "libero_kitchen_tabletop_manipulation": Workspace(
-        "kitchen_table", (1.0, 1.2, 0.05), (0.0, 0.0), 0.90
+        "kitchen_table", (1.0, 1.2, 0.05), (0.0, 0.0), 0.90, 0.875
     ),
     "libero_living_room_tabletop_manipulation": Workspace(
-        "living_room_table", (0.70, 1.6, 0.024), (0.0, 0.0), 0.41
+        "living_room_table", (0.70, 1.6, 0.024), (0.0, 0.0), 0.437, 0.41
     ),
     "libero_study_tabletop_manipulation": Workspace(
-        "study_table", (1.0, 1.2, 0.05), (-0.2, 0.0), 0.867
+        "study_table", (1.0, 1.2, 0.05), (-0.2, 0.0), 0.885, 0.867
     ),
-    # the floor: LIBERO's floor_offset z; objects start 7 cm above it as on every table
-    "libero_floor_manipulation": Workspace("floor", (2.0, 2.0, 0.05), (0.0, 0.0), -0.035),
+    "libero_floor_manipulation": Workspace("floor", (2.0, 2.0, 0.05), (0.0, 0.0), 0.0, 0.02),
 }
-REGION_Z = -0.005  # m: a workspace region's site centre relative to the table top (TargetZone)
 REGION_HALF_Z = 0.007  # m: TargetZone's zone_height
 # Solver iterations for LIBERO scenes (ours use compile.SOLVER_ITERATIONS = 8): LIBERO's light
 # objects (butter 5 g, soup 26 g) resting on each other in the free basket kept 1.5 cm
@@ -324,7 +331,7 @@ def _base_spec(task: LiberoTask, scene0: Scene, add_robot=None) -> mujoco.MjSpec
         if region.target == ws.name and region.ranges:
             x0, y0, x1, y1 = region.ranges[0]
             x, y = region_to_ours((x0 + x1) / 2, (y0 + y1) / 2, ws)
-            s = wb.add_site(name=rname, pos=[x, y, REGION_Z])
+            s = wb.add_site(name=rname, pos=[x, y, ws.region_z - ws.top_z])
             s.type = mujoco.mjtGeom.mjGEOM_BOX
             s.size = [(x1 - x0) / 2, (y1 - y0) / 2, REGION_HALF_Z]
             s.rgba = [0, 0, 1, 0]
