@@ -314,15 +314,15 @@ def write_trace(eps: list[dict], ids: list[str], out: pathlib.Path) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reference", required=True, help="replay.py's output folder")
+    ap.add_argument("--reference", required=True, help="replay.py's output folder(s), a,b")
     ap.add_argument("--out", required=True, help="results path stem (.json and .md)")
     ap.add_argument("--limit", type=int, default=None, help="first N reference episodes")
     ap.add_argument("--frames", type=int, default=1, help="compare camera frames (needs GL)")
     ap.add_argument("--suites", default="", help="only these suites (comma-separated)")
     ap.add_argument("--trace", default="", help="ids,... : write them as a test trace instead")
     args = ap.parse_args(argv)
-    ref_dir = pathlib.Path(args.reference)
-    eps = load_reference(ref_dir, args.limit)
+    ref_dirs = [pathlib.Path(r) for r in args.reference.split(",")]
+    eps = [e for r in ref_dirs for e in load_reference(r, args.limit)]
     if args.suites:
         eps = [e for e in eps if e["meta"]["episode"]["suite"] in args.suites.split(",")]
     if args.trace:
@@ -337,7 +337,7 @@ def main(argv=None) -> None:
     for key, group in groups.items():
         rows += replay_task(group, frames)
         print(f"{key}: {len(group)} episodes", flush=True)
-    index = _index(ref_dir)
+    index = _index(ref_dirs[0])
     res = {
         "command": " ".join(["python benchmarks/libero_fidelity.py"] + (argv or sys.argv[1:])),
         "reference_versions": index.get("versions"),
