@@ -247,6 +247,18 @@ def test_hold_and_random_act_on_the_panda(tmp_path, libero_data):
     ]  # fmt: skip
 
 
+def test_planner_acts_on_the_panda(tmp_path, libero_data):
+    """policy=planner on robot=panda: `panda_planner`'s pick-and-place under LIBERO's protocol
+    (libero_object's first task succeeds; libero_goal's first, Open(drawer), holds still)."""
+    fields = {"suite": "libero_object", "init_states": 1, "panda.batch": 1,
+              "panda.max_steps": 200, "panda.wait_steps": 10}  # fmt: skip
+    res = EP.evaluate(_panda_config("planner", **fields), tmp_path)
+    assert [r["success"] for r in res["per_episode"]] == [True]
+    fields.update({"suite": "libero_goal", "panda.max_steps": 5})
+    res = EP.evaluate(_panda_config("planner", **fields), tmp_path / "goal")
+    assert [r["success"] for r in res["per_episode"]] == [False]
+
+
 # ----------------------------------------------------------------------------- refusals
 
 
@@ -268,7 +280,7 @@ def test_config_refusals_are_one_line(ckpt, tmp_path):
         ({"policy": f"openpi:{no_params}"}, f"no PaliGemma tokenizer (paligemma_tokenizer.model) "
                                             f"at {no_params}/paligemma_tokenizer.model"),
         ({"tokenizer": f"{tmp_path}/tok.model"}, f"tokenizer='{tmp_path}/tok.model' is not a file"),
-        ({"policy": "planner"}, "policy='planner' cannot act on robot=panda (valid: random, hold"),
+        ({"policy": "runs/some_run"}, "policy='runs/some_run' cannot act on robot=panda (valid: planner,"),
         ({"perturbation": "layout2"}, "perturbation='layout2' is not available on robot=panda"),
         ({"openpi.replan_steps": 5}, "openpi.replan_steps=5 must be in [1, openpi.action_horizon=4]"),
         ({"panda.batch": 0}, "panda.batch=0 must be an integer >= 1"),

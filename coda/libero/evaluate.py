@@ -41,7 +41,7 @@ LIBERO_CONTROL_DT = 0.05  # s: LIBERO's 20 Hz control
 LIBERO_STATES = 50  # fixed initial states per LIBERO task
 POLICIES = ("planner", "random", "hold")
 ROBOTS = ("floating", "panda")  # our floating gripper | LIBERO's Panda (coda.libero.evaluate_panda)
-PANDA_POLICIES = ("random", "hold")  # and openpi:<dir>
+PANDA_POLICIES = ("planner", "random", "hold")  # and openpi:<dir>; planner: panda_planner
 PANDA_PERTURBATIONS = ("none",) + suites.PERTURBATIONS  # LIBERO-PRO's suites (own BDDL, states)
 PERTURBATIONS = (
     ("none",)
@@ -160,8 +160,7 @@ def panda_problems(config: Any) -> list[str]:
     elif policy not in PANDA_POLICIES:
         out.append(
             f"policy={policy!r} cannot act on robot=panda (valid: "
-            f"{', '.join(PANDA_POLICIES)}, openpi:<dir>); the planner and trained runs drive "
-            "robot=floating"
+            f"{', '.join(PANDA_POLICIES)}, openpi:<dir>); trained runs drive robot=floating"
         )
     if config.perturbation in PERTURBATIONS and config.perturbation not in PANDA_PERTURBATIONS:
         out.append(

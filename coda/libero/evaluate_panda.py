@@ -38,6 +38,7 @@ import numpy as np
 from coda.libero import data, suites
 from coda.libero import evaluate as E
 from coda.libero import openpi_policy as OP
+from coda.libero import panda_planner as PP
 from coda.libero import scene as S
 from coda.libero.panda_env import PandaEnv
 
@@ -69,6 +70,27 @@ class RandomActor:
         move = self.rng.uniform(-1.0, 1.0, (b, 6))
         grip = self.rng.choice([-1.0, 1.0], (b, 1))
         return np.concatenate([move, grip], axis=1)[:, None]
+
+
+class PlannerActor:
+    """`panda_planner`'s scripted pick-and-place (In / On goals over a movable object); a task
+    it cannot plan holds still (LIBERO's no-op), so it scores 0 there."""
+
+    def __init__(self):
+        self.planner = None
+
+    def start(self, task_id: int, batch: int) -> None:
+        self.planner = None
+
+    def chunk(self, env: PandaEnv, obs: dict, prompt: str) -> np.ndarray:
+        if self.planner is None:
+            try:
+                self.planner = PP.PandaPickPlace(env)
+            except ValueError:
+                self.planner = False
+        if self.planner is False:
+            return HoldActor().chunk(env, obs, prompt)
+        return self.planner.act(env)[:, None]
 
 
 class OpenpiActor:
@@ -111,6 +133,8 @@ def make_actor(config: Any, policy: OP.OpenpiLiberoPolicy | None = None):
         return HoldActor()
     if name == "random":
         return RandomActor(config.seed)
+    if name == "planner":
+        return PlannerActor()
     if OP.checkpoint_dir(name) is not None:
         if policy is None:
             policy = OP.OpenpiLiberoPolicy(OP.find_parts(name, config.tokenizer), config.openpi)
