@@ -232,10 +232,15 @@ def summarise(rows: list[dict]) -> dict:
             "ref_step_s": float(np.mean([r["ref_step_s"] for r in rs if r["ref_step_s"]])),
         }
 
-    by_suite = collections.defaultdict(list)
+    by_suite, by_kind = collections.defaultdict(list), collections.defaultdict(list)
     for r in rows:
         by_suite[r["suite"]].append(r)
-    return {"all": block(rows), "per_suite": {s: block(rs) for s, rs in sorted(by_suite.items())}}
+        by_kind["scripted" if r["id"].startswith("scripted") else "random"].append(r)
+    return {
+        "all": block(rows),
+        "per_kind": {k: block(rs) for k, rs in sorted(by_kind.items())},
+        "per_suite": {s: block(rs) for s, rs in sorted(by_suite.items())},
+    }
 
 
 def _fmt(d: dict, scale: float = 1.0, digits: int = 2) -> str:
@@ -256,7 +261,9 @@ def markdown(res: dict) -> str:
         " objects at end (mm) | objects ≤ 1 cm | fixtures at start (mm) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    rows = [("all", res["summary"]["all"])] + list(res["summary"]["per_suite"].items())
+    summ = res["summary"]
+    rows = [("all", summ["all"])] + [(f"{k} actions", b) for k, b in summ["per_kind"].items()]
+    rows += list(summ["per_suite"].items())
     for name, b in rows:
         at = " / ".join(
             f"{b['eef_err_m'][h].get('p50', float('nan')) * 1e3:.2f}" for h in (1, 10, HORIZONS[-1])
