@@ -159,7 +159,9 @@ class PandaEnv:
         if self._vis is None:
             self._vis = PD.compile_panda_task(self.pt.suite, self.pt.task.name, True).model
             self._vis.site_rgba[:, 3] = 0.0  # LIBERO's observations show no sites
-        frames = LR.render_observations(self._vis, qpos, size=size)  # [B, 2, H, W, 3] top-down
+        frames = LR.render_observations(
+            self._vis, qpos, size=size, antialias=True
+        )  # [B, 2, H, W, 3] top-down
         return {
             "agentview_image": frames[:, 0, ::-1],
             "robot0_eye_in_hand_image": frames[:, 1, ::-1],

@@ -89,7 +89,9 @@ def _burner_groups(model: mujoco.MjModel, qpos: np.ndarray) -> list[tuple[np.nda
     ]
 
 
-def _render(model: mujoco.MjModel, qpos: np.ndarray, camera: str, size: int) -> np.ndarray:
+def _render(
+    model: mujoco.MjModel, qpos: np.ndarray, camera: str, size: int, antialias: bool = False
+) -> np.ndarray:
     """[T, size, size, 3] uint8 with each state's burners lit as LIBERO shows them."""
     out = np.empty((len(qpos), size, size, 3), np.uint8)
     burners = _burners(model)
@@ -98,7 +100,9 @@ def _render(model: mujoco.MjModel, qpos: np.ndarray, camera: str, size: int) -> 
         for idx, lit in _burner_groups(model, qpos):
             for (site, _), on in zip(burners, lit, strict=True):
                 model.site_rgba[site, 3] = 1.0 if on else 0.0
-            out[idx] = R.render_states(model, qpos[idx], camera=camera, width=size, height=size)
+            out[idx] = R.render_states(
+                model, qpos[idx], camera=camera, width=size, height=size, antialias=antialias
+            )
     finally:
         model.site_rgba[:, 3] = alpha
     return out
@@ -112,16 +116,18 @@ def render_observations(
     cameras: Sequence[str] = CAMERAS,
     perturbation: P.ObsPerturbation | None = None,
     index: int = 0,
+    antialias: bool = False,
 ) -> np.ndarray:  # [B, len(cameras), size, size, 3] uint8
     """Both LIBERO cameras for a batch of states (default [B, 2, 256, 256, 3]: agent view,
     wrist). `perturbation` moves the agent view / the lights for these frames, or adds image
     noise drawn from (seed, index): pass the chunk index so successive frames differ.
+    `antialias`: multisampled as robosuite's offscreen renderer draws (LIBERO's Panda frames).
     Raises `coda.sim.render.RenderUnavailable` without a GL backend."""
     qpos = _qpos_of(model, states)
     out = np.empty((qpos.shape[0], len(cameras), size, size, 3), np.uint8)
     with P.applied(model, perturbation):
         for c, cam in enumerate(cameras):
-            out[:, c] = _render(model, qpos, cam, size)
+            out[:, c] = _render(model, qpos, cam, size, antialias)
     return P.perturb_images(out, perturbation, index)
 
 
