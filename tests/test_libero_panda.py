@@ -207,3 +207,23 @@ def test_scripted_planner_refuses_goals_it_cannot_plan():
     env = E.PandaEnv("libero_goal", suites.tasks("libero_goal")[0], n_envs=1)  # Open(drawer)
     with pytest.raises(ValueError, match="no single In / On goal"):
         PP.PandaPickPlace(env)
+
+
+def test_fixtures_stand_at_liberos_heights():
+    """On the Panda's scenes a fixture stands where LIBERO's placement sampler puts it in z
+    (measured in LIBERO itself: the stove's root at 0.905, the microwave's at 0.920); our
+    gripper's scenes keep fixtures resting on the table."""
+    for task_id, fixture, z in ((2, "flat_stove_1", 0.905), (9, "microwave_1", 0.920)):
+        name = suites.tasks("libero_10")[task_id]
+        pt = PD.compile_panda_task("libero_10", name)
+        d = mujoco.MjData(pt.model)
+        d.qpos[:], d.qvel[:] = pt.init_state(0)
+        mujoco.mj_kinematics(pt.model, d)
+        root = PD.to_libero(d.body(fixture).xpos, pt.task.workspace)
+        assert root[2] == pytest.approx(z, abs=1e-6)
+        ours = S.compile_task("libero_10", name, 0, settle=False)
+        dd = mujoco.MjData(ours.model)
+        dd.qpos[:] = ours.init_qpos
+        mujoco.mj_kinematics(ours.model, dd)
+        cat = fixture.rsplit("_", 1)[0]
+        assert dd.body(fixture).xpos[2] == pytest.approx(-S.bottom_offset(cat), abs=1e-6)

@@ -73,6 +73,8 @@ class Workspace:
     offset: tuple[float, float]  # LIBERO's workspace offset (x, y): region coordinates' origin
     top_z: float  # LIBERO's world z of the support surface (its table's / floor's collision top)
     region_z: float  # LIBERO's world z of its workspace regions' sites (TargetZone centres)
+    offset_z: float  # LIBERO's workspace offset z: its placement samplers' reference height
+    fixture_dz: float  # the problem class's `z_offset` for fixtures (0.01 - table thickness)
 
 
 # From LIBERO's problem classes (table_full_size, *_table_offset); the heights as LIBERO itself
@@ -83,18 +85,20 @@ class Workspace:
 # elsewhere (kitchen 0.875 under a 0.90 top; floor 0.02).
 WORKSPACES = {
     "libero_tabletop_manipulation": Workspace(
-        "main_table", (1.0, 1.2, 0.05), (0.0, 0.0), 0.90, 0.895
+        "main_table", (1.0, 1.2, 0.05), (0.0, 0.0), 0.90, 0.895, 0.90, -0.04
     ),
     "libero_kitchen_tabletop_manipulation": Workspace(
-        "kitchen_table", (1.0, 1.2, 0.05), (0.0, 0.0), 0.90, 0.875
+        "kitchen_table", (1.0, 1.2, 0.05), (0.0, 0.0), 0.90, 0.875, 0.90, -0.04
     ),
     "libero_living_room_tabletop_manipulation": Workspace(
-        "living_room_table", (0.70, 1.6, 0.024), (0.0, 0.0), 0.437, 0.41
+        "living_room_table", (0.70, 1.6, 0.024), (0.0, 0.0), 0.437, 0.41, 0.41, -0.014
     ),
     "libero_study_tabletop_manipulation": Workspace(
-        "study_table", (1.0, 1.2, 0.05), (-0.2, 0.0), 0.885, 0.867
+        "study_table", (1.0, 1.2, 0.05), (-0.2, 0.0), 0.885, 0.867, 0.867, -0.04
     ),
-    "libero_floor_manipulation": Workspace("floor", (2.0, 2.0, 0.05), (0.0, 0.0), 0.0, 0.02),
+    "libero_floor_manipulation": Workspace(
+        "floor", (2.0, 2.0, 0.05), (0.0, 0.0), 0.0, 0.02, -0.035, -0.025
+    ),
 }
 REGION_HALF_Z = 0.007  # m: TargetZone's zone_height
 # Solver iterations for LIBERO scenes (ours use compile.SOLVER_ITERATIONS = 8): LIBERO's light
@@ -207,9 +211,25 @@ def bottom_offset(category: str) -> float:
     return lo - float(d.xpos[root][2])
 
 
-def fixture_pose(task: LiberoTask, name: str, category: str) -> dict[str, float]:
+def bottom_site(category: str) -> float | None:
+    """z of an asset's `bottom_site` in its root frame (robosuite's `bottom_offset`), if any."""
+    for s in assets.load(category).sites:
+        if s.name.endswith("bottom_site"):
+            return float(s.pos[2])
+    return None
+
+
+def fixture_pose(
+    task: LiberoTask, name: str, category: str, liberos_height: bool = False
+) -> dict[str, float]:
     """A fixture's pose in our frame: the centre and mean yaw of the workspace region its :init
-    places it on, resting on the table top."""
+    places it on (LIBERO samples inside it per seed), resting on the table top; with
+    `liberos_height` (LIBERO's Panda) at the height LIBERO's placement sampler gives it
+    (workspace offset z + the class's fixture z offset - the asset's bottom site: equal to
+    LIBERO's on every fixture of the fidelity benchmark; 1.5 cm below resting for the stove,
+    2 cm above for the microwave). Our gripper's scenes keep the resting height: its scripted
+    planner chose another, failing, strategy for LIBERO-PRO's "put the plate on the stove"
+    with the stove at LIBERO's height."""
     ws = task.workspace
     region = None
     for atom in task.problem.init:
@@ -220,7 +240,9 @@ def fixture_pose(task: LiberoTask, name: str, category: str) -> dict[str, float]
     x0, y0, x1, y1 = region.ranges[0]
     x, y = region_to_ours((x0 + x1) / 2, (y0 + y1) / 2, ws)
     yaw = (region.yaw[0] + region.yaw[1]) / 2
-    return {"x": x, "y": y, "z": -bottom_offset(category), "yaw": yaw}
+    site = bottom_site(category) if liberos_height else None
+    z = -bottom_offset(category) if site is None else ws.offset_z + ws.fixture_dz - site - ws.top_z
+    return {"x": x, "y": y, "z": z, "yaw": yaw}
 
 
 # ----------------------------------------------------------------------------- scene
@@ -234,7 +256,7 @@ def _nq_libero(task: LiberoTask) -> int:
     return (width + n_obj) // 2
 
 
-def scene_of(task: LiberoTask, index: int) -> Scene:
+def scene_of(task: LiberoTask, index: int, liberos_fixtures: bool = False) -> Scene:
     """Our `Scene` of a task with LIBERO's initial state `index` as the layout."""
     if not 0 <= index < task.n_init:
         raise IndexError(f"{task.name}: initial state {index} outside [0, {task.n_init})")
@@ -254,7 +276,8 @@ def scene_of(task: LiberoTask, index: int) -> Scene:
         objects.append(ObjectSpec(name, f"libero:{cat}", "default", name))
         attrs[name] = {"libero_category": cat, "fixture": False}
     for name, cat in task.fixtures:
-        layout[name] = {k2: float(v) for k2, v in fixture_pose(task, name, cat).items()}
+        pose = fixture_pose(task, name, cat, liberos_fixtures)
+        layout[name] = {k2: float(v) for k2, v in pose.items()}
         objects.append(ObjectSpec(name, f"libero:{cat}", "default", name))
         attrs[name] = {"libero_category": cat, "fixture": True}
     joint_q = [float(v) for v in qpos[ROBOT_NQ + 7 * len(task.problem.objects) :]]
@@ -392,8 +415,8 @@ def build_spec(task: LiberoTask, visual: bool = False, add_robot=None) -> Built:
     """MjSpec of a task's scene (layout-independent: free bodies are posed by qpos); the robot
     is our gripper unless `add_robot` (`coda.libero.panda.add_panda`) adds another one, which
     names its parts as the state sensors read them (site `tcp`, joints `gripper/*_finger`,
-    geoms `gripper/*_pad`)."""
-    scene0 = scene_of(task, 0)
+    geoms `gripper/*_pad`), and whose scene has fixtures at LIBERO's heights."""
+    scene0 = scene_of(task, 0, liberos_fixtures=add_robot is not None)
     spec = _base_spec(task, scene0, add_robot)
     names, movable = _attach_objects(spec, task, scene0, visual)
     # rename sub-bodies "<name>_<sub>" -> "<name>/<sub>" (our "object/part" convention)
