@@ -108,21 +108,10 @@ class OpenpiActor:
         self.n = 0
 
     def chunk(self, env: PandaEnv, obs: dict, prompt: str) -> np.ndarray:
-        obs = observe_with_images(env, self.image_size)
+        obs = env.observe(self.image_size)  # the environments step without rendering
         rng = jax.random.fold_in(self.batch_key, self.n)
         self.n += 1
         return self.policy.infer(obs, prompt, rng)[:, : self.replan]
-
-
-def observe_with_images(env: PandaEnv, size: int) -> dict[str, np.ndarray]:
-    """The last step's observations with both cameras at `size` px, as PandaEnv observes them
-    (the environments step without rendering: cameras only where a policy reads them)."""
-    keep = env.image_size
-    env.image_size = size
-    try:
-        return env.observe()
-    finally:
-        env.image_size = keep
 
 
 def make_actor(config: Any, policy: OP.OpenpiLiberoPolicy | None = None):

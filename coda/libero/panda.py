@@ -70,12 +70,13 @@ BASES = {
 }
 ARM_JOINTS = tuple(f"robot0_joint{i}" for i in range(1, 8))
 ARM_ACTUATORS = tuple(f"robot0_torq_j{i}" for i in range(1, 8))
+FINGER_JOINTS = ("gripper/left_finger", "gripper/right_finger")  # as renamed (RENAME)
 FINGER_ACTUATORS = ("gripper0_gripper_finger_joint1", "gripper0_gripper_finger_joint2")
 HAND_BODY = "robot0_right_hand"  # robosuite's `eef_name`: `robot0_eef_quat` is its orientation
 RENAME = {  # robosuite's (prefixed) names -> the names our state sensors read
     "gripper0_grip_site": "tcp",
-    "gripper0_finger_joint1": "gripper/left_finger",
-    "gripper0_finger_joint2": "gripper/right_finger",
+    "gripper0_finger_joint1": FINGER_JOINTS[0],
+    "gripper0_finger_joint2": FINGER_JOINTS[1],
     "gripper0_finger1_pad_collision": "gripper/left_pad",
     "gripper0_finger2_pad_collision": "gripper/right_pad",
 }
@@ -194,11 +195,6 @@ def add_panda(spec: mujoco.MjSpec, task, visual: bool = False) -> None:
     if visual:  # LIBERO's floor, walls, backgrounds, table visuals and lights
         arena.add_arena(spec, task, S.to_ours(np.zeros(3), task.workspace))
     spec.assets = {**spec.assets, **arm.assets, **grip.assets, **mount.assets}
-
-
-def init_robot_qpos(task, index: int) -> np.ndarray:
-    """[9] the arm's 7 joints and 2 fingers in LIBERO's stored initial state `index`."""
-    return np.asarray(task.states[index, 1 : 1 + S.ROBOT_NQ], np.float64)
 
 
 def to_libero(p: np.ndarray, ws: S.Workspace) -> np.ndarray:

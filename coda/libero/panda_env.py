@@ -66,9 +66,9 @@ class PandaEnv:
         )
         self.hand = self.model.body(PD.HAND_BODY).id
         self.fingers = np.asarray(
-            [self.model.jnt_qposadr[self.model.joint(j).id] for j in PD.RENAME.values()
-             if j.endswith("_finger")]
-        )  # fmt: skip
+            [self.model.jnt_qposadr[self.model.joint(j).id] for j in PD.FINGER_JOINTS]
+        )
+        self._scratch = mujoco.MjData(self.model)  # kinematics of sampled states (observe)
         self.state: osc.OSCState | None = None
         layout, consts, sym, nu = self.pt.layout, self.pt.consts, self.pt.sym, self.pt.success
         self._success = jax.jit(
@@ -120,17 +120,18 @@ class PandaEnv:
         sd = np.stack([d.sensordata for d in self.datas]).astype(np.float32)
         return np.asarray(self._success(sd), bool)
 
-    def observe(self) -> dict[str, np.ndarray]:
+    def observe(self, image_size: int | None = None) -> dict[str, np.ndarray]:
         """Observations of the last step (after `reset`: of the set state). With
         `obs_timing="robosuite"` they are sampled as robosuite's observables are during a step:
         joint and finger positions after substep n-1 of n, the grasp site, hand and images from
         the kinematics of the state after substep n-2 (measured against LIBERO itself:
-        benchmarks/libero_reference); with "end", everything at the step's end."""
+        benchmarks/libero_reference); with "end", everything at the step's end. `image_size`:
+        the cameras at that size for this call (else at the environment's own, if any)."""
         if self._sampled is None:
             pose_q = joint_q = np.stack([d.qpos for d in self.datas])
         else:
             pose_q, joint_q = self._sampled
-        scratch = mujoco.MjData(self.model)
+        scratch = self._scratch
         pos, quat_wxyz = [], []
         for q in pose_q:
             scratch.qpos[:] = q
@@ -149,8 +150,9 @@ class PandaEnv:
         obs["state"] = np.concatenate(
             [obs["robot0_eef_pos"], quat_to_axis_angle(quat), grip], axis=1
         )
-        if self.image_size:
-            obs.update(self.images(self.image_size, pose_q))
+        size = image_size or self.image_size
+        if size:
+            obs.update(self.images(size, pose_q))
         return obs
 
     def images(self, size: int, qpos: np.ndarray) -> dict[str, np.ndarray]:

@@ -20,6 +20,7 @@ import dataclasses
 import mujoco
 import numpy as np
 
+from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
 
 OPEN, CLOSE = -1.0, 1.0
@@ -51,19 +52,21 @@ def goal_of(task) -> tuple[str, str] | None:
     return goal[0][1], goal[0][2]
 
 
-def _extent(
-    model: mujoco.MjModel, d: mujoco.MjData, prefix: str
-) -> tuple[np.ndarray, float, float]:
-    """(xy centre, bottom z, top z) of the colliding geoms of bodies named `prefix`*."""
+def _geoms(model: mujoco.MjModel, prefix: str) -> np.ndarray:
+    """Colliding geom ids of the bodies named `prefix` or `prefix/...` (an object's parts)."""
+    bodies = [
+        b
+        for b in range(model.nbody)
+        if model.body(b).name == prefix or model.body(b).name.startswith(prefix + "/")
+    ]
+    return np.concatenate([collision_geoms(model, b) for b in bodies] or [np.zeros(0, int)])
+
+
+def _extent(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray):
+    """(xy centre, bottom z, top z) of the world boxes around `geoms`."""
     lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
-    for g in range(model.ngeom):
-        name = model.body(model.geom_bodyid[g]).name
-        if not (name == prefix or name.startswith(prefix + "/")):
-            continue
-        if not (model.geom_contype[g] or model.geom_conaffinity[g]):
-            continue
-        rot = d.geom_xmat[g].reshape(3, 3)
-        half = np.abs(rot) @ model.geom_size[g] if model.geom_type[g] == 6 else model.geom_rbound[g]
+    for g in geoms:
+        half = geom_half_extents(model, g, d.geom_xmat[g].reshape(3, 3))
         lo = np.minimum(lo, d.geom_xpos[g] - half)
         hi = np.maximum(hi, d.geom_xpos[g] + half)
     return (lo[:2] + hi[:2]) / 2, float(lo[2]), float(hi[2])
@@ -78,18 +81,21 @@ class PandaPickPlace:
             raise ValueError(f"{env.pt.task.name}: no single In / On goal over a movable object")
         obj, target = goal
         is_site = target in [env.model.site(i).name for i in range(env.model.nsite)]
+        self.geoms = {
+            n: _geoms(env.model, n) for n in (obj, target) if not (n == target and is_site)
+        }
         self.plans = [Plan(obj, target, is_site) for _ in env.datas]
 
     def _target(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float]:
         if plan.target_is_site:
             p = d.site(plan.target).xpos
             return p[:2].copy(), float(p[2])
-        xy, _, top = _extent(env.model, d, plan.target)
+        xy, _, top = _extent(d, env.model, self.geoms[plan.target])
         return xy, top
 
     def _waypoint(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float]:
         """(site target [3], gripper command) of the plan's phase."""
-        xy, bottom, top = _extent(env.model, d, plan.obj)
+        xy, bottom, top = _extent(d, env.model, self.geoms[plan.obj])
         if plan.phase == 0:  # settle
             return d.site_xpos[env.idx.site].copy(), OPEN
         if plan.phase == 1:  # above the object
