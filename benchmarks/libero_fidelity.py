@@ -117,8 +117,8 @@ def replay_task(eps: list[dict], frames: bool) -> list[dict]:
         trace["qpos"].append(np.stack([d.qpos[:9].copy() for d in env.datas]))
         trace["success"].append(success)
         if t in frame_steps:
-            q = np.stack([d.qpos.copy() for d in env.datas]) if t == 0 else env._sampled[0]
-            shots[t] = env.images(eps[0]["agentview_image"].shape[1], q)
+            seen = env.observe(eps[0]["agentview_image"].shape[1])  # as the policy sees them
+            shots[t] = {k: v for k, v in seen.items() if k.endswith("_image")}
 
     record(0, obs, env.success())
     pos0, _ = _poses(env, names)
