@@ -25,6 +25,8 @@ class FamilyKind:
     """Our families (`coda.sim.tasks`): the engine's SDK programs over `Scene`s."""
 
     name: str = "families"
+    # Φ's usefulness check reads whole planner demos: episodes are sized to the task
+    demos_until_success: bool = False
 
     def load(self, record: Mapping[str, Any]) -> Scene:
         """A scene again from its record (`Scene.to_dict`)."""

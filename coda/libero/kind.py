@@ -4,7 +4,7 @@ reads of a compiled LIBERO scene where it reads a family's own code for ours: it
 counterfactual probes (`coda.libero.program.probe`, compiled and checked by LIBERO's
 verification); and what the engine steps call (`coda.engine.kinds`): records loaded through
 their episode program, targeted-vs-control pairs and targeted variants as choices over edits
-(`coda.libero.engine`), and no Φ template (a LIBERO mode is trained without a potential)."""
+(`coda.libero.engine`), and the Φ template of its goal (`coda.libero.potential`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from coda.libero import engine, program
+from coda.libero import engine, potential, program
+from coda.libero import scene as S
 from coda.libero.episodes import compile_episode
 from coda.libero.phases import goal_phases
 from coda.libero.verify import verify_task_state
@@ -27,6 +28,8 @@ FALLBACK = ("recategorized", "relation")
 @dataclasses.dataclass(frozen=True)
 class LiberoKind:
     name: str = "libero"
+    # Φ's usefulness check reads planner demos up to success: they run the suite's step cap
+    demos_until_success: bool = True
 
     def phases(self, compiled) -> tuple:
         """The goal's ordered phases, ν last (`coda.libero.phases.goal_phases`)."""
@@ -65,9 +68,28 @@ class LiberoKind:
         """The mode's edits on `bases` (`coda.libero.engine.generate_targeted`)."""
         return engine.generate_targeted(mode, bases, n, seed, **kw)
 
+    def potential_template(self, task: Mapping[str, Any]):
+        """The offline Φ template of a LIBERO scene's τ (`coda.libero.potential`): its task read
+        back through its suite and name and resolved against the compiled model as ν is.
+        ValueError if τ names no LIBERO task."""
+        params = task.get("params", {})
+        suite, name = params.get("suite"), params.get("task")
+        if not suite or not name:
+            raise ValueError(f"a LIBERO τ needs params.suite and params.task; got {sorted(params)}")
+        c = S.compile_task(str(suite), str(name), 0, settle=False)
+        goal = tuple(c.success.keywords["atoms"])
+        lay = c.layout
+        ordered = potential.execution_atoms(goal, c.model, lay.body_names, lay.joint_names)
+        parts = tuple(c.sym.has(f"goal{k}.part") for k in range(len(ordered)))
+        return potential.template_of(goal, ordered, parts)
+
     def has_potential(self, task: Mapping[str, Any]) -> bool:
-        """No Φ template for LIBERO goals yet (docs/libero_coda_port_plan.md, step 7)."""
-        return False
+        """Every goal LIBERO's vocabulary writes has a Φ template (placements and joints)."""
+        try:
+            self.potential_template(task)
+        except (ValueError, KeyError):
+            return False
+        return True
 
 
 KIND = LiberoKind()

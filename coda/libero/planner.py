@@ -42,6 +42,7 @@ from coda.libero.planner_insert import LiberoInsert, enclosure, long_handle
 from coda.libero.planner_pickplace import RIM_OPEN, LiberoPickPlace
 from coda.libero.planner_push import LiberoPush, pushable
 from coda.libero.planner_slide import LiberoSlide, LiberoTopplePush, slide_in, topple_in
+from coda.libero.predicates import atom_action, order_atoms  # the goal's order (re-exported)
 from coda.sim import geometry as G
 from coda.sim.planner import PlannerCarry, ScriptedPlanner, Waypoint, servo_chunk
 from coda.sim.state import SimState
@@ -67,50 +68,6 @@ def supported(atoms: tuple) -> bool:
 
 
 # ----------------------------------------------------------------------------- compound goals
-
-ENABLE = ("open", "turnon")  # articulation atoms a placement may need first
-FINISH = ("close", "turnoff")  # articulation atoms that would block a placement: last
-
-
-def atom_action(atom: tuple) -> str:
-    """open | close | turnon | turnoff for a static joint atom (from its threshold), else its
-    kind (on_obj | on_region | in_region)."""
-    if atom[0] != "joint":
-        return atom[0]
-    op, bound = atom[1], atom[2]
-    if op == "<":
-        return "open" if bound < -1e-3 else "turnoff"
-    return "close" if op == ">" else "turnon"
-
-
-def order_atoms(atoms: tuple) -> tuple:
-    """The order in which a compound goal's atoms are executed: opening / turning on first (a
-    drawer must be open before something goes in), then placements in the goal's order, then
-    closing / turning off (a drawer is closed after something went in). Stable within groups."""
-
-    def rank(a):
-        act = atom_action(a)
-        return 0 if act in ENABLE else 2 if act in FINISH else 1
-
-    out = list(sorted(atoms, key=rank))
-    # a placement onto / into an object another placement moves waits for that one ("stack the
-    # left bowl on the right bowl and put them in the tray": the right bowl goes first)
-    place = [i for i, a in enumerate(out) if rank(a) == 1]
-    group = [out[i] for i in place]
-    ordered: list = []
-    while group:
-        moved_later = {a[1] for a in group}
-        ready = [a for a in group if _support(a) not in moved_later - {a[1]}] or group[:1]
-        ordered.append(ready[0])
-        group.remove(ready[0])
-    for i, a in zip(place, ordered, strict=True):
-        out[i] = a
-    return tuple(out)
-
-
-def _support(atom: tuple) -> int:
-    """Tracked body a placement atom puts its object on / in (-1: the table's workspace)."""
-    return atom[3] if atom[0] == "on_obj" else atom[2]
 
 
 def _slots(compiled, ordered: tuple) -> dict[int, tuple]:

@@ -69,11 +69,16 @@ def object_box(compiled, body: int) -> tuple:
 def implicit_open(compiled, atom: tuple) -> tuple | None:
     """LIBERO's "open the drawer and put X inside" states only In(X, drawer region): the
     ("joint", "<", open bound, ...) atom of the drawer a placement region moves with, or None."""
+    layout = compiled.layout
+    return drawer_open_atom(compiled.model, layout.body_names, layout.joint_names, atom)
+
+
+def drawer_open_atom(m: mujoco.MjModel, body_names, joint_names, atom: tuple) -> tuple | None:
+    """`implicit_open` from a model and its tracked bodies' and joints' names."""
     if atom[0] != "in_region" or atom[2] < 0:
         return None
-    m = compiled.model
-    body = m.body(compiled.layout.body_names[atom[2]]).id
-    for j, name in enumerate(compiled.layout.joint_names):
+    body = m.body(body_names[atom[2]]).id
+    for j, name in enumerate(joint_names):
         jid = m.joint(name).id
         if m.jnt_bodyid[jid] == body and m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE:
             lo, hi = m.jnt_range[jid]

@@ -47,6 +47,7 @@ from coda.libero.cameras import (  # noqa: F401  (re-exported: scene.AGENTVIEW_P
     WRIST_QUAT,
 )
 from coda.libero.geoms import body_half, geom_half_extents
+from coda.libero.potential import goal_symbols
 from coda.libero.settle import (  # noqa: F401  (re-exported: scene.SETTLE_S etc.)
     SETTLE_MAX_S,
     SETTLE_S,
@@ -558,6 +559,7 @@ def compile_task(
     mujoco.mj_kinematics(model, d)
     consts, sym, body_index = scene_constants(model, d, built)
     success = P.goal_predicate(task, model, built)
+    sym = goal_symbols(sym, success.keywords["atoms"], model, built)  # Φ's roles (potential)
     h = hashlib.sha1(f"libero:{suite}/{name}:{visual}:{model.nsensordata}".encode())
     return CompiledScene(
         scene,

@@ -13,7 +13,8 @@ the compiler R_hone for repair (and into memory Φ with the attempt). Stages, in
   states of the batch (evaluated on the batch and on a remixed batch of the same shape), which
   would make ``jax.vmap`` of Φ disagree with batched evaluation.
 * ``usefulness``: Φ does not rise along successful planner demonstrations: mean Spearman rank
-  correlation of Φ with time over the chunk-endpoint states of successful demos < threshold.
+  correlation of Φ with time over the chunk-endpoint states of successful demos (with
+  ``until_success``, each up to its first state where ν holds) < threshold.
 * ``completion``: on states where ν is true, the program has not completed its last stage.
 """
 
@@ -99,22 +100,26 @@ class Demos:
     """Time-ordered rollout states for the checks.
 
     states: leaves [N, T, ...] (t=0 and every chunk endpoint); success: [N] bool (ν at the end,
-    valid, not failed); nu: [N, T] bool, ν at every state (None: completion is not checked).
+    valid, not failed); nu: [N, T] bool, ν at every state (None: completion is not checked);
+    until_success: usefulness reads each demo only up to its first ν state (`episode_ends`),
+    for rollouts far longer than the task (LIBERO's step caps: a planner done in a third of
+    the cap leaves two thirds of tied Φ = 1, which no Φ's rank correlation survives).
     """
 
     states: SimState
     success: np.ndarray
     nu: np.ndarray | None = None
+    until_success: bool = False
 
     @classmethod
-    def from_rollout(cls, result: Any, bucket: Any) -> Demos:
+    def from_rollout(cls, result: Any, bucket: Any, until_success: bool = False) -> Demos:
         """From a ``RolloutResult`` of one bucket; padding variants are dropped."""
         keep = np.asarray(result.valid, bool)
         states = jax.tree_util.tree_map(lambda x: np.asarray(x)[keep], result.states)
         nu_fn = jax.vmap(lambda s: bucket.success(s, bucket.sym), in_axes=1, out_axes=1)
         nu = jax.jit(nu_fn)(jax.tree_util.tree_map(jnp.asarray, states))
         success = np.asarray(result.success, bool)[keep] & ~np.asarray(result.failed, bool)[keep]
-        return cls(states=states, success=success, nu=np.asarray(nu, bool))
+        return cls(states, success, np.asarray(nu, bool), until_success)
 
     @property
     def num(self) -> int:
@@ -152,11 +157,20 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float((rx * ry).sum() / den) if den > 0 else 0.0
 
 
-def rank_correlation_with_time(phi: np.ndarray) -> np.ndarray:
-    """[N, T] potentials along N trajectories -> [N] Spearman ρ of Φ with time."""
+def rank_correlation_with_time(phi: np.ndarray, ends: np.ndarray | None = None) -> np.ndarray:
+    """[N, T] potentials along N trajectories -> [N] Spearman ρ of Φ with time, over each
+    trajectory's first `ends[i]` states (default: all T)."""
     phi = np.asarray(phi)
-    t = np.arange(phi.shape[1])
-    return np.array([spearman(p, t) for p in phi])
+    ends = np.full(phi.shape[0], phi.shape[1]) if ends is None else np.asarray(ends)
+    return np.array([spearman(p[:e], np.arange(e)) for p, e in zip(phi, ends, strict=True)])
+
+
+def episode_ends(nu: np.ndarray) -> np.ndarray:
+    """[N, T] ν -> [N] states up to and including the first where ν holds (T where it never
+    does): the episode terminates there, so a success held afterwards adds only ties."""
+    nu = np.asarray(nu, bool)
+    first = np.where(nu.any(1), np.argmax(nu, 1) + 1, nu.shape[1])
+    return np.maximum(first, np.minimum(2, nu.shape[1]))
 
 
 # ----------------------------------------------------------------------------- checks
@@ -213,11 +227,13 @@ def check_program(
     min_rank_corr: float = 0.8,
     min_completion: float = 1.0,
     atol: float = 1e-5,
+    until_success: bool = False,
 ) -> CheckReport:
     """Run the runtime and usefulness checks on time-ordered states [N, T, ...].
 
     ``success_mask`` [N] marks successful (planner) demos for the usefulness check; ``nu``
     [N, T] is ν per state for the completion check. Either may be None to skip that check.
+    `until_success`: usefulness over each demo up to its first ν state (`Demos`).
     Stops at the first failing runtime stage (later checks would only repeat it).
     """
     metrics: dict[str, Any] = {"num_stages": potential.num_stages}
@@ -244,12 +260,13 @@ def check_program(
     metrics["phi_range"] = [float(phi.min()), float(phi.max())]
     metrics["initial_phi_max"] = float(phi[:, 0].max())
     failures: list[CheckFailure] = []
+    nu = None if nu is None else np.asarray(nu, bool).reshape(n_traj, horizon)
     if success_mask is not None:
-        failure = _usefulness_failure(phi, stage, success_mask, names, min_rank_corr, metrics)
+        ends = episode_ends(nu) if until_success and nu is not None else None
+        failure = _usefulness_failure(phi, stage, success_mask, names, min_rank_corr, metrics, ends)
         if failure is not None:
             failures.append(failure)
     if nu is not None:
-        nu = np.asarray(nu, bool).reshape(n_traj, horizon)
         failure = _completion_failure(
             stage, nu, potential.num_stages, names, min_completion, metrics
         )
@@ -311,13 +328,15 @@ def _usefulness_failure(
     names: list[str],
     min_rank_corr: float,
     metrics: dict[str, Any],
+    ends: np.ndarray | None = None,
 ) -> CheckFailure | None:
-    """``usefulness``: Φ [N, T] does not rise with time along the successful demos."""
+    """``usefulness``: Φ [N, T] does not rise with time along the successful demos (each up
+    to its first ν state when `ends` says where, `episode_ends`)."""
     succ = np.asarray(success_mask, bool)
     metrics["num_successful_demos"] = int(succ.sum())
     if not succ.any():
         return None
-    rho = rank_correlation_with_time(phi[succ])
+    rho = rank_correlation_with_time(phi[succ], None if ends is None else ends[succ])
     metrics["final_phi_min"] = float(phi[succ, -1].min())
     metrics["rank_corr_mean"] = float(rho.mean())
     metrics["rank_corr_min"] = float(rho.min())

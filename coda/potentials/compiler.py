@@ -411,6 +411,7 @@ def compile_with_repair(
                     demos.nu,
                     min_rank_corr=min_rank_corr,
                     min_completion=min_completion,
+                    until_success=demos.until_success,
                 )
         attempt = Attempt(i, prop.source, report, prop.notes, prop.compiler or compiler.name)
         if memory is not None:

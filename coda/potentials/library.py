@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from coda.registries import SCENE_KINDS
 from coda.sim.tasks import FAMILIES, PotentialTemplate
 
 __all__ = [
@@ -42,10 +43,11 @@ REPAIR_LEVELS = 3
 
 def _template(task: Mapping[str, Any]) -> PotentialTemplate:
     fam = task.get("family")
+    if fam in SCENE_KINDS:  # another kind of scene (LIBERO) writes its own template
+        return SCENE_KINDS[fam].potential_template(task)
     if fam not in FAMILIES:
-        raise ValueError(
-            f"no offline training program for task family {fam!r}; valid: {sorted(FAMILIES)}"
-        )
+        valid = sorted(FAMILIES) + sorted(SCENE_KINDS)
+        raise ValueError(f"no offline training program for task family {fam!r}; valid: {valid}")
     return FAMILIES[fam].potential_template(task)
 
 

@@ -27,8 +27,9 @@ Rules (checked before anything runs):
 * Functions may read: the geometry helpers (``coda.sim.geometry.HELPERS``), ``jnp`` restricted to
   ``JNP_NAMES``, ``TABLE_Z``, ``OPEN_FRACTION``/``CLOSED_FRACTION``/``INSERT_DEPTH``,
   the state ``s`` (a ``SimState``: ``s.ee_pos``, ``s.finger``, ``s.body_pos``, ...) and the role
-  resolver ``sym`` (``sym.body(role)``, ``sym.joint(role)``, ``sym.entity(role)``,
-  ``sym.has(role)``; roles such as ``"target"``, ``"goal"``, ``"cabinet.handle"``).
+  resolver ``sym`` (``sym.body(role)``, ``sym.joint(role)``, ``sym.site(role)`` (a static box
+  for the ``site_*`` helpers), ``sym.entity(role)``, ``sym.has(role)``; roles such as
+  ``"target"``, ``"goal"``, ``"cabinet.handle"``).
   Attribute access is limited to state fields, ``sym`` methods and ``jnp`` function names
   (``x.append``, ``x.tolist``, ``s.replace``, ... are refused).
 * The sandbox's ``"potential"`` profile applies: no imports, ``while``, reflection, ...
@@ -131,7 +132,7 @@ _CONSTANTS = {
     "INSERT_DEPTH": P.INSERT_DEPTH,
 }
 _STATE_FIELDS = tuple(f.name for f in dataclasses.fields(SimState))
-_ROLE_METHODS = ("body", "joint", "entity", "has")
+_ROLE_METHODS = ("body", "joint", "site", "entity", "has")
 ALLOWED_ATTRS = frozenset(_STATE_FIELDS) | frozenset(_ROLE_METHODS) | frozenset(JNP_NAMES)
 _ERROR_STAGES = ("syntax", "validate", "trace")
 
@@ -174,6 +175,9 @@ class Roles:
 
     def joint(self, role: str) -> int:
         return self._table.joint(role)
+
+    def site(self, role: str) -> tuple:
+        return self._table.site(role)
 
     def entity(self, role: str) -> int:
         return self._table.entity(role)
@@ -294,7 +298,7 @@ def _check_attributes(tree: ast.Module) -> None:
 
 def abstract_state(sym: SymbolTable, batch: tuple[int, ...] = (2,)) -> SimState:
     """ShapeDtypeStruct state big enough for every index in ``sym`` (for compile-time tracing)."""
-    nb = max([i for _, i in sym.bodies], default=-1) + 1
+    nb = max([i for _, i in sym.bodies] + [int(v[0]) for _, v in sym.sites], default=-1) + 1
     nj = max([j for _, j in sym.joints], default=-1) + 1
     ne = N_FIXED_ENTITIES + nb
 

@@ -43,6 +43,40 @@ def to_local(state: SimState, i: int, p: jnp.ndarray) -> jnp.ndarray:
     return jnp.einsum("...ji,...j->...i", m, p - state.body_pos[..., i, :])
 
 
+def site_pos(state: SimState, site: tuple) -> jnp.ndarray:
+    """World centre [..., 3] of a site (body, pos, quat, size) fixed to tracked body `body`
+    (`SymbolTable.site`; body -1: the world)."""
+    body, p = site[0], jnp.asarray(site[1], state.ee_pos.dtype)
+    if body < 0:
+        return jnp.broadcast_to(p, state.ee_pos.shape)
+    m = quat_to_mat(state.body_quat[..., body, :])
+    return state.body_pos[..., body, :] + jnp.einsum("...ij,j->...i", m, p)
+
+
+def _site_mat(state: SimState, site: tuple) -> jnp.ndarray:
+    q = jnp.asarray(site[2], state.ee_pos.dtype)
+    if site[0] < 0:
+        return jnp.broadcast_to(quat_to_mat(q), state.ee_pos.shape + (3,))
+    return quat_to_mat(state.body_quat[..., site[0], :]) @ quat_to_mat(q)
+
+
+def site_local(state: SimState, p: jnp.ndarray, site: tuple) -> jnp.ndarray:
+    """World point(s) p [..., 3] in a site's frame (its centre at 0, axes along its box)."""
+    return jnp.einsum("...ji,...j->...i", _site_mat(state, site), p - site_pos(state, site))
+
+
+def site_extent(state: SimState, site: tuple) -> jnp.ndarray:
+    """World-axis half extents [..., 3] of a site's box (|R| @ half size: its world bounding
+    box, as LIBERO's In test reads a region)."""
+    h = jnp.asarray(site[3], state.ee_pos.dtype)
+    return jnp.abs(jnp.einsum("...ij,j->...i", _site_mat(state, site), h))
+
+
+def site_half(state: SimState, site: tuple) -> jnp.ndarray:
+    """A site's half size [..., 3] along its own axes."""
+    return jnp.broadcast_to(jnp.asarray(site[3], state.ee_pos.dtype), state.ee_pos.shape)
+
+
 def pos(state: SimState, i: int) -> jnp.ndarray:
     return state.body_pos[..., i, :]
 
@@ -256,6 +290,10 @@ HELPERS = {
         quat_to_mat,
         yaw_of,
         to_local,
+        site_pos,
+        site_local,
+        site_extent,
+        site_half,
         pos,
         half,
         distance,

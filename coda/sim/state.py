@@ -165,12 +165,15 @@ class SymbolTable:
     """Roles -> indices into `SimState` arrays (static: one table per bucket).
 
     `bodies` maps a role (or "role.part", e.g. "cabinet.handle", "cabinet.drawer") to a tracked
-    body index; `joints` maps a role to its articulated joint index. Entities for the contact
+    body index; `joints` maps a role to its articulated joint index; `sites` maps a role to a
+    box fixed to a tracked body (or to the world: body -1) as (body, pos (3), quat (4, wxyz),
+    half size (3)) in that body's frame, e.g. a LIBERO goal region. Entities for the contact
     matrix are body index + 3 (see module docstring).
     """
 
     bodies: tuple[tuple[str, int], ...]
     joints: tuple[tuple[str, int], ...] = ()
+    sites: tuple[tuple[str, tuple], ...] = ()
 
     def body(self, role: str) -> int:
         for k, v in self.bodies:
@@ -184,6 +187,12 @@ class SymbolTable:
                 return v
         raise KeyError(f"role {role!r} has no joint; joints: {[k for k, _ in self.joints]}")
 
+    def site(self, role: str) -> tuple:
+        for k, v in self.sites:
+            if k == role:
+                return v
+        raise KeyError(f"role {role!r} has no site; sites: {[k for k, _ in self.sites]}")
+
     def entity(self, role: str) -> int:
         return N_FIXED_ENTITIES + self.body(role)
 
@@ -195,4 +204,7 @@ class SymbolTable:
         return [k for k, _ in self.bodies]
 
     def to_dict(self) -> dict:
-        return {"bodies": dict(self.bodies), "joints": dict(self.joints)}
+        out = {"bodies": dict(self.bodies), "joints": dict(self.joints)}
+        if self.sites:
+            out["sites"] = {k: list(v) for k, v in self.sites}
+        return out

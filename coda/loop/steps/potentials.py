@@ -69,7 +69,10 @@ def compile_potentials(
         key_of=lambda i, n: key,
     )
     programs, spend = {}, Spend()
-    for m, comp, bucket, ((res, sec),) in zip(todo, scenes, buckets, demos, strict=True):
+    parents = [state.mode_parents[m.id][0] for m in todo]
+    for m, comp, bucket, parent, ((res, sec),) in zip(
+        todo, scenes, buckets, parents, demos, strict=True
+    ):
         spend = spend + Spend(res.env_steps, sec)
         req = CompileRequest(
             task=comp.scene.task,
@@ -82,7 +85,7 @@ def compile_potentials(
             compiler,
             req,
             bucket.sym,
-            Demos.from_rollout(res, bucket),
+            Demos.from_rollout(res, bucket, kind_of_record(parent).demos_until_success),
             svc.memory,
             max_rounds=max_rounds,
             probe=False,
