@@ -49,7 +49,8 @@ def test_scene_kinds_dispatch_on_the_family(libero_data):
     kind = kind_of_record(rec)
     back = kind.load(rec)
     assert back.program == rec["program"] and back.task["family"] == "libero"
-    assert kind.has_potential(back.task) is False and FAMILIES.has_potential({}) is True
+    assert kind.has_potential(back.task) is True and FAMILIES.has_potential({}) is True
+    assert kind.has_potential({"family": "libero", "params": {}}) is False
 
 
 def test_the_program_is_the_failures_edits_else_the_goal_objects(libero_data):
@@ -186,3 +187,47 @@ def test_nested_pairs_differ_by_the_programs_edit_on_top_of_the_control(libero_d
         assert [e.factor for e in P.edits_of(E.parse(c.scene.program))] == ["attributes"]
     with pytest.raises(ValueError, match="valid: .'recreate', 'nested', 'sibling'"):
         LE.validation_batches(mode, bases, 2, 1, evidence=evidence, pairing="twins")
+
+
+def test_step_5_compiles_a_libero_mode_s_potential(libero_data, native_backend):
+    """Step 5 (`coda.loop.steps.potentials`) on a validated LIBERO mode: the offline compiler's
+    program for the parent's goal, checked on the planner's demo of it (read up to success, as
+    the LIBERO kind asks), is accepted at the full decomposition and stored in memory Φ."""
+    import importlib.util
+    import os
+    from types import SimpleNamespace
+
+    import jax
+
+    from coda.loop.sources import LiberoSource
+    from coda.loop.steps.potentials import compile_potentials
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("lib_cfg2", f"{root}/configs/libero_loop.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = mod.get_config("smoke")
+    cfg.sim.num_chunks = 20  # the planner's demo of the spatial task ends in success
+    memory = MemoryStore(":memory:")
+    mode_id = memory.add_diagnosis(
+        round=1, factor="spatial", phase="grasp", cause="slip", critic="offline"
+    ).mode_id
+    memory.set_mode_status(mode_id, "validated", round=1)
+    parent = _scene(_ep(0)).to_dict()
+    svc = SimpleNamespace(
+        config=cfg,
+        memory=memory,
+        backend=native_backend,
+        source=LiberoSource(cfg, "libero_spatial"),
+        llm=None,
+    )
+    state = SimpleNamespace(mode_parents={mode_id: [parent]}, mode_potentials={})
+    pot = compile_potentials(
+        svc, state, 1, jax.random.PRNGKey(0), task_description=False, max_rounds=3
+    )
+    (rec,) = pot.compiled
+    assert rec == {"mode": mode_id, "accepted": True, "attempts": 1}, rec
+    src = pot.programs[mode_id]
+    assert "sym.body(OBJ)" in src and '"goal0.support"' in src
+    (row,) = memory.training_programs()
+    assert row.potential_source == src and row.phase == "grasp"

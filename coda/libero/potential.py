@@ -228,23 +228,23 @@ DESCRIPTIONS = {
 
 
 def _articulation(k: int, atom: tuple, has_part: bool) -> str:
-    op, bound = atom[1], float(atom[2])
-    j, r = f"s.joint_range[..., sym.joint(JOINT{_tag(k)})", ""
+    """Program text of articulation atom k: progress is the joint's way from the far end of
+    its range to LIBERO's threshold; reach is the gripper at the part the joint moves."""
+    t, op, bound = _tag(k), atom[1], float(atom[2])
+    rng = f"s.joint_range[..., sym.joint(JOINT{t})"
     if op in (">", ">="):
-        moved = f"ramp(q, {j}, 0], {bound})"
-    else:
-        moved = f"ramp(-q, -{j}, 1], {-bound})"
-    done = f"q {op} {bound}"
+        moved = f"ramp(q, {rng}, 0], {bound})"
+    else:  # "<": from the range's top down to the bound
+        moved = f"ramp(-q, -{rng}, 1], {-bound})"
     if has_part:
         part = f'sym.body("goal{k}.part")'
         near = f"near = ee_distance(s, {part}) < jnp.max(half(s, {part}), axis=-1) + 0.03"
-        r = f"return distance_progress(ee_distance(s, {part}), 0.15)"
-    else:
-        near, r = "near = moved{t}(s, sym) > 0.05", "return moved{t}(s, sym)"
-    t = _tag(k)
-    near, r = near.format(t=t), r.format(t=t)
-    j = joint_role(k, atom)
-    return _ARTICULATION.format(t=t, j=j, moved=moved, done=done, near=near, reach=r)
+        reach = f"return distance_progress(ee_distance(s, {part}), 0.15)"
+    else:  # no tracked part: reaching shows only as the joint starting to move
+        near, reach = f"near = moved{t}(s, sym) > 0.05", f"return moved{t}(s, sym)"
+    return _ARTICULATION.format(
+        t=t, j=joint_role(k, atom), moved=moved, done=f"q {op} {bound}", near=near, reach=reach
+    )
 
 
 def _tag(k: int) -> str:
