@@ -255,8 +255,9 @@ s: simulator state with fields ee_pos [...,3], ee_quat [...,4], finger [...,2], 
 body_quat [...,NB,4], joint_pos [...,NJ], contact [...,NE,NE], body_half [...,NB,3],
 inner [...,NB,4], joint_range [...,NJ,2], body_linvel [...,NB,3], body_angvel [...,NB,3]
 (indices come from sym).
-sym: sym.body(role) -> body index, sym.joint(role) -> joint index, sym.entity(role),
-sym.has(role). Roles are those of the symbol table below (e.g. "target", "cabinet.handle").
+sym: sym.body(role) -> body index, sym.joint(role) -> joint index, sym.site(role) -> a box fixed
+to a body (for the site_* helpers), sym.entity(role), sym.has(role). Roles are those of the
+symbol table below (e.g. "target", "cabinet.handle"; a LIBERO goal's "goal0.object").
 Learning tools: @TOOLS@. jnp functions: @JNP@. Constants: TABLE_Z, OPEN_FRACTION,
 CLOSED_FRACTION, INSERT_DEPTH.
 Geometry helpers:
