@@ -14,6 +14,7 @@ from coda.potentials import compile_program, library
 from coda.potentials.checks import Demos, check_program, episode_ends
 from coda.sim import geometry as G
 from coda.sim.rollout import Bucket
+from coda.sim.state import SimState
 
 pytestmark = pytest.mark.usefixtures("libero_data")
 
@@ -68,8 +69,6 @@ def test_site_helpers_follow_the_body_they_sit_on():
 
 
 def _state(p, q, n):
-    from coda.sim.state import SimState
-
     z = np.zeros
     return SimState(
         ee_pos=z((1, 3), np.float32),

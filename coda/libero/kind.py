@@ -18,6 +18,7 @@ from coda.libero import engine, potential, program
 from coda.libero import scene as S
 from coda.libero.episodes import compile_episode
 from coda.libero.phases import goal_phases
+from coda.libero.planner_geometry import execution_atoms
 from coda.libero.verify import verify_task_state
 
 # probe kinds with no LIBERO change of their own that fall back to a redraw, as the critic's
@@ -79,7 +80,7 @@ class LiberoKind:
         c = S.compile_task(str(suite), str(name), 0, settle=False)
         goal = tuple(c.success.keywords["atoms"])
         lay = c.layout
-        ordered = potential.execution_atoms(goal, c.model, lay.body_names, lay.joint_names)
+        ordered = execution_atoms(goal, c.model, lay.body_names, lay.joint_names)
         parts = tuple(c.sym.has(f"goal{k}.part") for k in range(len(ordered)))
         return potential.template_of(goal, ordered, parts)
 

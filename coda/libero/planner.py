@@ -32,6 +32,7 @@ from coda.libero.planner_bodies import clear_of_neighbours as _clear_of_neighbou
 from coda.libero.planner_bodies import into_reach as _into_reach  # noqa: F401
 from coda.libero.planner_geometry import (
     drawer_slot,
+    execution_atoms,
     flat_grasp,
     implicit_open,
     needs_turn,
@@ -145,12 +146,8 @@ def _stage(compiled, a: tuple, slot: tuple, ordered: tuple):
 def stages_for(compiled, atoms: tuple) -> tuple:
     """Ordered stages (a `LiberoPickPlace`, another placement stage or an `Articulation` each)
     for a goal's atoms."""
-    atoms = list(atoms)
-    for a in list(atoms):
-        extra = implicit_open(compiled, a)
-        if extra is not None and all(b[0] != "joint" or b[3] != extra[3] for b in atoms):
-            atoms.append(extra)
-    ordered = order_atoms(tuple(atoms))
+    lay = compiled.layout
+    ordered = execution_atoms(tuple(atoms), compiled.model, lay.body_names, lay.joint_names)
     slots = _slots(compiled, ordered)
     return tuple(_stage(compiled, a, slots.get(i, ()), ordered) for i, a in enumerate(ordered))
 

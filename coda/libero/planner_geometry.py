@@ -13,6 +13,7 @@ import numpy as np
 
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.planner_articulated import goal_q
+from coda.libero.predicates import order_atoms
 from coda.sim import predicates as SP
 from coda.sim import robot
 from coda.sim.tasks.waypoints import wrap
@@ -86,6 +87,18 @@ def drawer_open_atom(m: mujoco.MjModel, body_names, joint_names, atom: tuple) ->
             if lo < kind[1] < hi:
                 return ("joint", kind[0], float(kind[1]), (j,), True)
     return None
+
+
+def execution_atoms(atoms: tuple, model: mujoco.MjModel, body_names, joint_names) -> tuple:
+    """The goal's resolved atoms as the planner executes them: with the Open atom of a drawer
+    an In atom's region moves with ("open the top drawer and put the bowl inside" states only
+    the In), in `predicates.order_atoms`' order (`coda.libero.planner.stages_for`)."""
+    atoms = list(atoms)
+    for a in list(atoms):
+        extra = drawer_open_atom(model, body_names, joint_names, a)
+        if extra is not None and all(b[0] != "joint" or b[3] != extra[3] for b in atoms):
+            atoms.append(extra)
+    return order_atoms(tuple(atoms))
 
 
 def _placement_data(compiled, atom: tuple) -> tuple[mujoco.MjModel, mujoco.MjData, int | None]:

@@ -33,13 +33,13 @@ from __future__ import annotations
 import mujoco
 
 from coda.libero import predicates as P
-from coda.libero.planner_geometry import drawer_open_atom
+from coda.libero.planner_geometry import execution_atoms
 from coda.sim import predicates as SP
 from coda.sim.state import SymbolTable
 from coda.sim.tasks import PotentialTemplate
 
 PLACEMENTS = ("on_obj", "on_region", "in_region")
-_ACTIONS = {"open": "open", "close": "close", "turn_on": "turnon", "turn_off": "turnoff"}
+_ACTIONS = {v: k for k, v in P._ACTION.items()}  # LIBERO's threshold names -> BDDL's
 
 
 def joint_role(k: int, atom: tuple) -> str:
@@ -49,18 +49,6 @@ def joint_role(k: int, atom: tuple) -> str:
             if (op, float(bound)) == (atom[1], float(atom[2])):
                 return f"goal{k}.{_ACTIONS[action]}:{kind}"
     return f"goal{k}.joint{atom[1]}{atom[2]:g}"
-
-
-def execution_atoms(atoms: tuple, model: mujoco.MjModel, body_names, joint_names) -> tuple:
-    """The goal's resolved atoms as the planner executes them: with the Open atom of a drawer
-    an In atom's region moves with ("open the top drawer and put the bowl inside" states only
-    the In), in `predicates.order_atoms`' order (`coda.libero.planner.stages_for`)."""
-    atoms = list(atoms)
-    for a in list(atoms):
-        extra = drawer_open_atom(model, body_names, joint_names, a)
-        if extra is not None and all(b[0] != "joint" or b[3] != extra[3] for b in atoms):
-            atoms.append(extra)
-    return P.order_atoms(tuple(atoms))
 
 
 def goal_symbols(sym: SymbolTable, atoms: tuple, model: mujoco.MjModel, built) -> SymbolTable:
@@ -315,4 +303,4 @@ def template_of(goal: tuple, ordered: tuple, has_part: tuple[bool, ...]) -> Pote
     )
 
 
-__all__ = ["execution_atoms", "goal_symbols", "joint_role", "template_of"]
+__all__ = ["goal_symbols", "joint_role", "template_of"]

@@ -63,13 +63,9 @@ def _quat_mat(q: jnp.ndarray) -> jnp.ndarray:
 
 
 def _site_frame(state: SimState, body: int, pos: tuple, quat: tuple):
-    """World position [..., 3] and rotation [..., 3, 3] of a site fixed to a tracked body."""
-    p, q = jnp.asarray(pos, state.body_pos.dtype), jnp.asarray(quat, state.body_pos.dtype)
-    if body < 0:
-        lead = state.ee_pos.shape[:-1]
-        return jnp.broadcast_to(p, lead + (3,)), jnp.broadcast_to(_quat_mat(q), lead + (3, 3))
-    rb = _quat_mat(state.body_quat[..., body, :])
-    return G.pos(state, body) + jnp.einsum("...ij,j->...i", rb, p), rb @ _quat_mat(q)
+    """World position [..., 3] and rotation [..., 3, 3] of a site fixed to a tracked body
+    (`coda.sim.geometry.site_frame`, which Φ's `site_*` helpers read too)."""
+    return G.site_frame(state, (body, pos, quat))
 
 
 def _touch(state: SimState, a: tuple[int, ...], b: tuple[int, ...]) -> jnp.ndarray:

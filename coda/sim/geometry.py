@@ -43,33 +43,34 @@ def to_local(state: SimState, i: int, p: jnp.ndarray) -> jnp.ndarray:
     return jnp.einsum("...ji,...j->...i", m, p - state.body_pos[..., i, :])
 
 
-def site_pos(state: SimState, site: tuple) -> jnp.ndarray:
-    """World centre [..., 3] of a site (body, pos, quat, size) fixed to tracked body `body`
-    (`SymbolTable.site`; body -1: the world)."""
-    body, p = site[0], jnp.asarray(site[1], state.ee_pos.dtype)
+def site_frame(state: SimState, site: tuple) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """World centre [..., 3] and rotation [..., 3, 3] of a site (body, pos, quat, ...) fixed to
+    tracked body `body` (`SymbolTable.site`; body -1: the world)."""
+    body = site[0]
+    p, q = jnp.asarray(site[1], state.ee_pos.dtype), jnp.asarray(site[2], state.ee_pos.dtype)
     if body < 0:
-        return jnp.broadcast_to(p, state.ee_pos.shape)
-    m = quat_to_mat(state.body_quat[..., body, :])
-    return state.body_pos[..., body, :] + jnp.einsum("...ij,j->...i", m, p)
+        lead = state.ee_pos.shape[:-1]
+        return jnp.broadcast_to(p, lead + (3,)), jnp.broadcast_to(quat_to_mat(q), lead + (3, 3))
+    rb = quat_to_mat(state.body_quat[..., body, :])
+    return state.body_pos[..., body, :] + jnp.einsum("...ij,j->...i", rb, p), rb @ quat_to_mat(q)
 
 
-def _site_mat(state: SimState, site: tuple) -> jnp.ndarray:
-    q = jnp.asarray(site[2], state.ee_pos.dtype)
-    if site[0] < 0:
-        return jnp.broadcast_to(quat_to_mat(q), state.ee_pos.shape + (3,))
-    return quat_to_mat(state.body_quat[..., site[0], :]) @ quat_to_mat(q)
+def site_pos(state: SimState, site: tuple) -> jnp.ndarray:
+    """World centre [..., 3] of a site (`site_frame`)."""
+    return site_frame(state, site)[0]
 
 
 def site_local(state: SimState, p: jnp.ndarray, site: tuple) -> jnp.ndarray:
     """World point(s) p [..., 3] in a site's frame (its centre at 0, axes along its box)."""
-    return jnp.einsum("...ji,...j->...i", _site_mat(state, site), p - site_pos(state, site))
+    ps, rs = site_frame(state, site)
+    return jnp.einsum("...ji,...j->...i", rs, p - ps)
 
 
 def site_extent(state: SimState, site: tuple) -> jnp.ndarray:
     """World-axis half extents [..., 3] of a site's box (|R| @ half size: its world bounding
     box, as LIBERO's In test reads a region)."""
     h = jnp.asarray(site[3], state.ee_pos.dtype)
-    return jnp.abs(jnp.einsum("...ij,j->...i", _site_mat(state, site), h))
+    return jnp.abs(jnp.einsum("...ij,j->...i", site_frame(state, site)[1], h))
 
 
 def site_half(state: SimState, site: tuple) -> jnp.ndarray:
