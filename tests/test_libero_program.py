@@ -271,3 +271,63 @@ def test_probes_change_the_focus_object_in_their_factor(spatial):
     assert [e.factor for e in P.edits_of(redraw)] == ["task"]
     with pytest.raises(P.EditError, match="unknown probe kind"):
         P.probe(base, "layout", "sideways", rng)
+
+
+class _Pick:
+    """A generator stand-in whose draw is a given index."""
+
+    def __init__(self, i: int):
+        self.i = i
+
+    def integers(self, n: int) -> int:
+        return self.i
+
+
+def _resampled_to(program: str, edit: P.Edit) -> str:
+    """`P.resample` of `program` drawing `edit` (which must be one of the task's edits)."""
+    edits = P.edits_for(S.load_task(*E.parse(program).task_ref), edit.factor)
+    return P.resample(program, edit.factor, _Pick(edits.index(edit)))
+
+
+def _loads(program: str) -> S.LiberoTask:
+    return S.load_task(*E.parse(program).task_ref)
+
+
+def test_an_edit_drawn_on_an_edited_task_keeps_the_edits_it_needs(spatial):
+    """An edit is drawn on the edited task, so it may hold only after an edit it overrides:
+    a stand-in of a stand-in (chosen by the current object's size), an instance of an object
+    that an earlier goal made movable. The program then keeps the chain (it loads, as the
+    critic's probes and the engine need); when the override still applies it is kept short."""
+    bowl, first = "akita_black_bowl_1", P.instance_candidates(spatial, "akita_black_bowl_1")[0]
+    once = E.Episode("libero_spatial", SPATIAL, 0, edits=f"inst({bowl},{first})").program
+    twice_task = _loads(once)
+    only_now = set(P.instance_candidates(twice_task, bowl)) - set(
+        P.instance_candidates(spatial, bowl)
+    )
+    assert only_now, "the fixture needs a stand-in that only the edited object allows"
+    cat = sorted(only_now)[0]
+    chained = _resampled_to(once, P.Edit("inst", (bowl, cat)))
+    assert [e.args[1] for e in P.edits_of(E.parse(chained))] == [first, cat]
+    assert _loads(chained).problem.category(bowl) == cat
+    both = set(P.instance_candidates(spatial, bowl)) & set(P.instance_candidates(twice_task, bowl))
+    same = sorted(both)[0]
+    short = _resampled_to(once, P.Edit("inst", (bowl, same)))
+    assert [e.args for e in P.edits_of(E.parse(short))] == [(bowl, same)]
+
+    # the plate is the goal's target; a goal that moves it lets stand-ins of a moved object in
+    region = G.free_regions(spatial)[0]
+    moved = E.Episode(
+        "libero_spatial",
+        SPATIAL,
+        0,
+        edits=P.format_edits([P.goal_edit([("on", "plate_1", region)])]),
+    ).program
+    as_mover = set(P.instance_candidates(_loads(moved), "plate_1"))
+    cat = sorted(as_mover - set(P.instance_candidates(spatial, "plate_1")))[0]
+    with_inst = _resampled_to(moved, P.Edit("inst", ("plate_1", cat)))
+    new_goal = next(
+        e for e in P.edits_for(_loads(with_inst), "task") if e.atoms[0][:2] == ("on", "plate_1")
+    )
+    program = _resampled_to(with_inst, new_goal)
+    assert _loads(program).problem.category("plate_1") == cat
+    assert [e.op for e in P.edits_of(E.parse(program))] == ["goal", "inst", "goal"]

@@ -338,8 +338,18 @@ def resample(program: str, factor: str, rng: np.random.Generator) -> str | None:
 
 
 def _appended(ep: E.Episode, edit: Edit) -> str:
-    """The program of `ep` with `edit` added (`with_edit`)."""
-    return dataclasses.replace(ep, edits=format_edits(with_edit(edits_of(ep), edit))).program
+    """The program of `ep` with `edit` added. `edit` was chosen on the edited task, so it may
+    hold only after the edits `with_edit` would drop for it (a stand-in is chosen by the
+    object's current category and size; a goal edit can make an object a target, which
+    changes its stand-ins): the shorter program is kept when it still applies, else `edit`
+    follows the whole chain, valid by construction."""
+    chain = edits_of(ep)
+    short = with_edit(chain, edit)
+    try:
+        apply(S.load_task(ep.suite, ep.task), short, PREFIX + ep.suite, ep.task)
+    except EditError:
+        short = (*chain, edit)
+    return dataclasses.replace(ep, edits=format_edits(short)).program
 
 
 PROBE_KINDS = ("away", "redraw", "near", "relation", "recategorized")
