@@ -205,13 +205,24 @@ def test_scripted_pick_place_puts_the_soup_in_the_basket():
     assert planner.plans[0].phase == 8  # the whole plan ran
 
 
-@pytest.mark.parametrize("what", ["milk", "cream_cheese"])
-def test_scripted_pick_place_carries_tall_objects_and_turns_for_long_ones(what):
+@pytest.mark.parametrize(
+    "suite, what",
+    [
+        ("libero_object", "milk"),
+        ("libero_object", "cream_cheese"),
+        ("libero_spatial", "between_the_plate_and_the_ramekin"),
+    ],
+)
+def test_scripted_pick_place_carries_tall_objects_turns_for_long_ones_and_takes_bowls_by_the_rim(
+    suite, what
+):
     """The milk carton stands taller than the basket's rim is high over the carry line (it
     used to hit the rim and fall); the cream cheese box is longer than the fingers open, so
-    the hand turns to close across its width (benchmarks/results/libero_panda_planner_trace)."""
-    name = next(n for n in suites.tasks("libero_object") if what in n)
-    env = E.PandaEnv("libero_object", name, n_envs=1)
+    the hand turns to close across its width; the bowl is wider than they open everywhere, so
+    the fingers straddle its wall on a side where the hand clears the ramekin
+    (benchmarks/results/libero_panda_planner_trace)."""
+    name = next(n for n in suites.tasks(suite) if what in n)
+    env = E.PandaEnv(suite, name, n_envs=1)
     planner = PP.PandaPickPlace(env)
     env.reset([0])
     success = False
@@ -220,6 +231,24 @@ def test_scripted_pick_place_carries_tall_objects_and_turns_for_long_ones(what):
         if success:
             break
     assert success
+
+
+def test_a_bowl_is_taken_by_its_wall_and_a_box_across_its_width():
+    """`grasp_of`: a 6 x 3 cm box is grasped at its centre across the 3 cm (within the width
+    tie, towards the current direction); a 14 cm round footprint (wider than the fingers open
+    everywhere) by the wall of the side asked for, the fingers closing towards the centre."""
+    box = np.c_[np.array([[x, y] for x in (-0.03, 0.03) for y in (-0.015, 0.015)]), np.zeros(4)]
+    xy, yaw, rim = PP.grasp_of(box + [0.5, 0.1, 0.0], current=0.0)
+    np.testing.assert_allclose(xy, [0.5, 0.1], atol=1e-6)
+    assert not rim and abs(PP._wrap(yaw - np.pi / 2)) < np.deg2rad(10.0)  # the width tie
+    a = np.linspace(0.0, 2 * np.pi, 36, endpoint=False)
+    bowl = np.c_[0.07 * np.cos(a) + 0.5, 0.07 * np.sin(a), np.zeros_like(a)]
+    xy, yaw, rim = PP.grasp_of(bowl, current=0.0, side=0)  # the wall nearest the robot (-x)
+    assert rim and abs(PP._wrap(yaw)) < 1e-6
+    np.testing.assert_allclose(xy, [0.5 - 0.07 + PP.RIM_INSET, 0.0], atol=1e-6)
+    xy, yaw, rim = PP.grasp_of(bowl, current=0.0, side=2)  # the +y wall
+    np.testing.assert_allclose(xy, [0.5, 0.07 - PP.RIM_INSET], atol=1e-6)
+    assert abs(PP._wrap(yaw - np.pi / 2)) < 1e-6
 
 
 def _width(corners: np.ndarray, yaw: float) -> float:

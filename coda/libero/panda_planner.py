@@ -4,13 +4,17 @@ Closed loop on the simulator's state (object poses, the grasp site), one 20 Hz a
 wait for the stored state's objects to drop (LIBERO's protocol: 10 no-op steps), move above the
 object while turning the hand about the vertical so the fingers close across the object's
 narrowest horizontal width, descend to its middle (no lower than the fingertips allow over the
-table), close, lift, carry above the target (a site: a container's region; or a body: the top
-of a plate) high enough that the hanging object clears everything on the way (the target's rim
-included), lower until its bottom is just above the target, open, lift. Position actions point
-at the phase's waypoint (`(target - site) / 0.05`, clipped: OSC_POSE's goal lands on the
-waypoint once within 5 cm); rotation actions turn the hand about the world's vertical only, and
-only on the way to above the object; the gripper command is the phase's. The Panda's fingers
-open to 8 cm, so it grasps from above objects with a horizontal width under that.
+table; a tall object's top meets the palm first, which ends the descent), close, lift, carry
+the object's centre above the target (a site: a container's region; or a body: the top of a
+plate) high enough that the hanging object clears everything near the way (the target's rim
+included), lower until its bottom is just above the target, open, lift. An object wider than
+the fingers open everywhere (a bowl) is taken by its wall, 2.5 cm under the rim, the fingers
+straddling it on the first side (nearest the robot first) where the hand and the open fingers
+clear the neighbours. Position actions point at the phase's waypoint (`(target - site) /
+0.05`, clipped: OSC_POSE's goal lands on the waypoint once within 5 cm); rotation actions turn
+the hand about the world's vertical only, and only on the way to above the object; the gripper
+command is the phase's. Not handled: a bowl lying tilted (on a stove's rim, against a ramekin
+it slid off), objects in drawers, goals other than one In / On over a movable object.
 
 Used for recorded episodes that succeed (`benchmarks/libero_reference/scripted_episodes.py`):
 the fidelity benchmark replays them in LIBERO itself and compares success.
@@ -41,6 +45,21 @@ ALIGNED = np.deg2rad(2.0)  # the hand's yaw is aligned within this
 WIDTH_TIE = 0.005  # m: widths this close count as equal (the turn then is the smaller one)
 GRIP_STEPS = 10  # steps holding still while the fingers close / open (robosuite: 8 to close)
 MAX_MOVE = 80  # steps a move may take before the plan gives up
+RIM_WIDTH = 0.07  # m: an object wider than this everywhere is taken by its rim wall (a bowl)
+RIM_INSET = 0.004  # m: the grasp site inside the object's outline for a rim grasp
+RIM_BELOW_TOP = 0.025  # m: the grasp site under the rim for a rim grasp
+RIM_SIDES = (
+    (-1.0, 0.0),
+    (0.0, -1.0),
+    (0.0, 1.0),
+    (1.0, 0.0),
+)  # walls tried, nearest the robot first
+HAND_HALF = 0.11  # m: the hand's half length along the fingers' closing axis
+HAND_THICK = 0.04  # m: the hand's half thickness across it (with a margin)
+PALM_ABOVE = 0.03  # m: the palm's underside above the grasp site
+FINGER_REACH = 0.055  # m: the open fingers' outer faces from the grasp site
+FINGER_HALF = 0.015  # m: the fingers' half width across the closing axis (with a margin)
+FINGER_BELOW = 0.02  # m: the fingertips' reach under the grasp site (with a margin)
 GRIPPER_PREFIX = "gripper0_"  # the gripper's bodies (robosuite's names, `coda.libero.panda`)
 _ANGLES = np.deg2rad(np.arange(0.0, 180.0, 2.0))  # closing directions tried for the width
 _SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
@@ -58,6 +77,8 @@ class Plan:
     hang: float = 0.0  # grasp site z - the object's bottom, measured once it is held
     carry_z: float = 0.0  # the grasp site's z while carrying
     heights: list = dataclasses.field(default_factory=list)  # the site's z along the descent
+    offset: np.ndarray | None = None  # grasp site xy - the object's centre xy, once held
+    side: int | None = None  # the rim grasp's wall (`RIM_SIDES`), chosen once
 
 
 def goal_of(task) -> tuple[str, str] | None:
@@ -115,14 +136,39 @@ def _wrap(a: float) -> float:
     return float((a + np.pi / 2) % np.pi - np.pi / 2)
 
 
-def closing_yaw(corners: np.ndarray, current: float) -> float:
-    """The closing direction (yaw, rad) across the object's narrowest horizontal width; of
-    widths within `WIDTH_TIE` of the narrowest, the one nearest `current`."""
+def narrowest(corners: np.ndarray, current: float) -> tuple[float, float]:
+    """(yaw, width): the closing direction (rad) across the object's narrowest horizontal
+    width, and that width; of widths within `WIDTH_TIE` of the narrowest, the direction
+    nearest `current`."""
     u = np.stack([np.cos(_ANGLES), np.sin(_ANGLES)], axis=1)
     proj = corners[:, :2] @ u.T
     width = proj.max(axis=0) - proj.min(axis=0)
     ok = np.flatnonzero(width <= width.min() + WIDTH_TIE)
-    return float(_ANGLES[min(ok, key=lambda i: abs(_wrap(_ANGLES[i] - current)))])
+    i = min(ok, key=lambda i: abs(_wrap(_ANGLES[i] - current)))
+    return float(_ANGLES[i]), float(width[i])
+
+
+def closing_yaw(corners: np.ndarray, current: float) -> float:
+    """The closing direction (yaw, rad) of `narrowest`."""
+    return narrowest(corners, current)[0]
+
+
+def grasp_of(corners: np.ndarray, current: float, side: int = 0):
+    """(grasp site xy, closing yaw, rim): across the narrowest width at the footprint's
+    centre; for an object wider than `RIM_WIDTH` everywhere (a bowl), the fingers straddle
+    its wall on `RIM_SIDES[side]`, closing towards the centre."""
+    yaw, width = narrowest(corners, current)
+    lo, hi = corners[:, :2].min(axis=0), corners[:, :2].max(axis=0)
+    centre = (lo + hi) / 2
+    if width <= RIM_WIDTH:
+        return centre, yaw, False
+    u = np.asarray(RIM_SIDES[side])
+    wall = centre + u * ((hi - lo) / 2 - RIM_INSET)
+    return wall, float(np.arctan2(u[1], u[0])), True
+
+
+def _centre(corners: np.ndarray) -> np.ndarray:
+    return (corners[:, :2].min(axis=0) + corners[:, :2].max(axis=0)) / 2
 
 
 def _near_segment(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray, r: float):
@@ -163,20 +209,48 @@ class PandaPickPlace:
         xy, _, top = _extent(d, env.model, self.geoms[plan.target])
         return xy, top
 
-    def _yaw_error(self, env, d: mujoco.MjData, plan: Plan) -> float:
-        """Turn (rad, about the vertical) that puts the fingers across the object's narrowest
-        width."""
+    def _grasp(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float, bool]:
+        """`grasp_of` the object now, and the turn (rad, about the vertical) to its yaw; a
+        rim grasp on the first wall where the hand clears the neighbours (`_hand_clear`)."""
         axis = d.xaxis[self.finger_joint]
         current = float(np.arctan2(axis[1], axis[0]))
-        want = closing_yaw(_corners(d, env.model, self.geoms[plan.obj]), current)
-        return _wrap(want - current)
+        corners = _corners(d, env.model, self.geoms[plan.obj])
+        if plan.side is None:
+            plan.side = 0
+            z = corners[:, 2].max() - RIM_BELOW_TOP
+            for i in range(len(RIM_SIDES)):
+                xy, want, rim = grasp_of(corners, current, i)
+                if not rim or self._hand_clear(env, d, xy, want, z):
+                    plan.side = i
+                    break
+        xy, want, rim = grasp_of(corners, current, plan.side)
+        return xy, _wrap(want - current), rim
 
-    def _grasp_z(self, env, d: mujoco.MjData, bottom: float, top: float) -> float:
-        """The object's middle, no lower than the fingertips allow over the table (a tall
-        object's top meets the palm before: the descent then stalls, `STALL`)."""
+    def _hand_clear(self, env, d: mujoco.MjData, xy: np.ndarray, yaw: float, z: float) -> bool:
+        """Whether the hand, its site at (xy, z) and its fingers closing along `yaw`, is clear
+        of every other body: the palm of their tops, the open fingers of their sides."""
+        u = np.array([np.cos(yaw), np.sin(yaw)])
+        parts = (
+            (HAND_HALF, HAND_THICK, z + PALM_ABOVE),  # the palm
+            (FINGER_REACH, FINGER_HALF, z - FINGER_BELOW),  # the open fingers
+        )
+        for geoms in self.others:
+            lo, hi = _box(d, env.model, geoms)
+            for reach, half, low in parts:
+                if hi[2] > low and _near_segment(
+                    lo[:2], hi[:2], xy - reach * u, xy + reach * u, half
+                ):
+                    return False
+        return True
+
+    def _grasp_z(self, env, d: mujoco.MjData, bottom: float, top: float, rim: bool) -> float:
+        """The object's middle (under the rim for a rim grasp), no lower than the fingertips
+        allow over the table (a tall object's top meets the palm before: the descent then
+        stalls, `STALL`)."""
         site_z = d.site_xpos[env.idx.site][2]
         tips = site_z - _corners(d, env.model, self.fingertips)[:, 2].min()  # under the site
-        return max((bottom + top) / 2, bottom + tips + TIP_MARGIN)
+        z = top - RIM_BELOW_TOP if rim else (bottom + top) / 2
+        return max(z, bottom + tips + TIP_MARGIN)
 
     def _carry_z(self, env, d: mujoco.MjData, plan: Plan) -> float:
         """The grasp site's z that carries the hanging object over everything within
@@ -194,19 +268,22 @@ class PandaPickPlace:
 
     def _waypoint(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float]:
         """(site target [3], gripper command) of the plan's phase."""
-        xy, bottom, top = _extent(d, env.model, self.geoms[plan.obj])
+        _, bottom, top = _extent(d, env.model, self.geoms[plan.obj])
         site = d.site_xpos[env.idx.site]
         if plan.phase == 0:  # settle
             return site.copy(), OPEN
-        if plan.phase == 1:  # above the object
-            return np.r_[xy, top + CLEAR], OPEN
-        if plan.phase == 2:  # down to its middle
-            plan.grasp_z = self._grasp_z(env, d, bottom, top)
-            return np.r_[xy, plan.grasp_z], OPEN
+        if plan.phase in (1, 2):
+            gxy, _, rim = self._grasp(env, d, plan)
+            if plan.phase == 1:  # above the object
+                return np.r_[gxy, top + CLEAR], OPEN
+            plan.grasp_z = self._grasp_z(env, d, bottom, top, rim)  # down to the grasp
+            return np.r_[gxy, plan.grasp_z], OPEN
         if plan.phase == 3:  # close
             plan.hang = float(site[2] - bottom)
+            plan.offset = site[:2] - _centre(_corners(d, env.model, self.geoms[plan.obj]))
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
+        txy = txy + plan.offset  # the object's centre over the target's
         if plan.phase == 4:  # lift
             plan.carry_z = plan.carry_z or self._carry_z(env, d, plan)
             return np.r_[site[:2], plan.carry_z], CLOSE
@@ -224,7 +301,7 @@ class PandaPickPlace:
             target, grip = self._waypoint(env, d, plan)
             err = target - d.site_xpos[env.idx.site]
             out[b, :3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)
-            yaw = self._yaw_error(env, d, plan) if plan.phase == 1 else 0.0
+            yaw = self._grasp(env, d, plan)[1] if plan.phase == 1 else 0.0
             out[b, 5] = np.clip(yaw / OSCConfig.max_delta_rot, -1.0, 1.0)
             out[b, 6] = grip
             plan.count += 1
