@@ -29,6 +29,29 @@ def _history(workdir: str, arm: str, seed: int) -> list[dict]:
         return [h for h in json.load(f).get("history") or [] if "suites" in h]
 
 
+def _cell(workdir: str, arm: str, seed: int) -> dict:
+    """Provenance and cost of one arm's cell: the commit it ran at, its rounds' recorded wall
+    seconds summed (round 0, the BC start, records none) and the last invocation's wall."""
+    folder = os.path.join(workdir, arm, f"seed{seed}")
+    with open(os.path.join(folder, "summary.json")) as f:
+        summary = json.load(f)
+    commit = ""
+    if os.path.exists(os.path.join(folder, "commit.txt")):
+        with open(os.path.join(folder, "commit.txt")) as f:
+            commit = f.read().strip()
+    rounds = sum(float(h.get("seconds") or 0.0) for h in summary.get("history") or [])
+    return {
+        "commit": commit,
+        "rounds_wall_seconds": rounds,
+        "last_invocation_wall_seconds": summary.get("wall_seconds"),
+    }
+
+
+def _outcomes(h: dict) -> dict:
+    """Per-episode outcomes of the round's OOD suites (the same episodes every round)."""
+    return {n: s["outcomes"] for n, s in h["suites"].items() if n.startswith("ood")}
+
+
 def _ood(h: dict) -> tuple[float, float]:
     rates, var = [], 0.0
     for name, s in h["suites"].items():
@@ -58,11 +81,13 @@ def curve(workdir: str, arms: list[str], seed: int) -> dict:
     hist = {a: _history(workdir, a, seed) for a in arms}
     rounds = sorted(set.intersection(*[{int(h["round"]) for h in hs} for hs in hist.values()]))
     by = {a: {int(h["round"]): h for h in hs} for a, hs in hist.items()}
-    out = {"arms": arms, "seed": seed, "rounds": []}
+    out = {"arms": arms, "seed": seed, "cells": {a: _cell(workdir, a, seed) for a in arms}}
+    out["rounds"] = []
     for r in rounds:
         row = {"round": r}
         for a in arms:
             row[a] = dict(zip(("ood", "se"), _ood(by[a][r]), strict=True))
+            row[a]["outcomes"] = _outcomes(by[a][r])
         row["diff"] = dict(
             zip(("mean", "se"), _paired(by[arms[0]][r], by[arms[1]][r]), strict=True)
         )
@@ -120,7 +145,16 @@ def markdown(res: dict, command: str) -> str:
         f"Mean difference over the last {res['last_rounds']} rounds: "
         f"{100 * res['last_rounds_mean_diff']:+.1f} points (same episodes every round: its "
         "uncertainty is at least one round's s.e., not that divided by the rounds).",
+        "",
+        "Cells (per-episode outcomes of every round and suite are in the JSON):",
+        "",
     ]
+    for arm, c in res["cells"].items():
+        lines.append(
+            f"- {arm}: commit {c['commit'][:7] or '?'}; rounds 1–{res['rounds'][-1]['round']} "
+            f"took {c['rounds_wall_seconds']:,.0f} s of wall (summed per round; the BC start "
+            "is not in it)"
+        )
     return "\n".join(lines) + "\n"
 
 
