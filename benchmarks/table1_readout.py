@@ -105,11 +105,55 @@ def readout(workdir: str) -> dict:
     return out
 
 
+SECONDARY = ("coda", ("coda_selfimit", "no_memory"))  # the registration's ablation pairs
+
+
+def secondary(workdir: str) -> dict:
+    """The registered secondary comparisons: coda − each ablation at the final round, on the
+    OOD average and on ID, paired by seed, unadjusted (each its own family of one)."""
+    method, ablations = SECONDARY
+    cells = _cells(workdir)
+    out: dict = {}
+    for metric in ("ood_average", "id"):
+        values: dict[str, dict[int, float]] = {}
+        for arm, seeds in cells.items():
+            for seed, s in seeds.items():
+                hist = [h for h in s.get("history") or [] if "suites" in h]
+                last = hist[-1]["suites"]
+                v = paired.ood_average(last) if metric == "ood_average" else _rates(hist[-1])
+                values.setdefault(arm, {})[seed] = v if metric == "ood_average" else v.get("id")
+        out[metric] = {
+            b: paired.paired_differences(values, method, [b])[b]
+            for b in ablations
+            if b in values and method in values
+        }
+    return out
+
+
 def _p(x: float, scale: float = 100.0, nd: int = 1) -> str:
     return "–" if not math.isfinite(x) else f"{x * scale:.{nd}f}"
 
 
-def markdown(res: dict, command: str) -> str:
+def secondary_markdown(sec: dict) -> list[str]:
+    lines = [
+        "",
+        "Registered secondary comparisons (coda − each ablation at the final round, paired by "
+        "seed, unadjusted; points, mean ± seed-level s.e., 95 % CI, p of the paired t):",
+        "",
+        "| metric | ablation | seeds | coda − ablation | 95 % CI | p |",
+        "|---|---|---|---|---|---|",
+    ]
+    for metric, rows in sec.items():
+        for b, r in rows.items():
+            lo, hi = r["ci"]
+            lines.append(
+                f"| {metric} | {b} | {r['n']} | {_p(r['mean'])} ± {_p(r['se'])} | "
+                f"[{_p(lo)}, {_p(hi)}] | {r['p']:.3f} |"
+            )
+    return lines
+
+
+def markdown(res: dict, command: str, sec: dict | None = None) -> str:
     lines = [
         "# Table 1 (pre-registered): mechanism readout",
         "",
@@ -145,6 +189,8 @@ def markdown(res: dict, command: str) -> str:
                 f"{_p(x['collect_success'])} | {x['targeted']:.0f} "
                 f"({_p(x['targeting_precision'])}) | {_p(x['validated'], 1, 1)} |"
             )
+    if sec:
+        lines += secondary_markdown(sec)
     return "\n".join(lines) + "\n"
 
 
@@ -154,12 +200,12 @@ def main() -> None:
     ap.add_argument("--out", default="", help="path stem: writes <out>.json and <out>.md")
     a = ap.parse_args()
     command = "python benchmarks/table1_readout.py " + " ".join(sys.argv[1:])
-    res = readout(a.workdir)
-    md = markdown(res, command)
+    res, sec = readout(a.workdir), secondary(a.workdir)
+    md = markdown(res, command, sec)
     print(md)
     if a.out:
         with open(a.out + ".json", "w") as f:
-            json.dump({"command": command, "arms": res}, f, indent=1, default=str)
+            json.dump({"command": command, "arms": res, "secondary": sec}, f, indent=1, default=str)
         with open(a.out + ".md", "w") as f:
             f.write(md)
 
