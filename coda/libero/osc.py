@@ -69,8 +69,21 @@ def axis_angle_matrix(v: np.ndarray) -> np.ndarray:
 
 
 def orientation_error(desired: np.ndarray, current: np.ndarray) -> np.ndarray:
-    """[B, 3] robosuite's ½ Σ cᵢ × dᵢ over the rotation matrices' columns."""
-    return 0.5 * sum(np.cross(current[..., :, i], desired[..., :, i]) for i in range(3))
+    """[B, 3] robosuite's ½ Σ cᵢ × dᵢ over the rotation matrices' columns (each cross
+    product's components as `np.cross` computes them, summed in the same order: the same
+    bits, without its per-call overhead)."""
+    total = 0.0
+    for i in range(3):
+        a, b = current[..., :, i], desired[..., :, i]
+        total = total + np.stack(
+            [
+                a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
+                a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
+                a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0],
+            ],
+            axis=-1,
+        )
+    return 0.5 * total
 
 
 def set_goal(
@@ -173,21 +186,23 @@ def site_pose(model: mujoco.MjModel, datas, idx: ArmIndex) -> tuple[np.ndarray, 
 
 
 def _dynamics(model: mujoco.MjModel, datas, idx: ArmIndex):
-    nv = model.nv
+    nv, b, n = model.nv, len(datas), len(idx.dof)
     jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
     full = np.zeros((nv, nv))
-    out = {k: [] for k in ("mass", "jp", "jr", "q", "qvel", "bias")}
+    out = {k: np.zeros((b, 3, n)) for k in ("jp", "jr")}
+    out["mass"] = np.zeros((b, n, n))
+    out.update({k: np.zeros((b, n)) for k in ("q", "qvel", "bias")})
     sel = np.ix_(idx.dof, idx.dof)
-    for d in datas:
+    for i, d in enumerate(datas):
         mujoco.mj_jacSite(model, d, jp, jr, idx.site)
         mujoco.mj_fullM(model, d, full)
-        out["mass"].append(full[sel].copy())
-        out["jp"].append(jp[:, idx.dof].copy())
-        out["jr"].append(jr[:, idx.dof].copy())
-        out["q"].append(d.qpos[idx.qpos].copy())
-        out["qvel"].append(d.qvel[idx.dof].copy())
-        out["bias"].append(d.qfrc_bias[idx.dof].copy())
-    return {k: np.stack(v) for k, v in out.items()}
+        out["mass"][i] = full[sel]
+        out["jp"][i] = jp[:, idx.dof]
+        out["jr"][i] = jr[:, idx.dof]
+        out["q"][i] = d.qpos[idx.qpos]
+        out["qvel"][i] = d.qvel[idx.dof]
+        out["bias"][i] = d.qfrc_bias[idx.dof]
+    return out
 
 
 def step(
