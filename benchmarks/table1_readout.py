@@ -153,9 +153,9 @@ def secondary_markdown(sec: dict) -> list[str]:
     return lines
 
 
-def markdown(res: dict, command: str, sec: dict | None = None) -> str:
+def markdown(res: dict, command: str, sec: dict | None = None, title: str = "") -> str:
     lines = [
-        "# Table 1 (pre-registered): mechanism readout",
+        f"# {title or 'Table 1 (pre-registered)'}: mechanism readout",
         "",
         f"Command: `{command}`",
         "",
@@ -189,7 +189,7 @@ def markdown(res: dict, command: str, sec: dict | None = None) -> str:
                 f"{_p(x['collect_success'])} | {x['targeted']:.0f} "
                 f"({_p(x['targeting_precision'])}) | {_p(x['validated'], 1, 1)} |"
             )
-    if sec:
+    if sec and any(sec.values()):
         lines += secondary_markdown(sec)
     return "\n".join(lines) + "\n"
 
@@ -198,10 +198,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--out", default="", help="path stem: writes <out>.json and <out>.md")
+    ap.add_argument("--title", default="", help="the study's name in the heading")
     a = ap.parse_args()
     command = "python benchmarks/table1_readout.py " + " ".join(sys.argv[1:])
     res, sec = readout(a.workdir), secondary(a.workdir)
-    md = markdown(res, command, sec)
+    md = markdown(res, command, sec, a.title)
     print(md)
     if a.out:
         with open(a.out + ".json", "w") as f:

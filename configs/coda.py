@@ -190,6 +190,10 @@ def get_config(arg: str | None = None, strategy: str = "coda") -> ConfigDict:
     c.loop.updates_per_call = 20  # updates per jitted call (lax.scan length; results unchanged)
     c.loop.replay_size = 20000  # transitions kept on device (ring buffer)
     c.loop.demo_cap = 12000  # planner-demo rows kept on device
+    # BC strategies (`*_demos`, fresh_task_bc): the share of every BC batch drawn from the demo
+    # rows added after round 0 (the rounds' scenes), the rest from round 0's; 0 = every kept
+    # row alike (then round 0's rows, the most, carry most of the gradient)
+    c.loop.bc_round_share = 0.0
     # Planner demos for BC: the pool's layouts plus `demo_seeds` more layouts of each pool
     # program (demos only); why this many: benchmarks/results/finetune.md
     c.loop.demo_seeds = 120

@@ -19,8 +19,10 @@ Variants:
   (BC-only: the BC start's planner demos of the source tasks, the same updates per round),
   `domain_randomization_demos` (DR) and `coda_demos` (the critic and engine choose the scenes:
   targeted variants of diagnosed LIBERO modes, `coda.libero.engine`), each learning by BC on
-  its scenes' planner demos; budgets as ''. Cost: ~25-30 min per cell alone on the 2-core VM
-  (the registration's estimate);
+  its scenes' planner demos, half of every BC batch from the rounds' scenes
+  (`loop.bc_round_share`, since benchmarks/registrations/issue30_libero_pro_v3.md: without it
+  the rounds' demos were 9 % of the gradient, benchmarks/results/libero_variants_mechanism.md);
+  budgets as ''. Cost: ~40 min per cell on the 2-core VM beside another run;
 * 'smoke': the LIBERO smoke loop, 2 arms x 1 seed (tests).
 """
 
@@ -70,6 +72,10 @@ def get_config(arg: str | None = None) -> ConfigDict:
             # edits alike (benchmarks/registrations/issue30_libero_pro.md)
             base.loop.validation_pairing = "nested"
             base.loop.validation_control = "resample"  # our families' control kind (unused)
+            # half of every BC batch from the demos of the rounds' scenes, half from round 0's
+            # (the rounds' scenes are what the arms differ in; uniform over the kept rows they
+            # were 9 % of the gradient: benchmarks/results/libero_variants_mechanism.md)
+            base.loop.bc_round_share = 0.5
     elif arg == "smoke":
         c.study.strategies = ("fresh_task_bc", "uniform_variants_demos")
         c.study.seeds = (0,)

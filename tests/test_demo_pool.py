@@ -53,3 +53,16 @@ def test_an_older_state_without_segments_holds_round_0_demos():
         demo_segments: list = []
 
     assert demo_pool.segments_of(S()) == [["start", 5]]
+
+
+def test_a_mixed_bc_batch_gives_the_new_rows_their_share_by_source():
+    segs = [["start", 900], ["round", 60], ["routed", 40]]
+    np.testing.assert_array_equal(demo_pool.new_rows(segs), np.arange(1000) >= 900)
+    got = demo_pool.mixed_shares(segs, 0.5)
+    assert got == pytest.approx(
+        {"demos/start": 0.5, "demos/round": 0.3, "demos/routed": 0.2}, abs=1e-12
+    )
+    # without rows of round 0 (or none after it) every row alike
+    assert demo_pool.mixed_shares([["round", 10]], 0.5) == pytest.approx(
+        {"demos/round": 1.0}, abs=1e-12
+    )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from coda.study.paired import holm, ood_average, paired_differences
+from coda.study.paired import holm, ood_average, paired_differences, paired_family
 
 
 def test_ood_average_is_the_mean_of_the_held_out_suites_rates():
@@ -48,3 +48,31 @@ def test_paired_differences_use_shared_seeds_and_a_widened_t_interval():
     assert dr["p_holm"] >= dr["p"] and r["p_holm"] == pytest.approx(2 * r["p"], abs=1e-12)
     one = paired_differences({"coda": {0: 0.3}, "sft": {0: 0.1}}, "coda", ["sft"])["sft"]
     assert one["n"] == 1 and math.isnan(one["se"]) and not one["excludes_zero"]
+
+
+def test_a_registered_family_widens_for_every_metric_and_pair_and_holm_adjusts_over_all():
+    """Two metrics x two pairs = a family of 4: the CI uses t at 1 - α/8 and the p-values are
+    Holm-adjusted over all four (the LIBERO-PRO registration's family)."""
+    swap = {
+        "coda": {0: 0.3, 1: 0.4, 2: 0.35},
+        "sft": {0: 0.1, 1: 0.2, 2: 0.1},
+        "dr": {0: 0.3, 1: 0.38, 2: 0.36},
+    }
+    tasks = {
+        "coda": {0: 0.1, 1: 0.1, 2: 0.2},
+        "sft": {0: 0.0, 1: 0.1, 2: 0.1},
+        "dr": {0: 0.1, 1: 0.2, 2: 0.1},
+    }
+    got = paired_family({"ood_swap": swap, "ood_tasks": tasks}, [("coda", "sft"), ("coda", "dr")])
+    assert list(got) == [
+        "ood_swap: coda − sft", "ood_swap: coda − dr", "ood_tasks: coda − sft", "ood_tasks: coda − dr",
+    ]  # fmt: skip
+    r = got["ood_swap: coda − sft"]
+    d = np.array([0.2, 0.2, 0.25])
+    se = d.std(ddof=1) / np.sqrt(3)
+    q = stats.t.ppf(1 - 0.05 / 8, 2)
+    np.testing.assert_allclose(r["ci"], [d.mean() - q * se, d.mean() + q * se], atol=1e-12)
+    assert r["p"] == pytest.approx(2 * stats.t.sf(d.mean() / se, 2), abs=1e-12)
+    ps = [got[k]["p"] for k in got]
+    assert [got[k]["p_holm"] for k in got] == pytest.approx(holm(ps), abs=1e-12)
+    assert got["ood_tasks: coda − dr"]["seeds"] == [0, 1, 2]

@@ -344,3 +344,32 @@ def test_prompt_tokens_follow_the_bucket_not_its_id():
             np.testing.assert_array_equal(np.asarray(agent.tokens), want[:, :m])
             del b, agent
             gc.collect()
+
+
+def test_bc_batches_draw_the_round_share_from_the_new_rows():
+    """`loop.bc_round_share`: a mixed BC batch takes exactly round(share · batch) rows from the
+    rows added after round 0 and the rest from round 0's."""
+    from coda.train.learner import _bc_mix_sample
+    from coda.train.learner_state import demo_rows
+
+    policy = get_policy("small_tiny")
+    demos = synthetic_demos(policy, 10, seed=0)
+    new = np.arange(10) >= 7  # 3 of 10 rows are new
+    marked = Batch(demos.obs, jnp.asarray(new, jnp.float32)[:, None, None] + 0 * demos.actions)
+    width = int(demos.obs.tokens.shape[1])
+    replay = Replay.from_rows(demo_rows(marked, width))
+    for k in range(4):
+        b = _bc_mix_sample(
+            (replay, jnp.asarray(new)), jax.random.key(k), batch=8, n_new=4, token_len=width
+        )
+        assert int(jnp.sum(b.actions[:, 0, 0] > 0.5)) == 4  # 4 new rows of 3, with replacement
+
+
+@pytest.mark.slow  # the mixed BC scan's own compile
+def test_the_learner_trains_on_mixed_bc_batches():
+    policy = get_policy("small_tiny")
+    demos = synthetic_demos(policy, 10, seed=0)
+    new = np.arange(10) >= 7
+    lrn = Learner(policy, CFG, jax.random.key(0), total_policy_steps=2)
+    m = lrn.update_policy_bc(demos, 2, jax.random.key(1), new, 0.5)
+    assert np.isfinite(m["loss"]) and lrn.policy_updates == 2

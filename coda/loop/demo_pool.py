@@ -69,6 +69,26 @@ def split_demo_share(share: float, segments: Sequence[Sequence]) -> dict[str, fl
     return {f"demos/{k}": share * n / total for k, n in comp.items()}
 
 
+def new_rows(segments: Sequence[Sequence]) -> np.ndarray:
+    """Per row (in row order): whether it was added after round 0 (not a "start" row)."""
+    if not segments:
+        return np.zeros(0, bool)
+    return np.concatenate([np.full(int(n), src != "start") for src, n in segments])
+
+
+def mixed_shares(segments: Sequence[Sequence], new_share: float) -> dict[str, float]:
+    """The BC batches' shares when `new_share` of every batch comes from the rows added after
+    round 0 (split over their sources by row count) and the rest from round 0's."""
+    comp = composition(segments)
+    later = {k: n for k, n in comp.items() if k != "start"}
+    total = sum(later.values())
+    if not total or not comp.get("start"):
+        return split_demo_share(1.0, segments)
+    out = {"demos/start": 1.0 - new_share}
+    out.update({f"demos/{k}": new_share * n / total for k, n in later.items()})
+    return out
+
+
 def _keep_mask(segs: Sequence[Sequence], cap: int) -> np.ndarray:
     """Rows kept: all if within `cap`, else drop the oldest rows of earlier rounds that are not
     the start's, then the oldest start rows, then (only if it alone exceeds `cap`) the oldest of

@@ -63,6 +63,29 @@ def paired_differences(
     return out
 
 
+def paired_family(
+    values: Mapping[str, Mapping[str, Mapping[int, float]]],
+    pairs: Sequence[tuple[str, str]],
+    alpha: float = 0.05,
+) -> dict[str, dict[str, Any]]:
+    """One registered family of comparisons: `values[metric][arm][seed]`; for every metric
+    and (arm, other) pair, arm − other paired by seed, the CI widened for the family's size
+    (Bonferroni over metrics × pairs) and p Holm-adjusted over the whole family. Keyed
+    "<metric>: <arm> − <other>"."""
+    m = max(len(values) * len(pairs), 1)
+    out: dict[str, dict[str, Any]] = {}
+    for metric, by_arm in values.items():
+        for a, b in pairs:
+            mine, theirs = by_arm.get(a, {}), by_arm.get(b, {})
+            seeds = sorted(s for s in mine if s in theirs and finite(mine[s]) and finite(theirs[s]))
+            row = _summary(seeds, [mine[s] - theirs[s] for s in seeds], alpha, m)
+            out[f"{metric}: {a} − {b}"] = {"metric": metric, "arm": a, "other": b, **row}
+    keys = list(out)
+    for k, p in zip(keys, holm([out[k]["p"] for k in keys]), strict=True):
+        out[k]["p_holm"] = p
+    return out
+
+
 def finite(x: Any) -> bool:
     """A number that is neither None nor NaN."""
     return x is not None and not (isinstance(x, float) and math.isnan(x))

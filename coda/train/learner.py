@@ -369,6 +369,10 @@ class Learner:
                     advantage=c.advantage,
                     spec=self.image_spec,
                 )
+            elif kind == "bc_mix":
+                sample = functools.partial(
+                    _bc_mix_sample, batch=b, n_new=n_demo, token_len=token_len
+                )
             else:
                 sample = functools.partial(_bc_sample, batch=b, token_len=token_len)
             shard = functools.partial(shard_rows, mesh=mesh)
@@ -441,13 +445,28 @@ class Learner:
             return {name: 0.0 for name in (*SOURCES, "demos")}
         return {name: float(x / total) for name, x in zip((*SOURCES, "demos"), tot, strict=True)}
 
-    def update_policy_bc(self, demos: Batch, steps: int, rng: jax.Array) -> dict:
-        """Behaviour cloning on planner demos D_t (weights 1), K per call."""
+    def update_policy_bc(
+        self,
+        demos: Batch,
+        steps: int,
+        rng: jax.Array,
+        new: np.ndarray | None = None,
+        new_share: float = 0.0,
+    ) -> dict:
+        """Behaviour cloning on planner demos D_t (weights 1), K per call. With `new` (a bool
+        per row) and `new_share` > 0, every batch draws round(`new_share` · batch) rows from
+        the `new` rows and the rest from the others (both uniformly); otherwise every row
+        alike."""
         if self.cfg.mode == "frozen_policy":
             return {"skipped": 1.0}
         width = token_bucket(prompt_width(demos.obs.token_mask), demos.obs.tokens.shape[1])
-        data = replicate(Replay.from_rows(demo_rows(demos, width)), self.mesh)
-        return self._run_policy(self._policy_scan("bc", width), data, steps, rng)
+        replay = Replay.from_rows(demo_rows(demos, width))
+        if new is None or new_share <= 0.0 or not np.any(new) or np.all(new):
+            data = replicate(replay, self.mesh)
+            return self._run_policy(self._policy_scan("bc", width), data, steps, rng)
+        n_new = min(max(round(new_share * self.policy_batch), 1), self.policy_batch - 1)
+        data = replicate((replay, jnp.asarray(new, bool)), self.mesh)
+        return self._run_policy(self._policy_scan("bc_mix", width, n_new), data, steps, rng)
 
     def demo_batch(self, result, bucket, only_success: bool = True) -> Batch:
         agent = self.agent(bucket, 1)
@@ -482,6 +501,15 @@ def _awr_sample(critic, data, key, **kw) -> Batch:
 
 def _bc_sample(demos: Replay, key: jax.Array, *, batch: int, token_len: int) -> Batch:
     return cut_batch(demos.sample(key, batch), token_len)
+
+
+def _bc_mix_sample(data, key: jax.Array, *, batch: int, n_new: int, token_len: int) -> Batch:
+    """`n_new` rows drawn among the `new` rows, `batch - n_new` among the others."""
+    demos, new = data
+    k_new, k_old = jax.random.split(key)
+    i_new, _ = demos.sample_indices_where(k_new, n_new, new)
+    i_old, _ = demos.sample_indices_where(k_old, batch - n_new, ~new)
+    return cut_batch(demos.take(jnp.concatenate([i_new, i_old])), token_len)
 
 
 def value_error(critic: ChunkCritic, params, obs: Observation, phi, beta, mc) -> float:

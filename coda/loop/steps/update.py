@@ -33,7 +33,8 @@ class Updated:
 
 def bc_update(svc: Any, state: RunState, gens: tuple[Gen, ...], key: jax.Array) -> Updated:
     """Planner demos on this round's scenes join the kept demo rows (≤ `loop.demo_cap`);
-    `loop.policy_updates` BC updates on them."""
+    `loop.policy_updates` BC updates on them (`loop.bc_round_share` of every batch from the
+    rows added after round 0 when set)."""
     lc, lrn = svc.config.loop, svc.learner
     t0 = time.perf_counter()
     k_demo, _, k_p = jax.random.split(key, 3)
@@ -42,9 +43,13 @@ def bc_update(svc: Any, state: RunState, gens: tuple[Gen, ...], key: jax.Array) 
     demos, segs = demo_pool.add(state.demos, segs, new, "round", int(lc.demo_cap))
     row: dict[str, Any] = {"demo_rows": demo_pool.composition(segs)}
     if demos is not None:
-        m = lrn.update_policy_bc(demos, int(lc.policy_updates), k_p)
+        share = float(lc.get("bc_round_share", 0.0))
+        new_rows = demo_pool.new_rows(segs)
+        m = lrn.update_policy_bc(demos, int(lc.policy_updates), k_p, new_rows, share)
         row["policy_loss"] = m.get("loss")
-        row["shares"] = demo_pool.shares_row({"demos": 1.0}, segs)
+        mixed = share > 0.0 and new_rows.any() and not new_rows.all()
+        shares = demo_pool.mixed_shares(segs, share) if mixed else None
+        row["shares"] = shares or demo_pool.shares_row({"demos": 1.0}, segs)
     return Updated(row, demos, spend, time.perf_counter() - t0, tuple(segs))
 
 
