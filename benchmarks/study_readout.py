@@ -98,7 +98,9 @@ def _pts(x: float) -> str:
 def markdown(res: dict, command: str, registration: str) -> str:
     fam = res["family"]
     lines = [
-        "# Registered comparisons" + (f" ({registration})" if registration else ""),
+        f"# Registered comparisons ({registration})"
+        if registration
+        else "# Comparisons not registered (exploratory: read as a description, not a test)",
         "",
         f"Command: `{command}`",
         "",
