@@ -231,3 +231,24 @@ def test_step_5_compiles_a_libero_mode_s_potential(libero_data, native_backend):
     assert "sym.body(OBJ)" in src and '"goal0.support"' in src
     (row,) = memory.training_programs()
     assert row.potential_source == src and row.phase == "grasp"
+
+
+def test_stripping_a_factor_drops_the_edits_that_held_only_after_it(libero_data):
+    """A goal edit makes the plate movable, then a stand-in only a moved object allows
+    replaces it; stripping the task factor leaves a program that loads (without that
+    stand-in), where it used to raise `EditError` in `allowed`."""
+    from coda.libero import goals as G
+
+    task = S.load_task("libero_spatial", SPATIAL)
+    goal = P.format_edits([P.goal_edit([("on", "plate_1", G.free_regions(task)[0])])])
+    moved = S.load_task(*E.Episode("libero_spatial", SPATIAL, 0, edits=goal).task_ref)
+    only_moved = set(P.instance_candidates(moved, "plate_1"))
+    cat = sorted(only_moved - set(P.instance_candidates(task, "plate_1")))[0]
+    swap = "swap(akita_black_bowl_1,cookies_1)"
+    ep = E.parse(_ep(0, f"{swap};{goal};inst(plate_1,{cat})"))
+    stripped = LE.strip(ep, "task")
+    assert stripped.edits == swap  # the swap kept, the stand-in dropped with the goal
+    assert LE.allowed(stripped.task_ref, "layout")
+    other = P.instance_candidates(task, "akita_black_bowl_2")[0]  # applies without the goal
+    whole = f"{swap};inst(akita_black_bowl_2,{other})"
+    assert LE.strip(E.parse(_ep(0, f"{whole};{goal}")), "task").edits == whole

@@ -94,8 +94,11 @@ def _episode(scene: Any) -> E.Episode:
 
 
 def strip(ep: E.Episode, factor: str) -> E.Episode:
-    """`ep` without its edits of `factor` (the base a pair adds its edit of `factor` to)."""
+    """`ep` without its edits of `factor` (the base a pair adds its edit of `factor` to), and
+    without later edits that held only after a removed one (`program.applicable`)."""
     keep = [e for e in P.edits_of(ep) if e.factor != factor]
+    if keep:
+        keep = list(P.applicable(S.load_task(ep.suite, ep.task), keep))
     return dataclasses.replace(ep, edits=P.format_edits(keep))
 
 

@@ -142,6 +142,20 @@ def apply(base: S.LiberoTask, edits: Sequence[Edit], suite: str, name: str) -> S
     return dataclasses.replace(task, suite=suite, name=name)
 
 
+def applicable(base: S.LiberoTask, edits: Sequence[Edit]) -> tuple[Edit, ...]:
+    """`edits` in order without those that no longer apply after the ones kept before them
+    (an instance chosen once an edit, since removed, had made its object movable)."""
+    task, states, out = base, base.states.copy(), []
+    for e in edits:
+        try:
+            task, states = _APPLY[e.op](task, states.copy(), e)
+        except EditError:
+            continue
+        task = dataclasses.replace(task, states=states)
+        out.append(e)
+    return tuple(out)
+
+
 def _column(task: S.LiberoTask, obj: str) -> int:
     """Column of an object's free-joint position in LIBERO's initial-state rows."""
     names = [n for n, _ in task.problem.objects]
@@ -475,6 +489,7 @@ __all__ = [
     "FACTORS",
     "PREFIX",
     "Edit",
+    "applicable",
     "EditError",
     "apply",
     "edits_for",
