@@ -25,27 +25,18 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from coda.study import paired  # noqa: E402
+from coda.study import paired, read_cells  # noqa: E402
 
 
 def cells(workdir: str) -> dict[str, dict[int, dict]]:
     """arm -> seed -> the last evaluated round's {"round", "suites"} of every finished cell."""
     out: dict[str, dict[int, dict]] = {}
-    for arm in sorted(os.listdir(workdir)):
-        folder = os.path.join(workdir, arm)
-        if not os.path.isdir(folder):
-            continue
-        for sd in sorted(os.listdir(folder)):
-            path = os.path.join(folder, sd, "summary.json")
-            if not (sd.startswith("seed") and os.path.exists(path)):
-                continue
-            with open(path) as f:
-                hist = [h for h in json.load(f).get("history") or [] if "suites" in h]
+    for arm, seeds in read_cells(workdir).items():
+        for seed, summary in seeds.items():
+            hist = [h for h in summary.get("history") or [] if "suites" in h]
             if hist:
-                out.setdefault(arm, {})[int(sd[4:])] = {
-                    "round": hist[-1]["round"],
-                    "suites": hist[-1]["suites"],
-                }
+                last = {"round": hist[-1]["round"], "suites": hist[-1]["suites"]}
+                out.setdefault(arm, {})[seed] = last
     return out
 
 

@@ -21,22 +21,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from coda.study import paired  # noqa: E402
+from coda.study import paired, read_cells  # noqa: E402
 from coda.study.table import mean_se  # noqa: E402
-
-
-def _cells(workdir: str) -> dict[str, dict[int, dict]]:
-    out: dict[str, dict[int, dict]] = {}
-    for arm in sorted(os.listdir(workdir)):
-        folder = os.path.join(workdir, arm)
-        if not os.path.isdir(folder):
-            continue
-        for sd in sorted(os.listdir(folder)):
-            path = os.path.join(folder, sd, "summary.json")
-            if sd.startswith("seed") and os.path.exists(path):
-                with open(path) as f:
-                    out.setdefault(arm, {})[int(sd[4:])] = json.load(f)
-    return out
 
 
 def _rates(row: dict) -> dict[str, float]:
@@ -66,7 +52,7 @@ def _mean(xs) -> float:
 
 def readout(workdir: str) -> dict:
     out = {}
-    for arm, seeds in _cells(workdir).items():
+    for arm, seeds in read_cells(workdir).items():
         deltas = {"ood_average": [], "id": []}
         per_round: dict[int, list[dict]] = {}
         for s in seeds.values():
@@ -112,7 +98,7 @@ def secondary(workdir: str) -> dict:
     """The registered secondary comparisons: coda − each ablation at the final round, on the
     OOD average and on ID, paired by seed, unadjusted (each its own family of one)."""
     method, ablations = SECONDARY
-    cells = _cells(workdir)
+    cells = read_cells(workdir)
     out: dict = {}
     for metric in ("ood_average", "id"):
         values: dict[str, dict[int, float]] = {}

@@ -90,18 +90,13 @@ def goal_of(task) -> tuple[str, str] | None:
     return goal[0][1], goal[0][2]
 
 
-def _bodies(model: mujoco.MjModel, prefix: str) -> list[int]:
-    """Bodies named `prefix` or `prefix/...` (an object's parts)."""
-    return [
+def _geoms(model: mujoco.MjModel, prefix: str) -> np.ndarray:
+    """Colliding geom ids of the bodies named `prefix` or `prefix/...` (an object's parts)."""
+    bodies = [
         b
         for b in range(model.nbody)
         if model.body(b).name == prefix or model.body(b).name.startswith(prefix + "/")
     ]
-
-
-def _geoms(model: mujoco.MjModel, prefix: str) -> np.ndarray:
-    """Colliding geom ids of the bodies named `prefix` or `prefix/...` (an object's parts)."""
-    bodies = _bodies(model, prefix)
     return np.concatenate([collision_geoms(model, b) for b in bodies] or [np.zeros(0, int)])
 
 
@@ -158,12 +153,12 @@ def grasp_of(corners: np.ndarray, current: float, side: int = 0):
     centre; for an object wider than `RIM_WIDTH` everywhere (a bowl), the fingers straddle
     its wall on `RIM_SIDES[side]`, closing towards the centre."""
     yaw, width = narrowest(corners, current)
-    lo, hi = corners[:, :2].min(axis=0), corners[:, :2].max(axis=0)
-    centre = (lo + hi) / 2
+    centre = _centre(corners)
     if width <= RIM_WIDTH:
         return centre, yaw, False
     u = np.asarray(RIM_SIDES[side])
-    wall = centre + u * ((hi - lo) / 2 - RIM_INSET)
+    half = (corners[:, :2].max(axis=0) - corners[:, :2].min(axis=0)) / 2
+    wall = centre + u * (half - RIM_INSET)
     return wall, float(np.arctan2(u[1], u[0])), True
 
 
@@ -266,18 +261,23 @@ class PandaPickPlace:
                 tops.append(float(hi[2]))
         return max(tz + LIFT, max(tops) + plan.hang + CARRY_MARGIN)
 
-    def _waypoint(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float]:
-        """(site target [3], gripper command) of the plan's phase."""
+    def _waypoint(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float, float]:
+        """(site target [3], gripper command, turn about the vertical) of the plan's phase;
+        the hand turns only on the way to above the object."""
         _, bottom, top = _extent(d, env.model, self.geoms[plan.obj])
         site = d.site_xpos[env.idx.site]
+        if plan.phase in (1, 2):
+            gxy, yaw, rim = self._grasp(env, d, plan)
+            if plan.phase == 1:  # above the object
+                return np.r_[gxy, top + CLEAR], OPEN, yaw
+            plan.grasp_z = self._grasp_z(env, d, bottom, top, rim)  # down to the grasp
+            return np.r_[gxy, plan.grasp_z], OPEN, 0.0
+        return (*self._move(env, d, plan, site, bottom), 0.0)
+
+    def _move(self, env, d: mujoco.MjData, plan: Plan, site: np.ndarray, bottom: float):
+        """(site target [3], gripper command) of the phases without a turn."""
         if plan.phase == 0:  # settle
             return site.copy(), OPEN
-        if plan.phase in (1, 2):
-            gxy, _, rim = self._grasp(env, d, plan)
-            if plan.phase == 1:  # above the object
-                return np.r_[gxy, top + CLEAR], OPEN
-            plan.grasp_z = self._grasp_z(env, d, bottom, top, rim)  # down to the grasp
-            return np.r_[gxy, plan.grasp_z], OPEN
         if plan.phase == 3:  # close
             plan.hang = float(site[2] - bottom)
             plan.offset = site[:2] - _centre(_corners(d, env.model, self.geoms[plan.obj]))
@@ -298,10 +298,9 @@ class PandaPickPlace:
     def act(self, env) -> np.ndarray:
         out = np.zeros((env.n_envs, 7))
         for b, (d, plan) in enumerate(zip(env.datas, self.plans, strict=True)):
-            target, grip = self._waypoint(env, d, plan)
+            target, grip, yaw = self._waypoint(env, d, plan)
             err = target - d.site_xpos[env.idx.site]
             out[b, :3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)
-            yaw = self._grasp(env, d, plan)[1] if plan.phase == 1 else 0.0
             out[b, 5] = np.clip(yaw / OSCConfig.max_delta_rot, -1.0, 1.0)
             out[b, 6] = grip
             plan.count += 1

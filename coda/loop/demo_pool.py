@@ -78,11 +78,12 @@ def new_rows(segments: Sequence[Sequence]) -> np.ndarray:
 
 def mixed_shares(segments: Sequence[Sequence], new_share: float) -> dict[str, float]:
     """The BC batches' shares when `new_share` of every batch comes from the rows added after
-    round 0 (split over their sources by row count) and the rest from round 0's."""
+    round 0 (split over their sources by row count) and the rest from round 0's; without such
+    a split (`new_share` 0, no rows of one kind) every row alike."""
     comp = composition(segments)
     later = {k: n for k, n in comp.items() if k != "start"}
     total = sum(later.values())
-    if not total or not comp.get("start"):
+    if new_share <= 0.0 or not total or not comp.get("start"):
         return split_demo_share(1.0, segments)
     out = {"demos/start": 1.0 - new_share}
     out.update({f"demos/{k}": new_share * n / total for k, n in later.items()})

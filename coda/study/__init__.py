@@ -220,6 +220,20 @@ def _run_cell(cfg: ConfigDict, workdir: str) -> None:
     loop.run(cfg, workdir, resume=True)
 
 
+def read_cells(workdir: str) -> dict[str, dict[int, dict[str, Any]]]:
+    """strategy -> seed -> the summary.json of every cell of a study workdir that has one
+    (`<workdir>/<strategy>/seed<k>/`), for analyses of a study's cells."""
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for arm in sorted(os.listdir(workdir)):
+        folder = os.path.join(workdir, arm)
+        if not os.path.isdir(folder):
+            continue
+        for sd in sorted(os.listdir(folder)):
+            if sd.startswith("seed") and os.path.exists(os.path.join(folder, sd, "summary.json")):
+                out.setdefault(arm, {})[int(sd[4:])] = _summary(os.path.join(folder, sd))
+    return out
+
+
 def _summary(workdir: str) -> dict[str, Any]:
     with open(os.path.join(workdir, "summary.json")) as f:
         return json.load(f)

@@ -47,9 +47,7 @@ def bc_update(svc: Any, state: RunState, gens: tuple[Gen, ...], key: jax.Array) 
         new_rows = demo_pool.new_rows(segs)
         m = lrn.update_policy_bc(demos, int(lc.policy_updates), k_p, new_rows, share)
         row["policy_loss"] = m.get("loss")
-        mixed = share > 0.0 and new_rows.any() and not new_rows.all()
-        shares = demo_pool.mixed_shares(segs, share) if mixed else None
-        row["shares"] = shares or demo_pool.shares_row({"demos": 1.0}, segs)
+        row["shares"] = demo_pool.mixed_shares(segs, share)
     return Updated(row, demos, spend, time.perf_counter() - t0, tuple(segs))
 
 
