@@ -73,8 +73,9 @@ class RandomActor:
 
 
 class PlannerActor:
-    """`panda_planner`'s scripted pick-and-place (In / On goals over a movable object); a task
-    it cannot plan holds still (LIBERO's no-op), so it scores 0 there."""
+    """`panda_planner.PandaPlanner`: the goal's atoms as scripted stages (pick-and-place,
+    drawers, knobs, pushed plates); a task it cannot plan holds still (LIBERO's no-op), so it
+    scores 0 there."""
 
     def __init__(self):
         self.planner = None
@@ -85,7 +86,7 @@ class PlannerActor:
     def chunk(self, env: PandaEnv, obs: dict, prompt: str) -> np.ndarray:
         if self.planner is None:
             try:
-                self.planner = PP.PandaPickPlace(env)
+                self.planner = PP.PandaPlanner(env)
             except ValueError:
                 self.planner = False
         if self.planner is False:

@@ -27,6 +27,7 @@ import numpy as np
 
 from coda.libero import osc
 from coda.libero import panda as PD
+from coda.libero import predicates as P
 from coda.libero import render as LR
 from coda.sim.state import decode
 
@@ -74,6 +75,7 @@ class PandaEnv:
         self._success = jax.jit(
             lambda sd: nu(decode(sd, layout, consts, np.zeros(sd.shape[:-1] + (6,))), sym)
         )
+        self._per_atom: dict = {}  # atoms -> jitted [B, A] truth (`atoms_hold`)
         self._vis = None
         self._sampled = None  # (qpos after substep n-2, after n-1) of the last step
 
@@ -119,6 +121,21 @@ class PandaEnv:
     def success(self) -> np.ndarray:
         sd = np.stack([d.sensordata for d in self.datas]).astype(np.float32)
         return np.asarray(self._success(sd), bool)
+
+    def atoms_hold(self, atoms: tuple) -> np.ndarray:
+        """[B, A] truth of each resolved goal atom now (`predicates.per_atom`; the planner's
+        progress through a compound goal)."""
+        fn = self._per_atom.get(atoms)
+        if fn is None:
+            layout, consts = self.pt.layout, self.pt.consts
+
+            def per_atom(sd):
+                state = decode(sd, layout, consts, np.zeros(sd.shape[:-1] + (6,)))
+                return P.per_atom(state, atoms)
+
+            fn = self._per_atom[atoms] = jax.jit(per_atom)
+        sd = np.stack([d.sensordata for d in self.datas]).astype(np.float32)
+        return np.asarray(fn(sd), bool)
 
     def observe(self, image_size: int | None = None) -> dict[str, np.ndarray]:
         """Observations of the last step (after `reset`: of the set state). With

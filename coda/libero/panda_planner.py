@@ -28,8 +28,10 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda as PD
+from coda.libero import panda_articulate as PA
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
+from coda.libero.planner_geometry import execution_atoms
 
 OPEN, CLOSE = -1.0, 1.0
 SETTLE_STEPS = 10  # LIBERO's evaluation waits this many no-op steps
@@ -79,6 +81,7 @@ class Plan:
     heights: list = dataclasses.field(default_factory=list)  # the site's z along the descent
     offset: np.ndarray | None = None  # grasp site xy - the object's centre xy, once held
     side: int | None = None  # the rim grasp's wall (`RIM_SIDES`), chosen once
+    travel_z: float = 0.0  # a later stage's start: the height it crosses over to the object at
 
 
 def goal_of(task) -> tuple[str, str] | None:
@@ -177,11 +180,12 @@ def _near_segment(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray, 
 class PandaPickPlace:
     """One plan per environment of a `PandaEnv`; `act(env)` -> actions [B, 7]."""
 
-    def __init__(self, env):
-        goal = goal_of(env.pt.task)
+    def __init__(self, env, goal: tuple[str, str] | None = None, settle: bool = True):
+        goal = goal or goal_of(env.pt.task)
         if goal is None:
             raise ValueError(f"{env.pt.task.name}: no single In / On goal over a movable object")
         obj, target = goal
+        self.first = 0 if settle else 1  # the phase a plan starts at (0: the settle)
         m = env.model
         is_site = target in [m.site(i).name for i in range(m.nsite)]
         self.geoms = {n: _geoms(m, n) for n in (obj, target) if not (n == target and is_site)}
@@ -195,7 +199,17 @@ class PandaPickPlace:
         ]
         self.fingertips = np.concatenate([collision_geoms(m, b) for b in tips])
         self.finger_joint = m.joint(PD.FINGER_JOINTS[0]).id
-        self.plans = [Plan(obj, target, is_site) for _ in env.datas]
+        self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
+        self.atom = None  # the goal atom, when a `PandaPlanner` stage
+
+    def begin(self, env, b: int, again: bool = False) -> None:
+        """Start (`again`: over, without the settle) in environment b (a `PandaPlanner` stage)."""
+        p = self.plans[b]
+        first = max(self.first, 1) if again else self.first
+        self.plans[b] = Plan(p.obj, p.target, p.target_is_site, phase=first)
+        if again:  # from where an earlier stage left the hand (an open drawer below): across
+            # at its height, then down
+            self.plans[b].travel_z = float(env.datas[b].site_xpos[env.idx.site][2])
 
     def _target(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float]:
         if plan.target_is_site:
@@ -269,7 +283,8 @@ class PandaPickPlace:
         if plan.phase in (1, 2):
             gxy, yaw, rim = self._grasp(env, d, plan)
             if plan.phase == 1:  # above the object
-                return np.r_[gxy, top + CLEAR], OPEN, yaw
+                far = np.linalg.norm(gxy - site[:2]) > REACHED
+                return np.r_[gxy, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
             plan.grasp_z = self._grasp_z(env, d, bottom, top, rim)  # down to the grasp
             return np.r_[gxy, plan.grasp_z], OPEN, 0.0
         return (*self._move(env, d, plan, site, bottom), 0.0)
@@ -296,22 +311,154 @@ class PandaPickPlace:
         return np.r_[txy, plan.carry_z], OPEN  # lift away and wait
 
     def act(self, env) -> np.ndarray:
-        out = np.zeros((env.n_envs, 7))
-        for b, (d, plan) in enumerate(zip(env.datas, self.plans, strict=True)):
-            target, grip, yaw = self._waypoint(env, d, plan)
-            err = target - d.site_xpos[env.idx.site]
-            out[b, :3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)
-            out[b, 5] = np.clip(yaw / OSCConfig.max_delta_rot, -1.0, 1.0)
-            out[b, 6] = grip
-            plan.count += 1
-            waiting = plan.phase in (0, 3, 7)
-            limit = SETTLE_STEPS if plan.phase == 0 else GRIP_STEPS if waiting else MAX_MOVE
-            reached = np.linalg.norm(err) < REACHED and abs(yaw) < ALIGNED
-            if plan.phase == 2:  # the descent: the palm on a tall object's top ends it too
-                plan.heights.append(float(d.site_xpos[env.idx.site][2]))
-                n, tol = STALL
-                reached |= len(plan.heights) > n and plan.heights[-n - 1] - plan.heights[-1] < tol
-            if (not waiting and reached) or plan.count >= limit:
-                if plan.phase < 8:
-                    plan.phase, plan.count = plan.phase + 1, 0
-        return out
+        """Actions [B, 7] of every environment's plan."""
+        return np.stack([self.step(env, b, d)[0] for b, d in enumerate(env.datas)])
+
+    def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
+        """(action [7], finished: lifted away from the released object) of environment b."""
+        plan = self.plans[b]
+        out = np.zeros(7)
+        target, grip, yaw = self._waypoint(env, d, plan)
+        err = target - d.site_xpos[env.idx.site]
+        out[:3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)
+        out[5] = np.clip(yaw / OSCConfig.max_delta_rot, -1.0, 1.0)
+        out[6] = grip
+        plan.count += 1
+        waiting = plan.phase in (0, 3, 7)
+        limit = SETTLE_STEPS if plan.phase == 0 else GRIP_STEPS if waiting else MAX_MOVE
+        reached = np.linalg.norm(err) < REACHED and abs(yaw) < ALIGNED
+        if plan.phase == 2:  # the descent: the palm on a tall object's top ends it too
+            plan.heights.append(float(d.site_xpos[env.idx.site][2]))
+            n, tol = STALL
+            reached |= len(plan.heights) > n and plan.heights[-n - 1] - plan.heights[-1] < tol
+        moved = (not waiting and reached) or plan.count >= limit
+        finished = plan.phase == 8 and moved
+        if moved and plan.phase < 8:
+            plan.phase, plan.count = plan.phase + 1, 0
+        return out, finished
+
+
+# ----------------------------------------------------------------------------- compound goals
+
+SAFE_Z = 0.25  # m: the grasp site's height between two stages (above every fixture's handle)
+TRIES = 3  # times a stage is run before the plan gives up on its atom
+HOME_NEAR, HOME_TURNED = 0.03, np.deg2rad(5.0)  # between stages: near enough the start pose
+
+
+def _site_of(env, atom: tuple) -> str:
+    """The model site of a region atom (its tracked body and position, `predicates.resolve`)."""
+    m, names = env.model, env.pt.layout.body_names
+    body, pos = atom[2], np.asarray(atom[3])
+    for i in range(m.nsite):
+        owner = m.body(int(m.site_bodyid[i])).name
+        here = names.index(owner) if owner in names else -1
+        if here == body and np.allclose(m.site_pos[i], pos, atol=1e-6):
+            return m.site(i).name
+    raise ValueError(f"no site for region atom {atom[:2]}")
+
+
+def _tips_below(env, d: mujoco.MjData) -> float:
+    """The fingers' lowest point under the grasp site (m): their meshes' vertices (a mesh's
+    bounding box reaches ~4 mm below the finger), other geoms' box corners."""
+    m = env.model
+    names = [m.body(b).name for b in range(m.nbody)]
+    tips = [b for b, n in enumerate(names) if n.startswith(GRIPPER_PREFIX) and "finger" in n]
+    low = np.inf
+    for g in np.concatenate([collision_geoms(m, b) for b in tips]):
+        if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH:
+            k = int(m.geom_dataid[g])
+            a, n = int(m.mesh_vertadr[k]), int(m.mesh_vertnum[k])
+            pts = d.geom_xpos[g] + m.mesh_vert[a : a + n] @ d.geom_xmat[g].reshape(3, 3).T
+        else:
+            pts = _corners(d, m, np.array([g]))
+        low = min(low, float(pts[:, 2].min()))
+    return float(d.site_xpos[env.idx.site][2] - low)
+
+
+def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
+    """The Panda stage of one goal atom: an articulation, a plate push or a pick-and-place."""
+    if atom[0] == "joint":
+        return PA.articulation(env, atom, d)
+    push = PA.plate_push(env, atom, d, _tips_below(env, d))
+    if push is not None:
+        return push
+    names = env.pt.layout.body_names
+    if atom[0] == "on_obj":
+        goal = (names[atom[1]], names[atom[3]])
+    elif atom[0] in ("on_region", "in_region"):
+        goal = (names[atom[1]], _site_of(env, atom))
+    else:
+        raise ValueError(f"no Panda stage for atom kind {atom[0]!r}")
+    stage = PandaPickPlace(env, goal, settle=first)
+    stage.atom = atom
+    return stage
+
+
+@dataclasses.dataclass
+class _Chain:
+    """One environment's place in the stage list."""
+
+    k: int = 0  # the stage running (len(stages): all done)
+    tries: int = 0  # runs of stage k that finished with its atom false
+    started: bool = False  # stage k has begun
+    transit: bool = False  # between two runs: up to SAFE_Z, the hand turned down
+
+
+class PandaPlanner:
+    """A LIBERO goal's atoms as ordered Panda stages (`planner_geometry.execution_atoms`:
+    opening / turning on first, then placements, then closing / turning off; "put X in the
+    drawer" gets the drawer's Open first). A stage whose atom holds when it would start is
+    skipped; one that finishes with its atom false runs again (`TRIES` in all); between
+    runs the hand goes up to `SAFE_Z` and turns to point down. `act(env)` -> [B, 7]."""
+
+    def __init__(self, env):
+        d = env.datas[0]
+        lay = env.pt.layout
+        atoms = env.pt.success.keywords["atoms"]
+        try:
+            self.atoms = execution_atoms(tuple(atoms), env.model, lay.body_names, lay.joint_names)
+            self.stages = [stage_for(env, a, k == 0, d) for k, a in enumerate(self.atoms)]
+        except ValueError as e:
+            raise ValueError(f"{env.pt.task.name}: the Panda planner cannot script it: {e}") from e
+        self.chains = [_Chain() for _ in env.datas]
+        # where each hand starts (its site, closing axis): the pose between two stages
+        self.home = [(dd.site_xpos[env.idx.site].copy(), PA.hand_axes(env, dd)[1])
+                     for dd in env.datas]  # fmt: skip
+
+    def _transit(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
+        """Straight back to the start pose (every stage ends clear of what it moved, so the way
+        back towards the robot is free): the arm's posture recovers before the next stage (a
+        hand raised where a drawer was pulled stretches the arm straight, a singular pose the
+        controller cannot leave)."""
+        home, closing = self.home[b]
+        target = np.r_[home[:2], max(SAFE_Z, home[2])]
+        act, err, rot = PA.pose_action(env, d, target, OPEN, PA.DOWN, closing)
+        return act, err < HOME_NEAR and rot < HOME_TURNED
+
+    def _one(self, env, b: int, d: mujoco.MjData, holds: np.ndarray) -> np.ndarray:
+        """Environment b's action [7]; `holds` [A]: each atom's truth now."""
+        ch, n = self.chains[b], len(self.stages)
+        if ch.transit:
+            act, arrived = self._transit(env, b, d)
+            ch.transit = not arrived
+            return act
+        while ch.k < n and not ch.started and holds[ch.k]:  # already true: skipped
+            ch.k, ch.tries = ch.k + 1, 0
+        if ch.k >= n or ch.tries >= TRIES:  # done, or given up: hold still
+            return PA.pose_action(env, d, d.site_xpos[env.idx.site].copy(), OPEN)[0]
+        stage = self.stages[ch.k]
+        if not ch.started:
+            stage.begin(env, b, again=ch.k > 0 or ch.tries > 0)
+            ch.started = True
+        act, finished = stage.step(env, b, d)
+        if finished:
+            ch.started, ch.transit = False, True
+            if holds[ch.k]:
+                ch.k, ch.tries = ch.k + 1, 0
+            else:
+                ch.tries += 1
+        return act
+
+    def act(self, env) -> np.ndarray:
+        holds = env.atoms_hold(self.atoms)  # [B, A]
+        return np.stack([self._one(env, b, d, holds[b]) for b, d in enumerate(env.datas)])

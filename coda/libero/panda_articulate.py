@@ -1,0 +1,390 @@
+"""Scripted stages for LIBERO's Panda beyond pick-and-place: drawers, knobs, pushed plates.
+
+Each stage makes one goal atom true, closed loop on the simulator's state, one OSC_POSE action
+per 20 Hz step, with the hand's full orientation under control (`pose_action`: the position
+error over OSC_POSE's 5 cm and the rotation that takes the hand's approach / closing axes to
+the wanted ones, over its 0.5 rad). The geometry is read from the model at the stage's start
+(the joint, its axis and range, the part's geoms); the moving part's pose is read every step.
+
+  PandaDrawer  a drawer (slide joint). Opened: the hand turned horizontal, pointing into the
+               drawer's front, the fingers closing vertically round the handle bar between its
+               stand-offs; pulled along the joint's axis past LIBERO's threshold; let go, back.
+               A handle too low for the hand across it (the hand spans ~10 cm either side of
+               its fingers' closing axis) is refused. Closed: the hand pointing down, the closed
+               fingers lowered in front of the handle and pushed along the axis past the goal
+               (the joint's limit stops the drawer).
+  PandaKnob    a knob (hinge about the vertical): the fingers close across its ridge (its
+               tallest geom, along its longest horizontal side) over the axis, then the hand
+               turns about the vertical by the angle to LIBERO's threshold (plus a margin), the
+               grasp point carried round the axis; let go, up. The hand is first turned to the
+               closing direction on the side opposite the turn, so the wrist's range holds.
+  PandaPush    a plate onto a level region (`planner_push.pushable`): the closed fingers come
+               down into its middle and move to the region's centre, pushing its rim on the far
+               side; the push is re-aimed every step.
+
+Every stage has `begin(env, b)` (start over in environment b) and `step(env, b, d)` ->
+(action [7], finished); `panda_planner.PandaPlanner` chains them with pick-and-place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import mujoco
+import numpy as np
+
+from coda.libero import panda as PD
+from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.osc import OSCConfig
+from coda.libero.planner_articulated import goal_q
+from coda.libero.planner_geometry import object_box
+from coda.libero.planner_push import pushable
+
+OPEN, CLOSE = -1.0, 1.0
+DOWN = np.array([0.0, 0.0, -1.0])
+UP = np.array([0.0, 0.0, 1.0])
+REACHED = 0.01  # m: a waypoint is reached
+FINE = 0.005  # m: a waypoint the fingers must hit closely (a handle, a knob's ridge)
+TURNED = np.deg2rad(2.0)  # the hand's orientation is reached within this
+GRIP_STEPS = 12  # steps holding still while the fingers close / open
+MAX_MOVE = 90  # steps a move may take before the stage moves on
+FRONT = 0.12  # m: the tcp in front of a handle (along the drawer's outward axis) before going in
+HOVER = 0.10  # m: above a handle / knob before coming down
+HAND_SPAN = 0.10  # m: the hand's half extent along its closing axis (a horizontal hand's reach
+# below its fingers)
+FLOOR_CLEAR = 0.01  # m: the horizontal hand's lowest point above the surface under the drawer
+PUSH_GAP = 0.03  # m: the closed fingers' centre in front of a handle before a drawer push
+PUSH_OVER = 0.01  # m: a drawer push's end past the goal (the joint's limit stops the drawer)
+FINGER_HALF = 0.01  # m: the closed fingers' half thickness along their push
+KNOB_BELOW_TOP = 0.02  # m: the tcp under a knob ridge's top at the grasp
+KNOB_STEP = 0.1  # rad per step along a knob's turn
+PLATE_PAD = 0.002  # m: the closed fingers' lowest point above a pushed plate's floor, coming down
+PLATE_PRESS = 0.015  # m: the push's aim under the floor: pressed on the floor, the fingers drag
+# the plate and meet its rim at the root (its pieces slope outwards: a finger above the floor
+# rides up over them)
+PUSH_SPEED = 0.5  # a plate push's largest xy action (of OSC_POSE's 1): z is held while it moves
+PLATE_HIGH = 0.08  # m: above a plate's top before coming down into it
+
+
+def hand_axes(env, d: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
+    """(approach, closing): unit vectors of the hand's pointing (wrist to grasp site) and of
+    its fingers' closing axis (the left finger's joint axis), world frame."""
+    a = d.site_xpos[env.idx.site] - d.xpos[env.hand]
+    a = a / np.linalg.norm(a)
+    c = d.xaxis[env.model.joint(PD.FINGER_JOINTS[0]).id].copy()
+    c = c - a * (a @ c)
+    return a, c / np.linalg.norm(c)
+
+
+def turn_to(env, d: mujoco.MjData, approach: np.ndarray, closing: np.ndarray) -> np.ndarray:
+    """Axis-angle [3] (world) that turns the hand to point along `approach` with its fingers
+    closing along `closing` (a line: of its two signs, the nearer)."""
+    a_c, c_c = hand_axes(env, d)
+    c_d = closing if closing @ c_c >= 0 else -closing
+    now = np.stack([a_c, c_c, np.cross(a_c, c_c)], 1)
+    want = np.stack([approach, c_d, np.cross(approach, c_d)], 1)
+    q, v = np.zeros(4), np.zeros(3)
+    mujoco.mju_mat2Quat(q, (want @ now.T).ravel())
+    mujoco.mju_quat2Vel(v, q, 1.0)
+    return v
+
+
+def pose_action(env, d, target, grip, approach=None, closing=None):
+    """(action [7], position error (m), rotation error (rad)) towards the grasp site at
+    `target` with the hand along (approach, closing) — or its orientation held, when None."""
+    err = np.asarray(target) - d.site_xpos[env.idx.site]
+    out = np.zeros(7)
+    out[:3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)
+    rot = 0.0
+    if approach is not None:
+        v = turn_to(env, d, approach, closing) / OSCConfig.max_delta_rot
+        out[3:6] = v / max(1.0, float(np.abs(v).max()))
+        rot = float(np.linalg.norm(v)) * OSCConfig.max_delta_rot
+    out[6] = grip
+    return out, float(np.linalg.norm(err)), rot
+
+
+def horizontal(v: np.ndarray) -> np.ndarray:
+    v = np.array([v[0], v[1], 0.0])
+    return v / max(float(np.linalg.norm(v)), 1e-9)
+
+
+@dataclasses.dataclass
+class _Run:
+    """One environment's progress through a stage."""
+
+    phase: int = 0
+    count: int = 0
+    fixed: dict = dataclasses.field(default_factory=dict)  # values set once per phase
+
+
+class _Stage:
+    """Phase bookkeeping: `_phase(env, b, d, run)` -> (target, grip, approach, closing, tol,
+    hold) of the current phase; a phase ends when reached (after `hold` steps) or after
+    MAX_MOVE steps; the stage finishes after its last phase."""
+
+    n_phases = 0
+
+    def __init__(self, env, atom: tuple):
+        self.atom = atom
+        self.runs = [_Run() for _ in range(env.n_envs)]
+
+    def begin(self, env, b: int, again: bool = False) -> None:
+        self.runs[b] = _Run()
+
+    def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
+        run = self.runs[b]
+        if run.phase >= self.n_phases:
+            return pose_action(env, d, d.site_xpos[env.idx.site].copy(), OPEN)[0], True
+        target, grip, approach, closing, tol, hold = self._phase(env, b, d, run)
+        act, err, rot = pose_action(env, d, target, grip, approach, closing)
+        run.count += 1
+        done = run.count > hold and err < tol and rot < TURNED
+        if done or run.count >= MAX_MOVE:
+            run.phase, run.count = run.phase + 1, 0
+        return act, run.phase >= self.n_phases
+
+    def _phase(self, env, b, d, run):
+        raise NotImplementedError
+
+
+def _joint_of(env, atom: tuple):
+    """(joint id, qpos address, moving body id) of a ("joint", ...) atom."""
+    name = env.pt.layout.joint_names[atom[3][0]]
+    jid = env.model.joint(name).id
+    return jid, int(env.model.jnt_qposadr[jid]), int(env.model.jnt_bodyid[jid])
+
+
+def _q_goal(env, atom: tuple, jid: int) -> float:
+    lo, hi = (float(v) for v in env.model.jnt_range[jid])
+    hinge = env.model.jnt_type[jid] == mujoco.mjtJoint.mjJNT_HINGE
+    return goal_q(atom[1], float(atom[2]), lo, hi, bool(hinge))
+
+
+class PandaDrawer(_Stage):
+    """A drawer opened by its handle bar (the hand horizontal) or pushed shut (module doc)."""
+
+    def __init__(self, env, atom: tuple, d: mujoco.MjData):
+        super().__init__(env, atom)
+        m = env.model
+        self.jid, self.qadr, body = _joint_of(env, atom)
+        lo, hi = m.jnt_range[self.jid]
+        axis = d.xaxis[self.jid].copy()
+        self.outward = axis if abs(hi) >= abs(lo) else -axis  # the way the drawer opens
+        self.q_goal = _q_goal(env, atom, self.jid)
+        q0 = float(d.qpos[self.qadr])
+        self.pull = (self.q_goal - q0) * float(axis @ self.outward) > 0
+        self.n_phases = 7 if self.pull else 5
+        geoms = collision_geoms(m, body)
+        self.handle = int(max(geoms, key=lambda g: float(d.geom_xpos[g] @ self.outward)))
+        ext = geom_half_extents(m, self.handle, d.geom_xmat[self.handle].reshape(3, 3))
+        self.depth = float(np.abs(self.outward) @ ext)  # the bar's half depth along the motion
+        self.top = float(ext[2])
+        self.along = np.cross(UP, horizontal(self.outward))  # the bar's direction
+        if self.pull:
+            floor = min(d.geom_xpos[g][2] - geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))[2]
+                        for g in geoms)  # fmt: skip
+            low = float(d.geom_xpos[self.handle][2]) - HAND_SPAN
+            if low < min(floor, 0.0) + FLOOR_CLEAR:
+                z = float(d.geom_xpos[self.handle][2])
+                raise ValueError(
+                    f"drawer {m.joint(self.jid).name}: its handle is {z:.3f} m high; the hand "
+                    f"across it needs {HAND_SPAN + FLOOR_CLEAR:.2f} m below"
+                )
+
+    def _h(self, d: mujoco.MjData) -> np.ndarray:
+        return d.geom_xpos[self.handle].copy()
+
+    def _to_go(self, d: mujoco.MjData) -> float:
+        """The handle's way still to go (m, along the drawer's motion towards the goal)."""
+        q = float(d.qpos[self.qadr])
+        return abs(self.q_goal - q)
+
+    def _phase(self, env, b, d, run):
+        h, out = self._h(d), self.outward
+        site = d.site_xpos[env.idx.site].copy()
+        if self.pull:
+            a, c = -horizontal(out), UP
+            if run.phase == 0:  # turn the hand horizontal where it is, above the handle
+                return np.r_[site[:2], max(site[2], h[2] + 0.05)], OPEN, a, c, 0.03, 0
+            if run.phase == 1:
+                return h + out * FRONT, OPEN, a, c, REACHED, 0
+            if run.phase == 2:  # in, the fingers round the bar
+                return h, OPEN, a, c, FINE, 0
+            if run.phase == 3:
+                return run.fixed.setdefault("at", site), CLOSE, a, c, REACHED, GRIP_STEPS
+            if run.phase == 4:  # pull along the joint's axis
+                end = run.fixed.setdefault("end", h + out * self._to_go(d))
+                return end, CLOSE, a, c, REACHED, 0
+            if run.phase == 5:
+                return run.fixed.setdefault("let", site), OPEN, a, c, REACHED, GRIP_STEPS
+            return h + out * FRONT, OPEN, a, c, REACHED, 0
+        a, c = DOWN, self.along  # push: the closed fingers' wide face on the handle
+        front = h + out * (self.depth + PUSH_GAP)
+        if run.phase == 0:
+            return np.r_[front[:2], h[2] + self.top + HOVER], CLOSE, a, c, REACHED, 0
+        if run.phase == 1:
+            return front, CLOSE, a, c, REACHED, 0
+        if run.phase == 2:  # push along the axis past the goal
+            to_go = self._to_go(d) + PUSH_OVER
+            end = run.fixed.setdefault("end", h + out * (self.depth + FINGER_HALF - to_go))
+            return end, CLOSE, a, c, REACHED, 0
+        if run.phase == 3:
+            return h + out * (self.depth + 0.05), CLOSE, a, c, REACHED, 0
+        back = h + out * (self.depth + 0.05)
+        return np.r_[back[:2], h[2] + self.top + HOVER], CLOSE, a, c, REACHED, 0
+
+
+class PandaKnob(_Stage):
+    """A knob turned by its ridge (module doc)."""
+
+    n_phases = 6
+
+    def __init__(self, env, atom: tuple, d: mujoco.MjData):
+        super().__init__(env, atom)
+        m = env.model
+        self.jid, self.qadr, body = _joint_of(env, atom)
+        self.q_goal = _q_goal(env, atom, self.jid)
+        self.sign = float(np.sign(d.xaxis[self.jid][2]))  # +1: q grows turning about +z
+        self.anchor = d.xanchor[self.jid].copy()
+
+        def top(g):
+            return d.geom_xpos[g][2] + geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))[2]
+
+        ridge = int(max(collision_geoms(m, body), key=top))
+        rot, half = d.geom_xmat[ridge].reshape(3, 3), m.geom_size[ridge]
+        i = int(np.argmax(half * np.linalg.norm(rot[:2], axis=0)))  # longest horizontal side
+        u = horizontal(rot[:, i])
+        s = np.clip((self.anchor - d.geom_xpos[ridge])[:2] @ u[:2], -half[i] + 0.01, half[i] - 0.01)
+        self.grasp = d.geom_xpos[ridge] + s * u  # the ridge's point nearest the axis
+        self.grasp[2] = top(ridge) - KNOB_BELOW_TOP
+        self.closing0 = np.cross(UP, u)  # across the ridge
+
+    def _rz(self, ang: float) -> np.ndarray:
+        c, s = np.cos(ang), np.sin(ang)
+        return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+    def _turn_total(self, d) -> float:
+        return (self.q_goal - float(d.qpos[self.qadr])) * self.sign
+
+    def _closing(self, env, d, run) -> np.ndarray:
+        """The closing axis at the grasp: of ±closing0, the one whose hand turn from now is
+        against the knob's turn (the wrist's excursion stays centred)."""
+        if "c" not in run.fixed:
+            _, c_c = hand_axes(env, d)
+            turn = self._turn_total(d)
+            best = None
+            for c in (self.closing0, -self.closing0):
+                dyaw = float(np.arctan2(np.cross(c_c, c)[2], c_c @ c))
+                cost = abs(dyaw + turn / 2)
+                if best is None or cost < best[0]:
+                    best = (cost, c)
+            run.fixed["c"] = best[1]
+        return run.fixed["c"]
+
+    def _phase(self, env, b, d, run):
+        c = self._closing(env, d, run)
+        site = d.site_xpos[env.idx.site].copy()
+        if run.phase == 0:
+            return self.grasp + UP * HOVER, OPEN, DOWN, c, REACHED, 0
+        if run.phase == 1:
+            return self.grasp, OPEN, DOWN, c, FINE, 0
+        if run.phase == 2:
+            return run.fixed.setdefault("at", site), CLOSE, DOWN, c, REACHED, GRIP_STEPS
+        if run.phase == 3:  # turn: the grasp point round the axis, the hand with it
+            total = run.fixed.setdefault("total", self._turn_total(d))
+            ang = run.fixed["ang"] = min(abs(total), run.fixed.get("ang", 0.0) + KNOB_STEP)
+            rz = self._rz(np.sign(total) * ang)
+            p = self.anchor + rz @ (self.grasp - self.anchor)
+            p[2] = self.grasp[2]
+            run.fixed["end"] = (p, rz @ c)
+            return p, CLOSE, DOWN, rz @ c, REACHED, int(abs(total) / KNOB_STEP)
+        p, ce = run.fixed.get("end", (site, c))
+        if run.phase == 4:
+            return p, OPEN, DOWN, ce, REACHED, GRIP_STEPS
+        return p + UP * HOVER, OPEN, DOWN, ce, REACHED, 0
+
+
+class PandaPush(_Stage):
+    """A plate pushed onto a level region from inside (module doc)."""
+
+    n_phases = 4
+
+    def __init__(self, env, atom: tuple, radius: float, floor: float, tips: float):
+        """`floor`: the plate's floor top above its body origin (its lowest geom's top);
+        `tips`: the closed fingers' lowest point under the grasp site (m)."""
+        super().__init__(env, atom)
+        self.obj = env.pt.layout.body_names[atom[1]]
+        self.radius, self.floor, self.tips = radius, floor, tips
+
+    def _target(self, env, d) -> np.ndarray:
+        body, pos = self.atom[2], np.asarray(self.atom[3])
+        if body < 0:
+            return pos
+        bid = env.model.body(env.pt.layout.body_names[body]).id
+        return d.xpos[bid] + d.xmat[bid].reshape(3, 3) @ pos
+
+    def _phase(self, env, b, d, run):
+        po = d.xpos[env.model.body(self.obj).id]
+        pt = self._target(env, d)
+        u = horizontal(pt - po)
+        site = d.site_xpos[env.idx.site]
+        z = po[2] + self.floor + self.tips + PLATE_PAD
+        c = np.cross(UP, u)  # the closed pads' wide face across the push
+        if run.phase == 0:
+            start = po - u * 0.005
+            return np.r_[start[:2], z + PLATE_HIGH], CLOSE, DOWN, c, REACHED, 0
+        if run.phase == 1:
+            start = run.fixed.setdefault("start", po - u * 0.005)
+            return np.r_[start[:2], z], CLOSE, DOWN, c, FINE, 0
+        if run.phase == 2:  # the fingers' offset from the plate's centre kept along the push
+            reach = float(np.clip((site - po)[:2] @ u[:2], 0.0, self.radius))
+            end = pt + u * reach
+            return np.r_[end[:2], z - PLATE_PAD - PLATE_PRESS], CLOSE, DOWN, c, REACHED, 0
+        return np.r_[site[:2], z + PLATE_HIGH], CLOSE, DOWN, c, REACHED, 0
+
+    def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
+        phase = self.runs[b].phase
+        act, finished = super().step(env, b, d)
+        if phase == 2:  # slower in xy, so OSC holds the fingers' height under the push
+            act[:2] = act[:2] * PUSH_SPEED
+        return act, finished
+
+
+def compiled_view(env, d: mujoco.MjData):
+    """The fields of a compiled task that `planner_geometry` / `planner_push` read, for the
+    Panda's model at state `d`."""
+    return types.SimpleNamespace(model=env.model, layout=env.pt.layout, init_qpos=d.qpos.copy())
+
+
+def plate_push(env, atom: tuple, d: mujoco.MjData, tips: float) -> PandaPush | None:
+    """A `PandaPush` when the atom is best done by pushing (`planner_push.pushable`)."""
+    view = compiled_view(env, d)
+    box = object_box(view, atom[1]) if atom[0] == "on_region" else ()
+    radius = pushable(view, atom, box)
+    if radius <= 0:
+        return None
+    m, bid = env.model, env.model.body(env.pt.layout.body_names[atom[1]]).id
+    floor = min(
+        d.geom_xpos[g][2] + geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))[2]
+        for g in collision_geoms(m, bid)
+    )
+    return PandaPush(env, atom, radius, float(floor - d.xpos[bid][2]), tips)
+
+
+def articulation(env, atom: tuple, d: mujoco.MjData) -> _Stage:
+    """The stage of a ("joint", ...) atom: a drawer or a knob; a clear error otherwise."""
+    jid, _, body = _joint_of(env, atom)
+    m = env.model
+    if m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE:
+        return PandaDrawer(env, atom, d)
+    if m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_HINGE and abs(d.xaxis[jid][2]) > 0.9:
+        anchor = d.xanchor[jid]
+        reach = max(
+            float(np.linalg.norm(d.geom_xpos[g][:2] - anchor[:2])) for g in collision_geoms(m, body)
+        )
+        if reach <= 0.08:
+            return PandaKnob(env, atom, d)
+        raise ValueError(f"joint {m.joint(jid).name}: doors are not scripted for the Panda")
+    raise ValueError(f"joint {m.joint(jid).name}: only drawers and knobs are scripted")
