@@ -1,0 +1,118 @@
+"""The Panda planner beyond pick-and-place (`coda.libero.panda_articulate`) and its chaining of
+a goal's atoms (`coda.libero.panda_planner.PandaPlanner`), on LIBERO's own initial states."""
+
+import numpy as np
+import pytest
+
+from coda.libero import panda_articulate as PA
+from coda.libero import panda_planner as PP
+from coda.libero import suites
+from coda.libero.osc import OSCConfig
+from coda.libero.panda_env import PandaEnv
+
+pytestmark = pytest.mark.usefixtures("libero_data")
+
+NOOP = np.array([[0.0] * 6 + [-1.0]])
+
+
+def _settled(suite: str, k: int, init: int = 0) -> PandaEnv:
+    env = PandaEnv(suite, suites.tasks(suite)[k], n_envs=1)
+    env.reset([init])
+    for _ in range(10):  # LIBERO's protocol: no-op steps first
+        env.step(NOOP)
+    return env
+
+
+@pytest.fixture(scope="module")
+def drawer_env():
+    return _settled("libero_goal", 0)
+
+
+def test_pose_action_moves_and_turns_the_hand(drawer_env):
+    """Holding the hand where it is asks for nothing; 2.5 cm along x is half of OSC_POSE's
+    5 cm; the closing axis is a line (its reverse needs no turn); a quarter turn about the
+    pointing axis asks for a rotation about that axis, scaled to OSC_POSE's 0.5 rad and
+    clipped."""
+    env, d = drawer_env, drawer_env.datas[0]
+    site = d.site_xpos[env.idx.site].copy()
+    a, c = PA.hand_axes(env, d)
+    assert abs(a @ c) < 1e-6 and abs(np.linalg.norm(a) - 1) < 1e-6
+    act, err, rot = PA.pose_action(env, d, site, PA.OPEN, a, c)
+    np.testing.assert_allclose(act, [0, 0, 0, 0, 0, 0, PA.OPEN], atol=1e-5)
+    assert err < 1e-9 and rot < 1e-5
+    act, err, _ = PA.pose_action(env, d, site + [0.025, 0, 0], PA.CLOSE, a, -c)
+    np.testing.assert_allclose(act[:3], [0.025 / OSCConfig.max_delta_pos, 0, 0], atol=1e-5)
+    np.testing.assert_allclose(act[3:6], 0.0, atol=1e-5)
+    assert act[6] == PA.CLOSE and err == pytest.approx(0.025, abs=1e-6)
+    act, _, rot = PA.pose_action(env, d, site, PA.OPEN, a, np.cross(a, c))  # a quarter turn
+    assert rot == pytest.approx(np.pi / 2, abs=1e-4)
+    w = act[3:6]
+    assert np.abs(w).max() == pytest.approx(1.0, abs=1e-6)  # clipped to OSC_POSE's limit
+    assert abs(w @ a) / np.linalg.norm(w) == pytest.approx(1.0, abs=1e-4)  # about the pointing
+
+
+def _run(env: PandaEnv, planner, steps: int) -> int | None:
+    """The step at which the task first succeeds (LIBERO's done), else None."""
+    for t in range(steps):
+        if env.step(planner.act(env))[1][0]:
+            return t + 1
+    return None
+
+
+@pytest.mark.parametrize(
+    "k, stages",
+    [
+        (0, ["PandaDrawer"]),  # open the middle drawer
+        (7, ["PandaKnob"]),  # turn on the stove
+        (5, ["PandaPush"]),  # push the plate to the front of the stove
+        (3, ["PandaDrawer", "PandaPickPlace"]),  # open the top drawer and put the bowl inside
+    ],
+)
+def test_articulations_pushes_and_chains_reach_liberos_goal(k, stages):
+    """libero_goal's drawer, knob, plate-push and drawer-then-place goals succeed from
+    LIBERO's first initial state within the suite's step cap (300)."""
+    env = _settled("libero_goal", k)
+    planner = PP.PandaPlanner(env)
+    assert [type(s).__name__ for s in planner.stages] == stages
+    assert _run(env, planner, suites.step_cap("libero_goal")) is not None
+
+
+class _Scripted:
+    """A stage that finishes after `n` steps, counting its starts."""
+
+    def __init__(self, n: int):
+        self.n, self.starts, self.left = n, 0, 0
+
+    def begin(self, env, b, again=False):
+        self.starts += 1
+        self.left = self.n
+
+    def step(self, env, b, d):
+        self.left -= 1
+        return np.zeros(7), self.left <= 0
+
+
+def test_a_chain_skips_true_atoms_retries_false_ones_and_then_gives_up(drawer_env):
+    """`PandaPlanner`: an atom already true is never started; a stage that ends with its
+    atom false runs again, `TRIES` times in all, the hand back at its start pose between
+    runs; then the plan holds still (LIBERO's no-op: the task fails, nothing is forced)."""
+    env, d = drawer_env, drawer_env.datas[0]
+    planner = PP.PandaPlanner(env)
+    done, stuck = _Scripted(3), _Scripted(2)
+    planner.stages = [done, stuck]
+    holds = np.array([True, False])
+    for _ in range(40):  # the hand does not move: every transit ends where it starts
+        planner._one(env, 0, d, holds)
+    assert done.starts == 0
+    assert stuck.starts == PP.TRIES
+    act = planner._one(env, 0, d, holds)
+    assert act[6] == PA.OPEN and np.abs(act[:6]).max() < 0.5
+
+
+def test_doors_are_refused_with_the_reason():
+    """A microwave door is not scripted: the planner says so in one line, and policy=planner
+    holds still on that task (it scores 0 there)."""
+    env = PandaEnv("libero_10", suites.tasks("libero_10")[9], n_envs=1)
+    env.reset([0])
+    with pytest.raises(ValueError, match="doors are not scripted"):
+        PP.PandaPlanner(env)
