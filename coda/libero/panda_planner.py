@@ -47,9 +47,18 @@ ALIGNED = np.deg2rad(2.0)  # the hand's yaw is aligned within this
 WIDTH_TIE = 0.005  # m: widths this close count as equal (the turn then is the smaller one)
 GRIP_STEPS = 10  # steps holding still while the fingers close / open (robosuite: 8 to close)
 MAX_MOVE = 80  # steps a move may take before the plan gives up
+DRAWER_WALL = 0.02  # m: a drawer's front wall and handle, inside its front
+DRAWER_MARGIN = 0.01  # m: between a placed object and the cabinet's front
 RIM_WIDTH = 0.07  # m: an object wider than this everywhere is taken by its rim wall (a bowl)
 RIM_INSET = 0.004  # m: the grasp site inside the object's outline for a rim grasp
 RIM_BELOW_TOP = 0.025  # m: the grasp site under the rim for a rim grasp
+SOLID_CORE = 0.5  # an object is solid when its core geom reaches this share of its height
+SPOT_NEAR = 0.05  # m: an object this near a region's extent stands in it (takes room)
+SPOT_USE = 0.8  # the share of a region's half extent a placement may move off its centre
+HANDLE_REACH = 0.02  # m: geoms this near the outermost one's distance from the core, and
+HANDLE_SPAN = 0.05  # m: this near the outermost one itself, are its handle
+HANDLE_OUT = 0.02  # m: how much farther than the median geom a handle reaches (a bowl's wall
+# pieces are all about as far)
 RIM_SIDES = (
     (-1.0, 0.0),
     (0.0, -1.0),
@@ -82,6 +91,19 @@ class Plan:
     offset: np.ndarray | None = None  # grasp site xy - the object's centre xy, once held
     side: int | None = None  # the rim grasp's wall (`RIM_SIDES`), chosen once
     travel_z: float = 0.0  # a later stage's start: the height it crosses over to the object at
+    handle_z: float = 0.0  # the grasp's z when the object is taken by its handle
+    spot: np.ndarray | None = None  # the target's xy in its region, chosen once
+
+
+def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
+    """(joint, qpos address, body) when the site rides on a drawer (one slide joint)."""
+    body = int(m.site_bodyid[m.site(site).id])
+    if m.body_jntnum[body] != 1:
+        return None
+    jid = int(m.body_jntadr[body])
+    if m.jnt_type[jid] != mujoco.mjtJoint.mjJNT_SLIDE:
+        return None
+    return jid, int(m.jnt_qposadr[jid]), body
 
 
 def goal_of(task) -> tuple[str, str] | None:
@@ -165,6 +187,27 @@ def grasp_of(corners: np.ndarray, current: float, side: int = 0):
     return wall, float(np.arctan2(u[1], u[0])), True
 
 
+def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: float):
+    """(handle geoms, closing yaw, solid) of an object: the geoms about as far from its core
+    (its geom of largest footprint) as the outermost one and near it, when that one sticks
+    out (`HANDLE_OUT`) and they are narrow enough to close on (a moka pot's or a mug's
+    handle; a bowl's wall pieces, all about as far, are not);
+    solid: the core reaches `SOLID_CORE` of the object's height (a moka pot, not a mug or a
+    bowl, whose core is the floor). None without such a part."""
+    lo, hi = _box(d, m, geoms)
+    boxes = [_box(d, m, np.array([g])) for g in geoms]
+    core = max(boxes, key=lambda b: float(np.prod(b[1][:2] - b[0][:2])))
+    centre = (core[0][:2] + core[1][:2]) / 2
+    dist = np.array([np.linalg.norm((b[0][:2] + b[1][:2]) / 2 - centre) for b in boxes])
+    mid = np.array([(b[0][:2] + b[1][:2]) / 2 for b in boxes])
+    near = np.linalg.norm(mid - mid[int(np.argmax(dist))], axis=1) <= HANDLE_SPAN
+    part = np.asarray(geoms)[(dist >= dist.max() - HANDLE_REACH) & near]
+    yaw, width = narrowest(_corners(d, m, part), current)
+    if width > RIM_WIDTH or dist.max() - np.median(dist) < HANDLE_OUT:
+        return None
+    return part, yaw, bool(core[1][2] >= lo[2] + SOLID_CORE * (hi[2] - lo[2]))
+
+
 def _centre(corners: np.ndarray) -> np.ndarray:
     return (corners[:, :2].min(axis=0) + corners[:, :2].max(axis=0)) / 2
 
@@ -192,6 +235,8 @@ class PandaPickPlace:
         p = env.pt.task.problem
         others = [n for n, _ in p.objects + p.fixtures if n != obj]
         self.others = [g for g in (_geoms(m, n) for n in others) if len(g)]
+        movable = [n for n, _ in p.objects if n != obj]
+        self.movable = [g for g in (_geoms(m, n) for n in movable) if len(g)]
         tips = [
             b
             for b in range(m.nbody)
@@ -200,6 +245,7 @@ class PandaPickPlace:
         self.fingertips = np.concatenate([collision_geoms(m, b) for b in tips])
         self.finger_joint = m.joint(PD.FINGER_JOINTS[0]).id
         self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
+        self.drawer = _drawer_of(m, target) if is_site else None
         self.atom = None  # the goal atom, when a `PandaPlanner` stage
 
     def begin(self, env, b: int, again: bool = False) -> None:
@@ -213,17 +259,68 @@ class PandaPickPlace:
 
     def _target(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float]:
         if plan.target_is_site:
-            p = d.site(plan.target).xpos
-            return p[:2].copy(), float(p[2])
+            p = d.site(plan.target).xpos.copy()
+            if self.drawer is not None:
+                p = self._in_drawer(env, d, plan, p)
+            elif plan.spot is None:  # chosen once, at the carry's start
+                plan.spot = self._free_spot(env, d, plan, p)
+            if plan.spot is not None:
+                p[:2] = plan.spot
+            return p[:2], float(p[2])
         xy, _, top = _extent(d, env.model, self.geoms[plan.target])
         return xy, top
+
+    def _free_spot(self, env, d: mujoco.MjData, plan: Plan, p: np.ndarray) -> np.ndarray:
+        """The region's centre, or, for a surface (an On region) where objects already stand
+        (the first of two moka pots on one burner), its point farthest from them within its
+        extent. Into a container (an In region: a basket) objects go to the middle (moved
+        towards a wall, they land on its rim)."""
+        on = self.atom is not None and self.atom[0] == "on_region"
+        half = np.asarray(self.atom[5][:2]) if on else np.zeros(2)
+        rot = d.site(plan.target).xmat.reshape(3, 3)[:2, :2]
+        taken = []
+        for geoms in self.movable:
+            lo, hi = _box(d, env.model, geoms)
+            c = (lo[:2] + hi[:2]) / 2
+            if (np.abs(rot.T @ (c - p[:2])) <= half + SPOT_NEAR).all():
+                taken.append(c)
+        if not taken or not half.any():
+            return p[:2].copy()
+        grid = np.stack(np.meshgrid(*[np.linspace(-h, h, 7) for h in half * SPOT_USE]), -1)
+        cand = p[:2] + grid.reshape(-1, 2) @ rot.T
+        gap = np.min([np.linalg.norm(cand - c, axis=1) for c in taken], axis=0)
+        score = gap - 1e-3 * np.linalg.norm(cand - p[:2], axis=1)  # ties: nearer the centre
+        return cand[int(np.argmax(score))]
+
+    def _in_drawer(self, env, d: mujoco.MjData, plan: Plan, p: np.ndarray) -> np.ndarray:
+        """A drawer region's point where the object fits in the part pulled out of the
+        cabinet (the region's centre can lie under the cabinet's front: the object then meets
+        the cabinet on the way down, or sticks up and stops the drawer from closing)."""
+        jid, qadr, body = self.drawer
+        lo_q, hi_q = env.model.jnt_range[jid]
+        out = d.xaxis[jid] * (1.0 if abs(hi_q) >= abs(lo_q) else -1.0)  # the way it opens
+        fronts = [float(d.geom_xpos[g] @ out) for g in collision_geoms(env.model, body)]
+        front = sorted(fronts)[-2] if len(fronts) > 1 else fronts[0]  # the panel, not the bar
+        out_now = abs(float(d.qpos[qadr]))  # how far it is pulled out of the closed pose (0)
+        pts = _corners(d, env.model, self.geoms[plan.obj]) @ out
+        r = float(pts.max() - pts.min()) / 2 + DRAWER_MARGIN
+        lo, hi = front - out_now + r, front - DRAWER_WALL - r
+        s = float(p @ out)
+        want = (lo + hi) / 2 if hi < lo else float(np.clip(s, lo, hi))
+        return p + out * (want - s)
 
     def _grasp(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float, bool]:
         """`grasp_of` the object now, and the turn (rad, about the vertical) to its yaw; a
         rim grasp on the first wall where the hand clears the neighbours (`_hand_clear`)."""
         axis = d.xaxis[self.finger_joint]
         current = float(np.arctan2(axis[1], axis[0]))
-        corners = _corners(d, env.model, self.geoms[plan.obj])
+        geoms = self.geoms[plan.obj]
+        corners = _corners(d, env.model, geoms)
+        handle = handle_of(d, env.model, geoms, current) if grasp_of(corners, current)[2] else None
+        if handle is not None and handle[2]:  # too wide to close on: a solid one by its
+            lo, hi = _box(d, env.model, handle[0])  # handle (a hollow one by its wall)
+            plan.handle_z = float(lo[2] + hi[2]) / 2
+            return (lo[:2] + hi[:2]) / 2, _wrap(handle[1] - current), False
         if plan.side is None:
             plan.side = 0
             z = corners[:, 2].max() - RIM_BELOW_TOP
@@ -252,13 +349,13 @@ class PandaPickPlace:
                     return False
         return True
 
-    def _grasp_z(self, env, d: mujoco.MjData, bottom: float, top: float, rim: bool) -> float:
-        """The object's middle (under the rim for a rim grasp), no lower than the fingertips
-        allow over the table (a tall object's top meets the palm before: the descent then
-        stalls, `STALL`)."""
+    def _grasp_z(self, env, d, plan: Plan, bottom: float, top: float, rim: bool) -> float:
+        """The object's middle (under the rim for a rim grasp, the handle's middle for a
+        handle), no lower than the fingertips allow over the table (a tall object's top meets
+        the palm before: the descent then stalls, `STALL`)."""
         site_z = d.site_xpos[env.idx.site][2]
         tips = site_z - _corners(d, env.model, self.fingertips)[:, 2].min()  # under the site
-        z = top - RIM_BELOW_TOP if rim else (bottom + top) / 2
+        z = top - RIM_BELOW_TOP if rim else plan.handle_z or (bottom + top) / 2
         return max(z, bottom + tips + TIP_MARGIN)
 
     def _carry_z(self, env, d: mujoco.MjData, plan: Plan) -> float:
@@ -285,7 +382,7 @@ class PandaPickPlace:
             if plan.phase == 1:  # above the object
                 far = np.linalg.norm(gxy - site[:2]) > REACHED
                 return np.r_[gxy, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
-            plan.grasp_z = self._grasp_z(env, d, bottom, top, rim)  # down to the grasp
+            plan.grasp_z = self._grasp_z(env, d, plan, bottom, top, rim)  # down to the grasp
             return np.r_[gxy, plan.grasp_z], OPEN, 0.0
         return (*self._move(env, d, plan, site, bottom), 0.0)
 
@@ -327,14 +424,15 @@ class PandaPickPlace:
         waiting = plan.phase in (0, 3, 7)
         limit = SETTLE_STEPS if plan.phase == 0 else GRIP_STEPS if waiting else MAX_MOVE
         reached = np.linalg.norm(err) < REACHED and abs(yaw) < ALIGNED
-        if plan.phase == 2:  # the descent: the palm on a tall object's top ends it too
+        if plan.phase in (2, 6):  # a descent ends where it stalls too: the palm on a tall
+            # object's top; a carried object on what is under it (a drawer's cabinet)
             plan.heights.append(float(d.site_xpos[env.idx.site][2]))
             n, tol = STALL
             reached |= len(plan.heights) > n and plan.heights[-n - 1] - plan.heights[-1] < tol
         moved = (not waiting and reached) or plan.count >= limit
         finished = plan.phase == 8 and moved
         if moved and plan.phase < 8:
-            plan.phase, plan.count = plan.phase + 1, 0
+            plan.phase, plan.count, plan.heights = plan.phase + 1, 0, []
         return out, finished
 
 
