@@ -41,7 +41,7 @@ CARRY_MARGIN = 0.03  # m between the hanging object's bottom and anything it pas
 CORRIDOR = 0.03  # m beside the carry's straight line within which bodies count as passed over
 TIP_MARGIN = 0.004  # m between the fingertips' lowest point and the table at the grasp
 STALL = (5, 0.001)  # a descent that moved less than 1 mm over 5 steps met the object's top
-PLACE_ABOVE = 0.03  # m above the target the object's bottom is released
+PLACE_ABOVE = 0.0  # m above the target the object's bottom is released
 REACHED = 0.01  # m: a waypoint is reached
 ALIGNED = np.deg2rad(2.0)  # the hand's yaw is aligned within this
 WIDTH_TIE = 0.005  # m: widths this close count as equal (the turn then is the smaller one)
@@ -64,7 +64,7 @@ RIM_SIDES = (
     (0.0, -1.0),
     (0.0, 1.0),
     (1.0, 0.0),
-)  # walls tried, nearest the robot first
+)  # the walls of a rim grasp (tried nearest the hand's start first)
 HAND_HALF = 0.11  # m: the hand's half length along the fingers' closing axis
 HAND_THICK = 0.04  # m: the hand's half thickness across it (with a margin)
 PALM_ABOVE = 0.03  # m: the palm's underside above the grasp site
@@ -246,6 +246,7 @@ class PandaPickPlace:
         self.finger_joint = m.joint(PD.FINGER_JOINTS[0]).id
         self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
         self.drawer = _drawer_of(m, target) if is_site else None
+        self.home_xy = None  # the hand's xy at the plan's first step
         self.atom = None  # the goal atom, when a `PandaPlanner` stage
 
     def begin(self, env, b: int, again: bool = False) -> None:
@@ -322,9 +323,14 @@ class PandaPickPlace:
             plan.handle_z = float(lo[2] + hi[2]) / 2
             return (lo[:2] + hi[:2]) / 2, _wrap(handle[1] - current), False
         if plan.side is None:
-            plan.side = 0
             z = corners[:, 2].max() - RIM_BELOW_TOP
-            for i in range(len(RIM_SIDES)):
+            # nearest the hand's start first: a far wall stretches the arm, and the near wall
+            # of a bowl close to the robot folds it to its joints' limits
+            order = sorted(range(len(RIM_SIDES)),
+                           key=lambda i: float(np.linalg.norm(grasp_of(corners, current, i)[0]
+                                                              - self.home_xy)))  # fmt: skip
+            plan.side = order[0]
+            for i in order:
                 xy, want, rim = grasp_of(corners, current, i)
                 if not rim or self._hand_clear(env, d, xy, want, z):
                     plan.side = i
@@ -414,6 +420,8 @@ class PandaPickPlace:
     def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
         """(action [7], finished: lifted away from the released object) of environment b."""
         plan = self.plans[b]
+        if self.home_xy is None:
+            self.home_xy = d.site_xpos[env.idx.site][:2].copy()
         out = np.zeros(7)
         target, grip, yaw = self._waypoint(env, d, plan)
         err = target - d.site_xpos[env.idx.site]
