@@ -68,6 +68,7 @@ RIM_SIDES = (
 HAND_HALF = 0.11  # m: the hand's half length along the fingers' closing axis
 HAND_THICK = 0.04  # m: the hand's half thickness across it (with a margin)
 PALM_ABOVE = 0.03  # m: the palm's underside above the grasp site
+PALM_CLEAR = 0.008  # m: the palm over a tall object's top at the grasp
 FINGER_REACH = 0.055  # m: the open fingers' outer faces from the grasp site
 FINGER_HALF = 0.015  # m: the fingers' half width across the closing axis (with a margin)
 FINGER_BELOW = 0.02  # m: the fingertips' reach under the grasp site (with a margin)
@@ -362,6 +363,8 @@ class PandaPickPlace:
         site_z = d.site_xpos[env.idx.site][2]
         tips = site_z - _corners(d, env.model, self.fingertips)[:, 2].min()  # under the site
         z = top - RIM_BELOW_TOP if rim else plan.handle_z or (bottom + top) / 2
+        if not rim and not plan.handle_z:  # the palm stays over a tall object's top (met
+            z = max(z, top - PALM_ABOVE - PALM_CLEAR)  # off its axis, it tips a bottle over)
         return max(z, bottom + tips + TIP_MARGIN)
 
     def _carry_z(self, env, d: mujoco.MjData, plan: Plan) -> float:
