@@ -1,20 +1,27 @@
-"""A scripted pick-and-place for LIBERO's Panda under OSC_POSE: "put X in / on Y" goals.
+"""The scripted planner of LIBERO's Panda under OSC_POSE: a goal's atoms as stages.
 
-Closed loop on the simulator's state (object poses, the grasp site), one 20 Hz action per step:
-wait for the stored state's objects to drop (LIBERO's protocol: 10 no-op steps), move above the
-object while turning the hand about the vertical so the fingers close across the object's
-narrowest horizontal width, descend to its middle (no lower than the fingertips allow over the
-table; a tall object's top meets the palm first, which ends the descent), close, lift, carry
-the object's centre above the target (a site: a container's region; or a body: the top of a
-plate) high enough that the hanging object clears everything near the way (the target's rim
-included), lower until its bottom is just above the target, open, lift. An object wider than
-the fingers open everywhere (a bowl) is taken by its wall, 2.5 cm under the rim, the fingers
-straddling it on the first side (nearest the robot first) where the hand and the open fingers
-clear the neighbours. Position actions point at the phase's waypoint (`(target - site) /
-0.05`, clipped: OSC_POSE's goal lands on the waypoint once within 5 cm); rotation actions turn
-the hand about the world's vertical only, and only on the way to above the object; the gripper
-command is the phase's. Not handled: a bowl lying tilted (on a stove's rim, against a ramekin
-it slid off), objects in drawers, goals other than one In / On over a movable object.
+`PandaPlanner` orders a goal's atoms (`planner_geometry.execution_atoms`: open / turn on
+first, then placements, then close / turn off) and runs one stage per atom: drawers, knobs and
+pushed plates (`panda_articulate`) or the pick-and-place below. A stage whose atom already
+holds is skipped; one that ends with its atom false runs again (3 times in all); between two
+runs the hand goes back to its start pose (the arm's posture recovers). A goal with a door is
+refused with the reason (policy=planner then holds still).
+
+`PandaPickPlace`, closed loop on the simulator's state (object poses, the grasp site), one
+20 Hz action per step: wait for the stored state's objects to drop (LIBERO's protocol: 10
+no-op steps), move above the object while turning the hand about the vertical so the fingers
+close across the object's narrowest horizontal width, descend to its middle (no lower than the
+fingertips allow over the table, and with the palm kept over a tall object's top), close, lift,
+carry the object's centre above the target (a site: a region, a drawer's pulled-out part, a
+surface's free point; or a body: the top of a plate) high enough that the hanging object clears
+everything near the way, lower until it touches, open, lift. An object wider than the fingers
+open everywhere is taken by its handle when solid (a moka pot), else by its wall, 2.5 cm under
+the rim (a bowl), the fingers straddling it on the first side (nearest the hand's start first)
+where the hand and the open fingers clear the neighbours. Position actions point at the
+phase's waypoint (`(target - site) / 0.05`, clipped: OSC_POSE's goal lands on the waypoint
+once within 5 cm); rotation actions turn the hand about the world's vertical only; the gripper
+command is the phase's. Not handled: a bowl lying tilted against what it slid off, a hand
+whose way down to a grasp passes under an overhang (an opened drawer beside the object).
 
 Used for recorded episodes that succeed (`benchmarks/libero_reference/scripted_episodes.py`):
 the fidelity benchmark replays them in LIBERO itself and compares success.
