@@ -1,9 +1,11 @@
 """The Panda planner beyond pick-and-place (`coda.libero.panda_articulate`) and its chaining of
 a goal's atoms (`coda.libero.panda_planner.PandaPlanner`), on LIBERO's own initial states."""
 
+import mujoco
 import numpy as np
 import pytest
 
+from coda.libero import panda as PD
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_planner as PP
 from coda.libero import suites
@@ -49,6 +51,30 @@ def test_pose_action_moves_and_turns_the_hand(drawer_env):
     w = act[3:6]
     assert np.abs(w).max() == pytest.approx(1.0, abs=1e-6)  # clipped to OSC_POSE's limit
     assert abs(w @ a) / np.linalg.norm(w) == pytest.approx(1.0, abs=1e-4)  # about the pointing
+
+
+def test_a_turn_that_would_take_the_wrist_past_its_range_goes_the_other_way(drawer_env):
+    """`wrist_turn`: of a closing line's two turns (pi apart), the smaller when it leaves the
+    last joint inside its range, else the other (the hand stuck at the limit before: the arm
+    then drifted away from its target)."""
+    env, m = drawer_env, drawer_env.model
+    j = m.joint(PD.ARM_JOINTS[-1]).id
+    d = mujoco.MjData(m)
+    d.qpos[:] = drawer_env.datas[0].qpos
+    for q7 in (0.0, float(m.jnt_range[j][1]) - 0.2):
+        d.qpos[m.jnt_qposadr[j]] = q7
+        mujoco.mj_kinematics(m, d)
+        k = float(d.xaxis[j] @ PA.UP)  # the last joint's turn per turn of the hand about +z
+        assert abs(abs(k) - 1.0) < 0.05  # the hand points down
+        small = 0.5 * np.sign(k)  # raises the joint by 0.5 rad
+        other = small - np.pi * np.sign(small)
+        want = small if q7 == 0.0 else other
+        assert PA.wrist_turn(env, d, [small, other]) == pytest.approx(want, abs=1e-9)
+        c = PA.hand_axes(env, d)[1]
+        turned = np.array([[np.cos(small), -np.sin(small), 0], [np.sin(small), np.cos(small), 0],
+                           [0, 0, 1.0]]) @ c  # fmt: skip
+        got = PA.wrist_closing(env, d, turned)
+        assert got @ turned == pytest.approx(1.0 if q7 == 0.0 else -1.0, abs=1e-6)
 
 
 def _run(env: PandaEnv, planner, steps: int) -> int | None:

@@ -51,6 +51,7 @@ GRIP_STEPS = 12  # steps holding still while the fingers close / open
 MAX_MOVE = 90  # steps a move may take before the stage moves on
 FRONT = 0.12  # m: the tcp in front of a handle (along the drawer's outward axis) before going in
 HOVER = 0.10  # m: above a handle / knob before coming down
+WRIST_MARGIN = 0.3  # rad: a turn ends the hand's last joint this far inside its range
 HAND_SPAN = 0.10  # m: the hand's half extent along its closing axis (a horizontal hand's reach
 # below its fingers)
 FLOOR_CLEAR = 0.01  # m: the horizontal hand's lowest point above the surface under the drawer
@@ -77,11 +78,36 @@ def hand_axes(env, d: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
     return a, c / np.linalg.norm(c)
 
 
-def turn_to(env, d: mujoco.MjData, approach: np.ndarray, closing: np.ndarray) -> np.ndarray:
+def wrist_turn(env, d: mujoco.MjData, turns) -> float:
+    """Of candidate turns about the vertical (rad; a closing line's two signs differ by pi),
+    the smallest that leaves the hand's last joint `WRIST_MARGIN` inside its range, else the
+    one that ends it nearest its middle (a turn past the limit stalls the arm there)."""
+    m = env.model
+    j = m.joint(PD.ARM_JOINTS[-1]).id
+    q, k = float(d.qpos[m.jnt_qposadr[j]]), float(d.xaxis[j] @ UP)  # dq per rad about +z
+    lo, hi = (float(v) for v in m.jnt_range[j])
+    ends = [q + k * t for t in turns]
+    inside = [t for t, e in zip(turns, ends, strict=True)
+              if lo + WRIST_MARGIN <= e <= hi - WRIST_MARGIN]  # fmt: skip
+    if inside:
+        return float(min(inside, key=abs))
+    return float(turns[int(np.argmin([abs(e - (lo + hi) / 2) for e in ends]))])
+
+
+def wrist_closing(env, d: mujoco.MjData, closing: np.ndarray) -> np.ndarray:
+    """Of ±closing (a horizontal line), the sign `wrist_turn` takes from the hand's now."""
+    _, c_c = hand_axes(env, d)
+    turns = [float(np.arctan2(np.cross(c_c, c)[2], c_c @ c)) for c in (closing, -closing)]
+    return closing if wrist_turn(env, d, turns) == turns[0] else -closing
+
+
+def turn_to(
+    env, d: mujoco.MjData, approach: np.ndarray, closing: np.ndarray, signed: bool = False
+) -> np.ndarray:
     """Axis-angle [3] (world) that turns the hand to point along `approach` with its fingers
-    closing along `closing` (a line: of its two signs, the nearer)."""
+    closing along `closing` (a line: of its two signs, the nearer; `signed`: as given)."""
     a_c, c_c = hand_axes(env, d)
-    c_d = closing if closing @ c_c >= 0 else -closing
+    c_d = closing if signed or closing @ c_c >= 0 else -closing
     now = np.stack([a_c, c_c, np.cross(a_c, c_c)], 1)
     want = np.stack([approach, c_d, np.cross(approach, c_d)], 1)
     q, v = np.zeros(4), np.zeros(3)
@@ -90,15 +116,16 @@ def turn_to(env, d: mujoco.MjData, approach: np.ndarray, closing: np.ndarray) ->
     return v
 
 
-def pose_action(env, d, target, grip, approach=None, closing=None):
+def pose_action(env, d, target, grip, approach=None, closing=None, signed=False):
     """(action [7], position error (m), rotation error (rad)) towards the grasp site at
-    `target` with the hand along (approach, closing) — or its orientation held, when None."""
+    `target` with the hand along (approach, closing) — or its orientation held, when None
+    (`signed`: the closing axis's sign as given, `turn_to`)."""
     err = np.asarray(target) - d.site_xpos[env.idx.site]
     out = np.zeros(7)
     out[:3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)
     rot = 0.0
     if approach is not None:
-        v = turn_to(env, d, approach, closing) / OSCConfig.max_delta_rot
+        v = turn_to(env, d, approach, closing, signed) / OSCConfig.max_delta_rot
         out[3:6] = v / max(1.0, float(np.abs(v).max()))
         rot = float(np.linalg.norm(v)) * OSCConfig.max_delta_rot
     out[6] = grip

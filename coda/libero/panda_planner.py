@@ -548,7 +548,8 @@ class PandaPlanner:
         controller cannot leave)."""
         home, closing = self.home[b]
         target = np.r_[home[:2], max(SAFE_Z, home[2])]
-        act, err, rot = PA.pose_action(env, d, target, OPEN, PA.DOWN, closing)
+        closing = PA.wrist_closing(env, d, closing)
+        act, err, rot = PA.pose_action(env, d, target, OPEN, PA.DOWN, closing, signed=True)
         return act, err < HOME_NEAR and rot < HOME_TURNED
 
     def _one(self, env, b: int, d: mujoco.MjData, holds: np.ndarray) -> np.ndarray:
