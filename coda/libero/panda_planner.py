@@ -330,6 +330,8 @@ class PandaPickPlace:
             lo, hi = _box(d, env.model, handle[0])  # handle (a hollow one by its wall)
             plan.handle_z = float(lo[2] + hi[2]) / 2
             return (lo[:2] + hi[:2]) / 2, _wrap(handle[1] - current), False
+        if handle is not None:  # a mug: the walls of its body (the handle's side is air)
+            corners = _corners(d, env.model, np.setdiff1d(geoms, handle[0]))
         if plan.side is None:
             z = corners[:, 2].max() - RIM_BELOW_TOP
             # nearest the hand's start first: a far wall stretches the arm, and the near wall
