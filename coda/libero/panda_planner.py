@@ -16,8 +16,9 @@ carry the object's centre above the target (a site: a region, a drawer's pulled-
 surface's free point; or a body: the top of a plate) high enough that the hanging object clears
 everything near the way, lower until it touches, open, lift. An object wider than the fingers
 open everywhere is taken by its handle when solid (a moka pot), else by its wall, 2.5 cm under
-the rim (a bowl), the fingers straddling it on the first side (nearest the hand's start first)
-where the hand and the open fingers clear the neighbours. Position actions point at the
+the rim (a bowl; a mug by its body's wall, the handle left out), the fingers straddling it on
+the first side (nearest the hand's start first) where the hand and the open fingers clear the
+neighbours. Position actions point at the
 phase's waypoint (`(target - site) / 0.05`, clipped: OSC_POSE's goal lands on the waypoint
 once within 5 cm); rotation actions turn the hand about the world's vertical only; the gripper
 command is the phase's. Not handled: a bowl lying tilted against what it slid off, a hand
