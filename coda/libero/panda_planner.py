@@ -65,6 +65,7 @@ SPOT_NEAR = 0.05  # m: an object this near a region's extent stands in it (takes
 SPOT_USE = 0.8  # the share of a region's half extent a placement may move off its centre
 HANDLE_REACH = 0.02  # m: geoms this near the outermost one's distance from the core, and
 HANDLE_SPAN = 0.05  # m: this near the outermost one itself, are its handle
+HANDLE_SHARE = 0.3  # a handle is at most this share of an object's geoms
 HANDLE_OUT = 0.02  # m: how much farther than the median geom a handle reaches (a bowl's wall
 # pieces are all about as far)
 RIM_SIDES = (
@@ -213,6 +214,8 @@ def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: f
     part = np.asarray(geoms)[(dist >= dist.max() - HANDLE_REACH) & near]
     yaw, width = narrowest(_corners(d, m, part), current)
     if width > RIM_WIDTH or dist.max() - np.median(dist) < HANDLE_OUT:
+        return None
+    if len(part) > HANDLE_SHARE * len(geoms):  # a tilted bowl's raised side, not a handle
         return None
     return part, yaw, bool(core[1][2] >= lo[2] + SOLID_CORE * (hi[2] - lo[2]))
 
