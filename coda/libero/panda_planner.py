@@ -65,7 +65,8 @@ SPOT_NEAR = 0.05  # m: an object this near a region's extent stands in it (takes
 SPOT_USE = 0.8  # the share of a region's half extent a placement may move off its centre
 HANDLE_REACH = 0.02  # m: geoms this near the outermost one's distance from the core, and
 HANDLE_SPAN = 0.05  # m: this near the outermost one itself, are its handle
-HANDLE_SHARE = 0.3  # a handle is at most this share of an object's geoms
+HANDLE_SHARE = 0.3  # a handle is at most this share of an object's geoms (moka pot: 4 / 15)
+HOLLOW_HANDLE_SHARE = 0.15  # of a hollow one's (a mug's: 3 / 39; a tilted bowl's side: 9 / 40)
 HANDLE_OUT = 0.02  # m: how much farther than the median geom a handle reaches (a bowl's wall
 # pieces are all about as far)
 RIM_SIDES = (
@@ -215,9 +216,10 @@ def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: f
     yaw, width = narrowest(_corners(d, m, part), current)
     if width > RIM_WIDTH or dist.max() - np.median(dist) < HANDLE_OUT:
         return None
-    if len(part) > HANDLE_SHARE * len(geoms):  # a tilted bowl's raised side, not a handle
-        return None
-    return part, yaw, bool(core[1][2] >= lo[2] + SOLID_CORE * (hi[2] - lo[2]))
+    solid = bool(core[1][2] >= lo[2] + SOLID_CORE * (hi[2] - lo[2]))
+    if len(part) > (HANDLE_SHARE if solid else HOLLOW_HANDLE_SHARE) * len(geoms):
+        return None  # a tilted bowl's raised side, not a handle
+    return part, yaw, solid
 
 
 def _centre(corners: np.ndarray) -> np.ndarray:
