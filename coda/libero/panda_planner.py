@@ -251,12 +251,7 @@ class PandaPickPlace:
         self.others = [g for g in (_geoms(m, n) for n in others) if len(g)]
         movable = [n for n, _ in p.objects if n != obj]
         self.movable = [g for g in (_geoms(m, n) for n in movable) if len(g)]
-        tips = [
-            b
-            for b in range(m.nbody)
-            if m.body(b).name.startswith(GRIPPER_PREFIX) and "finger" in m.body(b).name
-        ]
-        self.fingertips = np.concatenate([collision_geoms(m, b) for b in tips])
+        self.fingertips = _finger_geoms(m)
         self.finger_joint = m.joint(PD.FINGER_JOINTS[0]).id
         self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
         self.drawer = _drawer_of(m, target) if is_site else None
@@ -481,14 +476,19 @@ def _site_of(env, atom: tuple) -> str:
     raise ValueError(f"no site for region atom {atom[:2]}")
 
 
+def _finger_geoms(m: mujoco.MjModel) -> np.ndarray:
+    """Colliding geoms of the gripper's finger bodies (fingers and their tips)."""
+    names = [m.body(b).name for b in range(m.nbody)]
+    tips = [b for b, n in enumerate(names) if n.startswith(GRIPPER_PREFIX) and "finger" in n]
+    return np.concatenate([collision_geoms(m, b) for b in tips])
+
+
 def _tips_below(env, d: mujoco.MjData) -> float:
     """The fingers' lowest point under the grasp site (m): their meshes' vertices (a mesh's
     bounding box reaches ~4 mm below the finger), other geoms' box corners."""
     m = env.model
-    names = [m.body(b).name for b in range(m.nbody)]
-    tips = [b for b, n in enumerate(names) if n.startswith(GRIPPER_PREFIX) and "finger" in n]
     low = np.inf
-    for g in np.concatenate([collision_geoms(m, b) for b in tips]):
+    for g in _finger_geoms(m):
         if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH:
             k = int(m.geom_dataid[g])
             a, n = int(m.mesh_vertadr[k]), int(m.mesh_vertnum[k])
