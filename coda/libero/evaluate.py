@@ -41,7 +41,7 @@ LIBERO_CONTROL_DT = 0.05  # s: LIBERO's 20 Hz control
 LIBERO_STATES = 50  # fixed initial states per LIBERO task
 POLICIES = ("planner", "random", "hold")
 ROBOTS = ("floating", "panda")  # our floating gripper | LIBERO's Panda (coda.libero.evaluate_panda)
-PANDA_POLICIES = ("planner", "random", "hold")  # and openpi:<dir>; planner: panda_planner
+PANDA_POLICIES = ("planner", "random", "hold")  # and openpi:<dir>; planner: panda_chain
 PANDA_PERTURBATIONS = ("none",) + suites.PERTURBATIONS  # LIBERO-PRO's suites (own BDDL, states)
 PERTURBATIONS = (
     ("none",)

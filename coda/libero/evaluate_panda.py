@@ -38,7 +38,7 @@ import numpy as np
 from coda.libero import data, suites
 from coda.libero import evaluate as E
 from coda.libero import openpi_policy as OP
-from coda.libero import panda_planner as PP
+from coda.libero import panda_chain as PC
 from coda.libero import scene as S
 from coda.libero.panda_env import PandaEnv
 
@@ -73,7 +73,7 @@ class RandomActor:
 
 
 class PlannerActor:
-    """`panda_planner.PandaPlanner`: the goal's atoms as scripted stages (pick-and-place,
+    """`panda_chain.PandaPlanner`: the goal's atoms as scripted stages (pick-and-place,
     drawers, knobs, pushed plates); a task it cannot plan holds still (LIBERO's no-op), so it
     scores 0 there."""
 
@@ -86,7 +86,7 @@ class PlannerActor:
     def chunk(self, env: PandaEnv, obs: dict, prompt: str) -> np.ndarray:
         if self.planner is None:
             try:
-                self.planner = PP.PandaPlanner(env)
+                self.planner = PC.PandaPlanner(env)
             except ValueError:
                 self.planner = False
         if self.planner is False:

@@ -8,7 +8,9 @@ the wanted ones, over its 0.5 rad). The geometry is read from the model at the s
 
   PandaDrawer  a drawer (slide joint). Opened: the hand turned horizontal, pointing into the
                drawer's front, the fingers closing vertically round the handle bar between its
-               stand-offs; pulled along the joint's axis past LIBERO's threshold; let go, back.
+               stand-offs (when an object stands in the straight way down, the hand crosses
+               above it and comes down from farther out along the drawer's axis); pulled
+               along the joint's axis past LIBERO's threshold; let go, back.
                A handle too low for the hand across it (the hand spans ~10 cm either side of
                its fingers' closing axis) is refused. Closed: the hand pointing down, the closed
                fingers lowered in front of the handle and pushed along the axis past the goal
@@ -23,7 +25,7 @@ the wanted ones, over its 0.5 rad). The geometry is read from the model at the s
                side; the push is re-aimed every step.
 
 Every stage has `begin(env, b)` (start over in environment b) and `step(env, b, d)` ->
-(action [7], finished); `panda_planner.PandaPlanner` chains them with pick-and-place.
+(action [7], finished); `panda_chain.PandaPlanner` chains them with pick-and-place.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda as PD
+from coda.libero import panda_planner as PP
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
 from coda.libero.planner_articulated import goal_q
@@ -49,7 +52,11 @@ FINE = 0.005  # m: a waypoint the fingers must hit closely (a handle, a knob's r
 TURNED = np.deg2rad(2.0)  # the hand's orientation is reached within this
 GRIP_STEPS = 12  # steps holding still while the fingers close / open
 MAX_MOVE = 90  # steps a move may take before the stage moves on
-FRONT = 0.12  # m: the tcp in front of a handle (along the drawer's outward axis) before going in
+FRONT = 0.12  # m: the tcp in front of a handle (along the drawer's outward axis) after letting go
+APPROACH = 0.10  # m: farther out than FRONT, where the hand starts its way down to the handle's
+# height when an object is in the straight way (from where it turned, a line down to the front
+# point dragged a bowl beside libero_goal's cabinet in front of it with the lower finger)
+WAY_WIDTH = 0.06  # m: objects this near the hand's straight way (xy) are in it
 HOVER = 0.10  # m: above a handle / knob before coming down
 WRIST_MARGIN = 0.3  # rad: a turn ends the hand's last joint this far inside its range
 HAND_SPAN = 0.10  # m: the hand's half extent along its closing axis (a horizontal hand's reach
@@ -202,13 +209,15 @@ class PandaDrawer(_Stage):
         self.q_goal = _q_goal(env, atom, self.jid)
         q0 = float(d.qpos[self.qadr])
         self.pull = (self.q_goal - q0) * float(axis @ self.outward) > 0
-        self.n_phases = 7 if self.pull else 5
+        self.n_phases = 8 if self.pull else 5
         geoms = collision_geoms(m, body)
         self.handle = int(max(geoms, key=lambda g: float(d.geom_xpos[g] @ self.outward)))
         ext = geom_half_extents(m, self.handle, d.geom_xmat[self.handle].reshape(3, 3))
         self.depth = float(np.abs(self.outward) @ ext)  # the bar's half depth along the motion
         self.top = float(ext[2])
         self.along = np.cross(UP, horizontal(self.outward))  # the bar's direction
+        objects = [PP._geoms(m, n) for n, _ in env.pt.task.problem.objects]
+        self.movable = [g for g in objects if len(g)]
         if self.pull:
             floor = min(d.geom_xpos[g][2] - geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))[2]
                         for g in geoms)  # fmt: skip
@@ -223,6 +232,25 @@ class PandaDrawer(_Stage):
     def _h(self, d: mujoco.MjData) -> np.ndarray:
         return d.geom_xpos[self.handle].copy()
 
+    def _in_the_way(self, env, d: mujoco.MjData, site: np.ndarray, front: np.ndarray) -> bool:
+        """Whether a movable object stands within `WAY_WIDTH` of the straight line (xy) from
+        the hand to the handle's front point, within `FRONT` of that point, and reaches higher
+        than the horizontal hand's lowest point at the handle's height (`HAND_SPAN` under it).
+        OSC_POSE's actions are clipped per axis, so the hand comes down first and crosses the
+        last part of its way at about the handle's height; near its start it is still high (a
+        wine bottle beside the start of libero_goal's way to the top drawer is passed above)."""
+        low = float(self._h(d)[2]) - HAND_SPAN
+        for geoms in self.movable:
+            lo, hi = PP._box(d, env.model, geoms)
+            near = np.linalg.norm(np.maximum(np.maximum(lo[:2] - front[:2], front[:2] - hi[:2]), 0))
+            if (
+                hi[2] > low
+                and near <= FRONT
+                and PP._near_segment(lo[:2], hi[:2], site[:2], front[:2], WAY_WIDTH)
+            ):
+                return True
+        return False
+
     def _to_go(self, d: mujoco.MjData) -> float:
         """The handle's way still to go (m, along the drawer's motion towards the goal)."""
         q = float(d.qpos[self.qadr])
@@ -233,18 +261,27 @@ class PandaDrawer(_Stage):
         site = d.site_xpos[env.idx.site].copy()
         if self.pull:
             a, c = -horizontal(out), UP
+            front = h + out * FRONT
             if run.phase == 0:  # turn the hand horizontal where it is, above the handle
-                return np.r_[site[:2], max(site[2], h[2] + 0.05)], OPEN, a, c, 0.03, 0
-            if run.phase == 1:
-                return h + out * FRONT, OPEN, a, c, REACHED, 0
-            if run.phase == 2:  # in, the fingers round the bar
+                high = run.fixed.setdefault("high", max(site[2], h[2] + 0.05))
+                return np.r_[site[:2], high], OPEN, a, c, 0.03, 0
+            if run.phase == 1:  # straight to the front point; or when an object stands in
+                # that way, across at the turn's height to above a point farther out
+                if "far" not in run.fixed:
+                    far = h + out * (FRONT + APPROACH)
+                    way = self._in_the_way(env, d, site, front)
+                    run.fixed["far"] = np.r_[far[:2], run.fixed["high"]] if way else front
+                return run.fixed["far"], OPEN, a, c, REACHED, 0
+            if run.phase == 2:  # down (and in), to in front of the handle
+                return front, OPEN, a, c, REACHED, 0
+            if run.phase == 3:  # in along the drawer's axis, the fingers round the bar
                 return h, OPEN, a, c, FINE, 0
-            if run.phase == 3:
+            if run.phase == 4:
                 return run.fixed.setdefault("at", site), CLOSE, a, c, REACHED, GRIP_STEPS
-            if run.phase == 4:  # pull along the joint's axis
+            if run.phase == 5:  # pull along the joint's axis
                 end = run.fixed.setdefault("end", h + out * self._to_go(d))
                 return end, CLOSE, a, c, REACHED, 0
-            if run.phase == 5:
+            if run.phase == 6:
                 return run.fixed.setdefault("let", site), OPEN, a, c, REACHED, GRIP_STEPS
             return h + out * FRONT, OPEN, a, c, REACHED, 0
         a, c = DOWN, self.along  # push: the closed fingers' wide face on the handle

@@ -1,11 +1,5 @@
-"""The scripted planner of LIBERO's Panda under OSC_POSE: a goal's atoms as stages.
-
-`PandaPlanner` orders a goal's atoms (`planner_geometry.execution_atoms`: open / turn on
-first, then placements, then close / turn off) and runs one stage per atom: drawers, knobs and
-pushed plates (`panda_articulate`) or the pick-and-place below. A stage whose atom already
-holds is skipped; one that ends with its atom false runs again (3 times in all); between two
-runs the hand goes back to its start pose (the arm's posture recovers). A goal with a door is
-refused with the reason (policy=planner then holds still).
+"""The scripted pick-and-place of LIBERO's Panda under OSC_POSE (one stage of a goal's chain,
+`panda_chain.PandaPlanner`).
 
 `PandaPickPlace`, closed loop on the simulator's state (object poses, the grasp site), one
 20 Hz action per step: wait for the stored state's objects to drop (LIBERO's protocol: 10
@@ -36,10 +30,8 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda as PD
-from coda.libero import panda_articulate as PA
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
-from coda.libero.planner_geometry import execution_atoms
 
 OPEN, CLOSE = -1.0, 1.0
 SETTLE_STEPS = 10  # LIBERO's evaluation waits this many no-op steps
@@ -457,25 +449,6 @@ class PandaPickPlace:
         return out, finished
 
 
-# ----------------------------------------------------------------------------- compound goals
-
-SAFE_Z = 0.25  # m: the grasp site's height between two stages (above every fixture's handle)
-TRIES = 3  # times a stage is run before the plan gives up on its atom
-HOME_NEAR, HOME_TURNED = 0.03, np.deg2rad(5.0)  # between stages: near enough the start pose
-
-
-def _site_of(env, atom: tuple) -> str:
-    """The model site of a region atom (its tracked body and position, `predicates.resolve`)."""
-    m, names = env.model, env.pt.layout.body_names
-    body, pos = atom[2], np.asarray(atom[3])
-    for i in range(m.nsite):
-        owner = m.body(int(m.site_bodyid[i])).name
-        here = names.index(owner) if owner in names else -1
-        if here == body and np.allclose(m.site_pos[i], pos, atol=1e-6):
-            return m.site(i).name
-    raise ValueError(f"no site for region atom {atom[:2]}")
-
-
 def _finger_geoms(m: mujoco.MjModel) -> np.ndarray:
     """Colliding geoms of the gripper's finger bodies (fingers and their tips)."""
     names = [m.body(b).name for b in range(m.nbody)]
@@ -497,93 +470,3 @@ def _tips_below(env, d: mujoco.MjData) -> float:
             pts = _corners(d, m, np.array([g]))
         low = min(low, float(pts[:, 2].min()))
     return float(d.site_xpos[env.idx.site][2] - low)
-
-
-def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
-    """The Panda stage of one goal atom: an articulation, a plate push or a pick-and-place."""
-    if atom[0] == "joint":
-        return PA.articulation(env, atom, d)
-    push = PA.plate_push(env, atom, d, _tips_below(env, d))
-    if push is not None:
-        return push
-    names = env.pt.layout.body_names
-    if atom[0] == "on_obj":
-        goal = (names[atom[1]], names[atom[3]])
-    elif atom[0] in ("on_region", "in_region"):
-        goal = (names[atom[1]], _site_of(env, atom))
-    else:
-        raise ValueError(f"no Panda stage for atom kind {atom[0]!r}")
-    stage = PandaPickPlace(env, goal, settle=first)
-    stage.atom = atom
-    return stage
-
-
-@dataclasses.dataclass
-class _Chain:
-    """One environment's place in the stage list."""
-
-    k: int = 0  # the stage running (len(stages): all done)
-    tries: int = 0  # runs of stage k that finished with its atom false
-    started: bool = False  # stage k has begun
-    transit: bool = False  # between two runs: up to SAFE_Z, the hand turned down
-
-
-class PandaPlanner:
-    """A LIBERO goal's atoms as ordered Panda stages (`planner_geometry.execution_atoms`:
-    opening / turning on first, then placements, then closing / turning off; "put X in the
-    drawer" gets the drawer's Open first). A stage whose atom holds when it would start is
-    skipped; one that finishes with its atom false runs again (`TRIES` in all); between
-    runs the hand goes up to `SAFE_Z` and turns to point down. `act(env)` -> [B, 7]."""
-
-    def __init__(self, env):
-        d = env.datas[0]
-        lay = env.pt.layout
-        atoms = env.pt.success.keywords["atoms"]
-        try:
-            self.atoms = execution_atoms(tuple(atoms), env.model, lay.body_names, lay.joint_names)
-            self.stages = [stage_for(env, a, k == 0, d) for k, a in enumerate(self.atoms)]
-        except ValueError as e:
-            raise ValueError(f"{env.pt.task.name}: the Panda planner cannot script it: {e}") from e
-        self.chains = [_Chain() for _ in env.datas]
-        # where each hand starts (its site, closing axis): the pose between two stages
-        self.home = [(dd.site_xpos[env.idx.site].copy(), PA.hand_axes(env, dd)[1])
-                     for dd in env.datas]  # fmt: skip
-
-    def _transit(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
-        """Straight back to the start pose (every stage ends clear of what it moved, so the way
-        back towards the robot is free): the arm's posture recovers before the next stage (a
-        hand raised where a drawer was pulled stretches the arm straight, a singular pose the
-        controller cannot leave)."""
-        home, closing = self.home[b]
-        target = np.r_[home[:2], max(SAFE_Z, home[2])]
-        closing = PA.wrist_closing(env, d, closing)
-        act, err, rot = PA.pose_action(env, d, target, OPEN, PA.DOWN, closing, signed=True)
-        return act, err < HOME_NEAR and rot < HOME_TURNED
-
-    def _one(self, env, b: int, d: mujoco.MjData, holds: np.ndarray) -> np.ndarray:
-        """Environment b's action [7]; `holds` [A]: each atom's truth now."""
-        ch, n = self.chains[b], len(self.stages)
-        if ch.transit:
-            act, arrived = self._transit(env, b, d)
-            ch.transit = not arrived
-            return act
-        while ch.k < n and not ch.started and holds[ch.k]:  # already true: skipped
-            ch.k, ch.tries = ch.k + 1, 0
-        if ch.k >= n or ch.tries >= TRIES:  # done, or given up: hold still
-            return PA.pose_action(env, d, d.site_xpos[env.idx.site].copy(), OPEN)[0]
-        stage = self.stages[ch.k]
-        if not ch.started:
-            stage.begin(env, b, again=ch.k > 0 or ch.tries > 0)
-            ch.started = True
-        act, finished = stage.step(env, b, d)
-        if finished:
-            ch.started, ch.transit = False, True
-            if holds[ch.k]:
-                ch.k, ch.tries = ch.k + 1, 0
-            else:
-                ch.tries += 1
-        return act
-
-    def act(self, env) -> np.ndarray:
-        holds = env.atoms_hold(self.atoms)  # [B, A]
-        return np.stack([self._one(env, b, d, holds[b]) for b, d in enumerate(env.datas)])
