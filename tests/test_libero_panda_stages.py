@@ -217,3 +217,24 @@ def test_doors_are_refused_with_the_reason():
     env.reset([0])
     with pytest.raises(ValueError, match="doors are not scripted"):
         PC.PandaPlanner(env)
+
+
+def test_an_episode_plans_from_its_own_hand_not_its_batch_neighbours():
+    """A rim grasp's walls are tried nearest the hand's start first. Each environment keeps
+    its own start (`Plan.home_xy`): with one start per stage, the first environment's, an
+    episode's plan depended on which initial states shared its batch. The same initial state
+    alone and beside another acts the same."""
+    suite, k = "libero_spatial", 2  # the bowl at the table's centre: a rim grasp
+    alone, pair = _settled(suite, k, 5), PandaEnv(suite, suites.tasks(suite)[k], n_envs=2)
+    pair.reset([0, 5])
+    for _ in range(10):
+        pair.step(np.repeat(NOOP, 2, axis=0))
+    one, two = PC.PandaPlanner(alone), PC.PandaPlanner(pair)
+    for _ in range(40):
+        a, b = one.act(alone), two.act(pair)
+        np.testing.assert_allclose(a[0], b[1], atol=1e-6)
+        alone.step(a)
+        pair.step(b)
+    starts = [p.home_xy for p in two.stages[0].plans]
+    assert np.linalg.norm(starts[0] - starts[1]) > 1e-4  # two starts, each its own
+    np.testing.assert_allclose(starts[1], one.stages[0].plans[0].home_xy, atol=1e-9)

@@ -96,6 +96,7 @@ class Plan:
     travel_z: float = 0.0  # a later stage's start: the height it crosses over to the object at
     handle_z: float = 0.0  # the grasp's z when the object is taken by its handle
     spot: np.ndarray | None = None  # the target's xy in its region, chosen once
+    home_xy: np.ndarray | None = None  # the hand's xy at its environment's first step
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -247,14 +248,13 @@ class PandaPickPlace:
         self.finger_joint = m.joint(PD.FINGER_JOINTS[0]).id
         self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
         self.drawer = _drawer_of(m, target) if is_site else None
-        self.home_xy = None  # the hand's xy at the plan's first step
         self.atom = None  # the goal atom, when a `PandaPlanner` stage
 
     def begin(self, env, b: int, again: bool = False) -> None:
         """Start (`again`: over, without the settle) in environment b (a `PandaPlanner` stage)."""
         p = self.plans[b]
         first = max(self.first, 1) if again else self.first
-        self.plans[b] = Plan(p.obj, p.target, p.target_is_site, phase=first)
+        self.plans[b] = Plan(p.obj, p.target, p.target_is_site, phase=first, home_xy=p.home_xy)
         if again:  # from where an earlier stage left the hand (an open drawer below): across
             # at its height, then down
             self.plans[b].travel_z = float(env.datas[b].site_xpos[env.idx.site][2])
@@ -331,7 +331,7 @@ class PandaPickPlace:
             # of a bowl close to the robot folds it to its joints' limits
             order = sorted(range(len(RIM_SIDES)),
                            key=lambda i: float(np.linalg.norm(grasp_of(corners, current, i)[0]
-                                                              - self.home_xy)))  # fmt: skip
+                                                              - plan.home_xy)))  # fmt: skip
             plan.side = order[0]
             for i in order:
                 xy, want, rim = grasp_of(corners, current, i)
@@ -425,8 +425,8 @@ class PandaPickPlace:
     def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
         """(action [7], finished: lifted away from the released object) of environment b."""
         plan = self.plans[b]
-        if self.home_xy is None:
-            self.home_xy = d.site_xpos[env.idx.site][:2].copy()
+        if plan.home_xy is None:
+            plan.home_xy = d.site_xpos[env.idx.site][:2].copy()
         out = np.zeros(7)
         target, grip, yaw = self._waypoint(env, d, plan)
         err = target - d.site_xpos[env.idx.site]
