@@ -67,9 +67,6 @@ RIM_SIDES = (
     (0.0, 1.0),
     (1.0, 0.0),
 )  # the walls of a rim grasp (tried nearest the hand's start first)
-GRIP_TURNS = np.deg2rad([0.0, 10.0, -10.0, 20.0, -20.0])  # off the narrowest width, in order
-GRIP_SHIFTS = (0.0, 0.01, -0.01, 0.02, -0.02)  # m: along the fingers' faces, in order
-SUPPORT = 0.005  # m: a body whose top is this near the object's bottom or lower supports it
 HAND_HALF = 0.11  # m: the hand's half length along the fingers' closing axis
 HAND_THICK = 0.04  # m: the hand's half thickness across it (with a margin)
 PALM_ABOVE = 0.03  # m: the palm's underside above the grasp site
@@ -100,7 +97,6 @@ class Plan:
     handle_z: float = 0.0  # the grasp's z when the object is taken by its handle
     spot: np.ndarray | None = None  # the target's xy in its region, chosen once
     home_xy: np.ndarray | None = None  # the hand's xy at its environment's first step
-    grip: tuple[float, float] | None = None  # a narrow grasp's (shift, turn), chosen once
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -343,40 +339,11 @@ class PandaPickPlace:
                     plan.side = i
                     break
         xy, want, rim = grasp_of(corners, current, plan.side)
-        if not rim and handle is None:  # across the narrowest width, turned or shifted along
-            if plan.grip is None:  # the fingers' faces where that clears the neighbours
-                plan.grip = self._clear_grip(env, d, plan, corners, xy, want)
-            shift, turn = plan.grip
-            want = want + turn
-            xy = xy + shift * np.array([-np.sin(want), np.cos(want)])
         return xy, _wrap(want - current), rim
 
-    def _clear_grip(self, env, d, plan: Plan, corners, xy, yaw) -> tuple[float, float]:
-        """(shift along the fingers' faces (m), turn (rad)) of the first grasp, nearest the
-        narrowest width's, where the hand clears the neighbours (`_hand_clear`; supports under
-        the object do not count) and the object is still narrower than `RIM_WIDTH` across
-        the fingers (a flat cream-cheese box beside a milk carton: the palm met the carton)."""
-        bottom, top = float(corners[:, 2].min()), float(corners[:, 2].max())
-        z = self._grasp_z(env, d, plan, bottom, top, False)
-        for turn in GRIP_TURNS:
-            u = np.array([np.cos(yaw + turn), np.sin(yaw + turn)])
-            v = np.array([-u[1], u[0]])
-            if np.ptp(corners[:, :2] @ u) > RIM_WIDTH:
-                continue
-            room = np.ptp(corners[:, :2] @ v) / 2 - FINGER_HALF
-            for shift in GRIP_SHIFTS:
-                if abs(shift) > room:
-                    continue
-                if self._hand_clear(env, d, xy + shift * v, yaw + turn, z, bottom + SUPPORT):
-                    return shift, turn
-        return 0.0, 0.0
-
-    def _hand_clear(
-        self, env, d: mujoco.MjData, xy: np.ndarray, yaw: float, z: float, floor=-np.inf
-    ) -> bool:
+    def _hand_clear(self, env, d: mujoco.MjData, xy: np.ndarray, yaw: float, z: float) -> bool:
         """Whether the hand, its site at (xy, z) and its fingers closing along `yaw`, is clear
-        of every other body (those whose top is not above `floor`, supports, aside): the palm
-        of their tops, the open fingers of their sides."""
+        of every other body: the palm of their tops, the open fingers of their sides."""
         u = np.array([np.cos(yaw), np.sin(yaw)])
         parts = (
             (HAND_HALF, HAND_THICK, z + PALM_ABOVE),  # the palm
@@ -384,8 +351,6 @@ class PandaPickPlace:
         )
         for geoms in self.others:
             lo, hi = _box(d, env.model, geoms)
-            if hi[2] <= floor:
-                continue
             for reach, half, low in parts:
                 if hi[2] > low and _near_segment(
                     lo[:2], hi[:2], xy - reach * u, xy + reach * u, half
