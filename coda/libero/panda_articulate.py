@@ -52,7 +52,7 @@ FINE = 0.005  # m: a waypoint the fingers must hit closely (a handle, a knob's r
 TURNED = np.deg2rad(2.0)  # the hand's orientation is reached within this
 GRIP_STEPS = 12  # steps holding still while the fingers close / open
 MAX_MOVE = 90  # steps a move may take before the stage moves on
-FRONT = 0.12  # m: the tcp in front of a handle (along the drawer's outward axis) after letting go
+FRONT = 0.12  # m: the tcp in front of a handle (along the drawer's outward axis): going in, leaving
 APPROACH = 0.10  # m: farther out than FRONT, where the hand starts its way down to the handle's
 # height when an object is in the straight way (from where it turned, a line down to the front
 # point dragged a bowl beside libero_goal's cabinet in front of it with the lower finger)
