@@ -167,8 +167,8 @@ def test_a_solid_object_too_wide_to_close_on_has_a_handle_a_bowl_does_not():
     geoms = pot.geoms[pot.plans[0].obj]
     part, yaw, solid = PP.handle_of(d, m, geoms, 0.0)
     assert solid and 0 < len(part) < len(geoms)
-    lo, hi = PP._box(d, m, part)
-    body_lo, body_hi = PP._box(d, m, geoms)
+    lo, hi = PP.world_box(d, m, part)
+    body_lo, body_hi = PP.world_box(d, m, geoms)
     u = np.array([np.cos(yaw), np.sin(yaw)])
     assert abs((hi[:2] - lo[:2]) @ np.abs(u)) < 0.03  # narrow across the closing direction
     centre = (body_lo[:2] + body_hi[:2]) / 2

@@ -216,7 +216,7 @@ class PandaDrawer(_Stage):
         self.depth = float(np.abs(self.outward) @ ext)  # the bar's half depth along the motion
         self.top = float(ext[2])
         self.along = np.cross(UP, horizontal(self.outward))  # the bar's direction
-        objects = [PP._geoms(m, n) for n, _ in env.pt.task.problem.objects]
+        objects = [PP.body_geoms(m, n) for n, _ in env.pt.task.problem.objects]
         self.movable = [g for g in objects if len(g)]
         if self.pull:
             floor = min(d.geom_xpos[g][2] - geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))[2]
@@ -241,12 +241,12 @@ class PandaDrawer(_Stage):
         wine bottle beside the start of libero_goal's way to the top drawer is passed above)."""
         low = float(self._h(d)[2]) - HAND_SPAN
         for geoms in self.movable:
-            lo, hi = PP._box(d, env.model, geoms)
+            lo, hi = PP.world_box(d, env.model, geoms)
             near = np.linalg.norm(np.maximum(np.maximum(lo[:2] - front[:2], front[:2] - hi[:2]), 0))
             if (
                 hi[2] > low
                 and near <= FRONT
-                and PP._near_segment(lo[:2], hi[:2], site[:2], front[:2], WAY_WIDTH)
+                and PP.near_segment(lo[:2], hi[:2], site[:2], front[:2], WAY_WIDTH)
             ):
                 return True
         return False

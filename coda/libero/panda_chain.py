@@ -40,7 +40,7 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
     """The Panda stage of one goal atom: an articulation, a plate push or a pick-and-place."""
     if atom[0] == "joint":
         return PA.articulation(env, atom, d)
-    push = PA.plate_push(env, atom, d, PP._tips_below(env, d))
+    push = PA.plate_push(env, atom, d, PP.tips_below(env, d))
     if push is not None:
         return push
     names = env.pt.layout.body_names

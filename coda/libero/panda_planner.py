@@ -119,7 +119,7 @@ def goal_of(task) -> tuple[str, str] | None:
     return goal[0][1], goal[0][2]
 
 
-def _geoms(model: mujoco.MjModel, prefix: str) -> np.ndarray:
+def body_geoms(model: mujoco.MjModel, prefix: str) -> np.ndarray:
     """Colliding geom ids of the bodies named `prefix` or `prefix/...` (an object's parts)."""
     bodies = [
         b
@@ -129,7 +129,7 @@ def _geoms(model: mujoco.MjModel, prefix: str) -> np.ndarray:
     return np.concatenate([collision_geoms(model, b) for b in bodies] or [np.zeros(0, int)])
 
 
-def _box(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray):
+def world_box(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray):
     """(lo [3], hi [3]) of the world-aligned box around `geoms`."""
     lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
     for g in geoms:
@@ -141,7 +141,7 @@ def _box(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray):
 
 def _extent(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray):
     """(xy centre, bottom z, top z) of the world box around `geoms`."""
-    lo, hi = _box(d, model, geoms)
+    lo, hi = world_box(d, model, geoms)
     return (lo[:2] + hi[:2]) / 2, float(lo[2]), float(hi[2])
 
 
@@ -198,8 +198,8 @@ def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: f
     handle; a bowl's wall pieces, all about as far, are not);
     solid: the core reaches `SOLID_CORE` of the object's height (a moka pot, not a mug or a
     bowl, whose core is the floor). None without such a part."""
-    lo, hi = _box(d, m, geoms)
-    boxes = [_box(d, m, np.array([g])) for g in geoms]
+    lo, hi = world_box(d, m, geoms)
+    boxes = [world_box(d, m, np.array([g])) for g in geoms]
     core = max(boxes, key=lambda b: float(np.prod(b[1][:2] - b[0][:2])))
     centre = (core[0][:2] + core[1][:2]) / 2
     dist = np.array([np.linalg.norm((b[0][:2] + b[1][:2]) / 2 - centre) for b in boxes])
@@ -219,7 +219,7 @@ def _centre(corners: np.ndarray) -> np.ndarray:
     return (corners[:, :2].min(axis=0) + corners[:, :2].max(axis=0)) / 2
 
 
-def _near_segment(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray, r: float):
+def near_segment(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray, r: float):
     """Whether the segment a -> b (xy) passes within `r` of the box [lo, hi] (xy)."""
     t = np.linspace(0.0, 1.0, 41)[:, None]
     p = a + t * (b - a)
@@ -238,12 +238,12 @@ class PandaPickPlace:
         self.first = 0 if settle else 1  # the phase a plan starts at (0: the settle)
         m = env.model
         is_site = target in [m.site(i).name for i in range(m.nsite)]
-        self.geoms = {n: _geoms(m, n) for n in (obj, target) if not (n == target and is_site)}
+        self.geoms = {n: body_geoms(m, n) for n in (obj, target) if not (n == target and is_site)}
         p = env.pt.task.problem
         others = [n for n, _ in p.objects + p.fixtures if n != obj]
-        self.others = [g for g in (_geoms(m, n) for n in others) if len(g)]
+        self.others = [g for g in (body_geoms(m, n) for n in others) if len(g)]
         movable = [n for n, _ in p.objects if n != obj]
-        self.movable = [g for g in (_geoms(m, n) for n in movable) if len(g)]
+        self.movable = [g for g in (body_geoms(m, n) for n in movable) if len(g)]
         self.fingertips = _finger_geoms(m)
         self.finger_joint = m.joint(PD.FINGER_JOINTS[0]).id
         self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
@@ -282,7 +282,7 @@ class PandaPickPlace:
         rot = d.site(plan.target).xmat.reshape(3, 3)[:2, :2]
         taken = []
         for geoms in self.movable:
-            lo, hi = _box(d, env.model, geoms)
+            lo, hi = world_box(d, env.model, geoms)
             c = (lo[:2] + hi[:2]) / 2
             if (np.abs(rot.T @ (c - p[:2])) <= half + SPOT_NEAR).all():
                 taken.append(c)
@@ -320,7 +320,7 @@ class PandaPickPlace:
         corners = _corners(d, env.model, geoms)
         handle = handle_of(d, env.model, geoms, current) if grasp_of(corners, current)[2] else None
         if handle is not None and handle[2]:  # too wide to close on: a solid one by its
-            lo, hi = _box(d, env.model, handle[0])  # handle (a hollow one by its wall)
+            lo, hi = world_box(d, env.model, handle[0])  # handle (a hollow one by its wall)
             plan.handle_z = float(lo[2] + hi[2]) / 2
             return (lo[:2] + hi[:2]) / 2, _wrap(handle[1] - current), False
         if handle is not None:  # a mug: the walls of its body (the handle's side is air)
@@ -350,9 +350,9 @@ class PandaPickPlace:
             (FINGER_REACH, FINGER_HALF, z - FINGER_BELOW),  # the open fingers
         )
         for geoms in self.others:
-            lo, hi = _box(d, env.model, geoms)
+            lo, hi = world_box(d, env.model, geoms)
             for reach, half, low in parts:
-                if hi[2] > low and _near_segment(
+                if hi[2] > low and near_segment(
                     lo[:2], hi[:2], xy - reach * u, xy + reach * u, half
                 ):
                     return False
@@ -378,8 +378,8 @@ class PandaPickPlace:
         r = float(np.linalg.norm(pts - here, axis=1).max()) + CORRIDOR
         tops = [tz]
         for geoms in self.others:
-            lo, hi = _box(d, env.model, geoms)
-            if _near_segment(lo[:2], hi[:2], here, txy, r):
+            lo, hi = world_box(d, env.model, geoms)
+            if near_segment(lo[:2], hi[:2], here, txy, r):
                 tops.append(float(hi[2]))
         return max(tz + LIFT, max(tops) + plan.hang + CARRY_MARGIN)
 
@@ -456,7 +456,7 @@ def _finger_geoms(m: mujoco.MjModel) -> np.ndarray:
     return np.concatenate([collision_geoms(m, b) for b in tips])
 
 
-def _tips_below(env, d: mujoco.MjData) -> float:
+def tips_below(env, d: mujoco.MjData) -> float:
     """The fingers' lowest point under the grasp site (m): their meshes' vertices (a mesh's
     bounding box reaches ~4 mm below the finger), other geoms' box corners."""
     m = env.model
