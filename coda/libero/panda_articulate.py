@@ -242,10 +242,9 @@ class PandaDrawer(_Stage):
         low = float(self._h(d)[2]) - HAND_SPAN
         for geoms in self.movable:
             lo, hi = PP.world_box(d, env.model, geoms)
-            near = np.linalg.norm(np.maximum(np.maximum(lo[:2] - front[:2], front[:2] - hi[:2]), 0))
             if (
                 hi[2] > low
-                and near <= FRONT
+                and PP.near_segment(lo[:2], hi[:2], front[:2], front[:2], FRONT)  # near the point
                 and PP.near_segment(lo[:2], hi[:2], site[:2], front[:2], WAY_WIDTH)
             ):
                 return True
@@ -283,7 +282,7 @@ class PandaDrawer(_Stage):
                 return end, CLOSE, a, c, REACHED, 0
             if run.phase == 6:
                 return run.fixed.setdefault("let", site), OPEN, a, c, REACHED, GRIP_STEPS
-            return h + out * FRONT, OPEN, a, c, REACHED, 0
+            return front, OPEN, a, c, REACHED, 0
         a, c = DOWN, self.along  # push: the closed fingers' wide face on the handle
         front = h + out * (self.depth + PUSH_GAP)
         if run.phase == 0:
