@@ -31,6 +31,10 @@ Variants:
 * 'curve': the rounds curve as pre-registered in benchmarks/preregistration/rounds_curve.md
   (issue 29 item 9, the paper's Figure 2): `coda` and `fresh_task_bc` at seed 0 for 15 rounds on
   `_prereg_base`, every suite evaluated every round; `benchmarks/rounds_curve.py` draws it;
+* 'srg': the registered addendum to the pre-registered Table 1
+  (benchmarks/registrations/issue29_srg_addendum.md): `coda` and `success_rate_guided` (its
+  failure-rate weights fixed in c96e09b; in the 'prereg' run it equalled uniform_variants) at
+  the 5 seeds on `_prereg_base`; coda's cells also check that the prereg's coda cells reproduce;
 * 'transfer': the memory-transfer pair on its own, measurable at CPU scale: `coda` (the memory
   source) and the `oft` pair, 3 seeds, on the CPU base with the two cube programs as the
   training pool (`sim.programs = CUBE_PROGRAMS`; held-out tasks still proposed from the
@@ -44,7 +48,7 @@ from ml_collections import ConfigDict
 
 from coda import registries
 
-VARIANTS = ("", "smoke", "gpu", "transfer", "prereg", "curve")
+VARIANTS = ("", "smoke", "gpu", "transfer", "prereg", "curve", "srg")
 # The transfer pair's training programs (variant `transfer`): the cube programs `oft` fits at
 # CPU scale, where it fails on the seeded programs of the other cells
 # (benchmarks/results/oft_bc_probe.md).
@@ -128,6 +132,11 @@ def get_config(arg: str | None = None) -> ConfigDict:
         c.study.base = _cpu_base()
         c.study.base.sim.programs = CUBE_PROGRAMS
     elif arg == "prereg":  # benchmarks/preregistration/table1.md: do not edit after its run
+        c.study.seeds = (0, 1, 2, 3, 4)
+        c.study.transfer = ()
+        c.study.base = _prereg_base()
+    elif arg == "srg":  # registrations/issue29_srg_addendum.md: do not edit after its run
+        c.study.strategies = ("coda", "success_rate_guided")
         c.study.seeds = (0, 1, 2, 3, 4)
         c.study.transfer = ()
         c.study.base = _prereg_base()
