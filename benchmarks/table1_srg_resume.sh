@@ -11,7 +11,7 @@
 # whose checkpoint is gone is removed, so the study reruns it at the same commit.
 # About 1,000 s of cells per seed unloaded (coda ~800 s with round 0, the baseline ~200 s).
 set -u
-COMMIT=${1:?the registration's commit}
+COMMIT=${1:?usage: table1_srg_resume.sh COMMIT [worktree] [runs]}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 WT=${2:-/tmp/wt_srg}
 RUNS=${3:-$REPO/runs}
