@@ -102,7 +102,8 @@ def replay_task(eps: list[dict], frames: bool) -> list[dict]:
     suite, name = ep0["suite"], suites.tasks(ep0["suite"])[ep0["task_id"]]
     actions = np.stack([e["actions"] for e in eps])  # [B, T, 7]
     t0 = time.perf_counter()
-    env = E.PandaEnv(suite, name, n_envs=len(eps))
+    seed = ep0.get("seed")  # the reference's env.seed before its reset: its fixtures' placement
+    env = E.PandaEnv(suite, name, n_envs=len(eps), fixture_seed=None if seed is None else int(seed))
     build_s = time.perf_counter() - t0
     names = [o["name"] for o in eps[0]["meta"]["objects"]]
     obs = env.reset([e["meta"]["episode"]["init_index"] for e in eps])
@@ -339,7 +340,8 @@ def main(argv=None) -> None:
     groups = collections.defaultdict(list)
     for e in eps:
         ep = e["meta"]["episode"]
-        groups[(ep["suite"], ep["task_id"], e["actions"].shape[0])].append(e)
+        # one batch shares one model, so one fixture placement: LIBERO's for the episode's seed
+        groups[(ep["suite"], ep["task_id"], e["actions"].shape[0], ep.get("seed"))].append(e)
     rows = []
     for key, group in groups.items():
         rows += replay_task(group, frames)

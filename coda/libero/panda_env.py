@@ -25,7 +25,7 @@ import jax
 import mujoco
 import numpy as np
 
-from coda.libero import osc
+from coda.libero import osc, placement
 from coda.libero import panda as PD
 from coda.libero import predicates as P
 from coda.libero import render as LR
@@ -53,12 +53,17 @@ class PandaEnv:
         image_size: int | None = None,
         cfg: osc.OSCConfig = osc.OSCConfig(),
         obs_timing: str = "robosuite",
+        fixture_seed: int | None = None,
     ):
+        """`fixture_seed`: the fixtures where LIBERO's `env.seed(fixture_seed); env.reset()` puts
+        them (`coda.libero.placement`), for every environment of this one; None: the centres of
+        their regions."""
         if obs_timing not in ("robosuite", "end"):
             raise ValueError(f"obs_timing {obs_timing!r}: valid 'robosuite', 'end'")
         self.obs_timing = obs_timing
         self.pt = PD.compile_panda_task(suite, name)
-        self.model = self.pt.model
+        self.fixture_seed = fixture_seed
+        self.model = self._placed(self.pt.model)
         self.cfg = cfg
         self.image_size = image_size
         self.datas = [mujoco.MjData(self.model) for _ in range(n_envs)]
@@ -78,6 +83,12 @@ class PandaEnv:
         self._per_atom: dict = {}  # atoms -> jitted [B, A] truth (`atoms_hold`)
         self._vis = None
         self._sampled = None  # (qpos after substep n-2, after n-1) of the last step
+
+    def _placed(self, model: mujoco.MjModel) -> mujoco.MjModel:
+        """`model`, or with `fixture_seed` a copy with the fixtures at LIBERO's placement."""
+        if self.fixture_seed is None:
+            return model
+        return placement.place_fixtures(model, self.pt.task, self.fixture_seed)
 
     @property
     def n_envs(self) -> int:
@@ -176,7 +187,8 @@ class PandaEnv:
         """The two cameras at states `qpos` [B, nq]: [B, size, size, 3] uint8, bottom row first
         as robosuite gives them."""
         if self._vis is None:
-            self._vis = PD.compile_panda_task(self.pt.suite, self.pt.task.name, True).model
+            vis = PD.compile_panda_task(self.pt.suite, self.pt.task.name, True).model
+            self._vis = self._placed(vis)
             self._vis.site_rgba[:, 3] = 0.0  # LIBERO's observations show no sites
         frames = LR.render_observations(
             self._vis, qpos, size=size, antialias=True

@@ -1,0 +1,77 @@
+"""`coda.libero.placement`: fixtures where LIBERO's seeded reset puts them, checked against the
+reference environment's own placements (committed by benchmarks/libero_fixture_placement.py)."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from coda.libero import panda as PD
+from coda.libero import placement as PL
+from coda.libero import scene as S
+from coda.libero import suites
+
+RESULTS = os.path.join(
+    os.path.dirname(__file__), "..", "benchmarks", "results", "libero_fixture_placement.json"
+)
+
+
+@pytest.fixture(scope="module")
+def reference_rows(libero_data):
+    with open(RESULTS) as f:
+        return json.load(f)["rows"]
+
+
+def test_replay_matches_the_reference_placements(reference_rows):
+    """Every fixture of every traced task and seed, position and yaw, as LIBERO placed it."""
+    tasks = {}
+    for r in reference_rows:
+        key = (r["suite"], r["task"])
+        if key not in tasks:
+            tasks[key] = S.load_task(*key)
+        got = PL.fixture_placements(tasks[key], r["seed"])[r["fixture"]]
+        np.testing.assert_allclose(got.pos, r["ref_pos"], atol=1e-6, err_msg=str(key))
+        dyaw = (got.yaw - r["ref_yaw"] + math.pi) % (2 * math.pi) - math.pi
+        assert abs(dyaw) < 1e-6, (key, r["fixture"], got.yaw, r["ref_yaw"])
+        assert r["ref_tilt"] < 1e-9  # LIBERO's fixtures turn about z only, as the replay does
+    assert len(tasks) >= 10
+
+
+def test_seeds_move_fixtures_inside_their_regions(libero_data):
+    task = S.load_task("libero_spatial", suites.tasks("libero_spatial")[0])
+    a, b = PL.fixture_placements(task, 0), PL.fixture_placements(task, 1)
+    assert set(a) == {n for n, c in task.fixtures}
+    for name in a:
+        assert a[name].pos != b[name].pos
+        centre = S.fixture_pose(task, name, task.problem.category(name), True)
+        x, y = a[name].pos[0] + S.ORIGIN_X - task.workspace.offset[0], a[name].pos[1]
+        # the regions are 2 cm wide: within 1 cm (per axis) of the centre
+        assert abs(x - centre["x"]) <= 0.01 + 1e-9 and abs(y - centre["y"]) <= 0.01 + 1e-9
+
+
+def test_place_fixtures_moves_only_the_fixtures(libero_data):
+    pt = PD.compile_panda_task("libero_goal", suites.tasks("libero_goal")[0])
+    before = pt.model.body_pos.copy()
+    placed = PL.place_fixtures(pt.model, pt.task, 7)
+    np.testing.assert_array_equal(pt.model.body_pos, before)  # the cached model is untouched
+    fixtures = PL.fixture_placements(pt.task, 7)
+    moved = {placed.body(b).name for b in np.flatnonzero(np.any(placed.body_pos != before, 1))}
+    assert moved and moved <= set(fixtures)
+    for name, p in fixtures.items():
+        b = placed.body(name).id
+        np.testing.assert_allclose(
+            PD.to_libero(placed.body_pos[b], pt.task.workspace), p.pos, atol=1e-6
+        )
+        w, z = placed.body_quat[b][[0, 3]]
+        assert abs(2 * math.atan2(z, w) - p.yaw) % (2 * math.pi) < 1e-6
+
+
+def test_rejection_retries_an_overlapping_object():
+    """robosuite's overlap test: near in the plane and not above the other's top."""
+    size = PL.Size(radius=0.03, top=0.04, bottom=-0.04)
+    other = PL.Placed("a", (0.0, 0.0, 0.9), 0.0, size)
+    assert not PL._valid(0.05, 0.0, 0.9, size, [other])  # 5 cm apart < 6 cm of radii
+    assert PL._valid(0.07, 0.0, 0.9, size, [other])
+    assert PL._valid(0.0, 0.0, 0.99, size, [other])  # above the other's top
