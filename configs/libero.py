@@ -41,6 +41,9 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.panda.image_size = 256  # px of the cameras' renders (openpi's LIBERO_ENV_RESOLUTION)
     c.panda.wait_steps = 10  # no-op steps before each episode (objects settle; not counted)
     c.panda.max_steps = 0  # policy steps per episode; 0 = the suite's LIBERO step cap
+    # fixtures where LIBERO's env.seed(s); env.reset() puts them (coda.libero.placement), s =
+    # this; -1 = the centres of their regions (LIBERO samples them within about 1 cm per reset)
+    c.panda.fixture_seed = -1
     c.openpi = ConfigDict()  # an openpi:<dir> checkpoint: what its params do not store
     c.openpi.action_horizon = 10  # actions predicted per inference (pi05_libero: 10)
     c.openpi.replan_steps = 5  # of them executed before the next inference (openpi's client: 5)

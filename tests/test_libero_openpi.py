@@ -285,6 +285,7 @@ def test_config_refusals_are_one_line(ckpt, tmp_path):
         ({"perturbation": "layout2"}, "perturbation='layout2' is not available on robot=panda"),
         ({"openpi.replan_steps": 5}, "openpi.replan_steps=5 must be in [1, openpi.action_horizon=4]"),
         ({"panda.batch": 0}, "panda.batch=0 must be an integer >= 1"),
+        ({"panda.fixture_seed": -2}, "panda.fixture_seed=-2 must be an integer >= -1"),
     ):  # fmt: skip
         fields = {"policy": f"openpi:{ckpt}", **fields}
         got = E.config_problems(_panda_config(**fields))

@@ -75,3 +75,31 @@ def test_rejection_retries_an_overlapping_object():
     assert not PL._valid(0.05, 0.0, 0.9, size, [other])  # 5 cm apart < 6 cm of radii
     assert PL._valid(0.07, 0.0, 0.9, size, [other])
     assert PL._valid(0.0, 0.0, 0.99, size, [other])  # above the other's top
+
+
+def test_panda_env_and_evaluation_take_the_fixture_seed(libero_data, tmp_path):
+    from coda.libero import evaluate_panda as EP
+    from coda.libero import panda_env as E
+
+    name = suites.tasks("libero_goal")[0]
+    env = E.PandaEnv("libero_goal", name, n_envs=1, fixture_seed=7)
+    want = PL.place_fixtures(env.pt.model, env.pt.task, 7)
+    np.testing.assert_array_equal(env.model.body_pos, want.body_pos)
+    assert E.PandaEnv("libero_goal", name, n_envs=1).model is env.pt.model  # -1: centres
+    cfg = _panda_config(tmp_path)
+    res = EP.evaluate(cfg, tmp_path)
+    assert res["fixture_seed"] == 7 and res["episodes"] == 1
+
+
+def _panda_config(tmp_path):
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "configs", "libero.py")
+    spec = importlib.util.spec_from_file_location("_libero_cfg", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    c = mod.get_config()
+    c.robot, c.policy, c.suite, c.tasks, c.init_states = "panda", "hold", "libero_goal", "0", 1
+    c.panda.batch, c.panda.max_steps, c.panda.wait_steps, c.panda.fixture_seed = 1, 2, 0, 7
+    c.gifs = 0
+    return c

@@ -4,7 +4,7 @@ drives LIBERO's Panda in CoDA (`PandaEnv`) closed loop; its actions are written 
 states and the fidelity benchmark can compare success where the episodes succeed.
 
     .venv/bin/python benchmarks/libero_reference/scripted_episodes.py \
-        --suite=libero_object --tasks=0-9 --inits=0,1 --steps=200 \
+        --suite=libero_object --tasks=0-9 --inits=0,1 --steps=200 --seed=7 \
         --out=runs/libero_fidelity/scripted.json
 
 Tasks without a single In / On goal over a movable object are skipped (listed in the output).
@@ -34,9 +34,10 @@ def _ids(spec: str) -> list[int]:
     return out
 
 
-def record(suite: str, task_id: int, inits: list[int], steps: int) -> list[dict]:
+def record(suite: str, task_id: int, inits: list[int], steps: int, seed: int) -> list[dict]:
     name = suites.tasks(suite)[task_id]
-    env = E.PandaEnv(suite, name, n_envs=len(inits))
+    # the fixtures where LIBERO's replay (env.seed(seed); env.reset()) will have them
+    env = E.PandaEnv(suite, name, n_envs=len(inits), fixture_seed=seed)
     planner = PP.PandaPickPlace(env)
     env.reset(inits)
     actions, success = [], np.zeros(len(inits), bool)
@@ -51,6 +52,7 @@ def record(suite: str, task_id: int, inits: list[int], steps: int) -> list[dict]
             "suite": suite,
             "task_id": task_id,
             "init_index": i,
+            "seed": seed,
             "actions": acts[b].round(6).tolist(),
             "record_frames_at": [0, steps // 2, steps],
             "coda_success": bool(success[b]),
@@ -65,12 +67,13 @@ def main(argv=None) -> None:
     ap.add_argument("--tasks", default="0-9", help="task ids: 0-9 or 0,3,5")
     ap.add_argument("--inits", default="0,1", help="initial states per task")
     ap.add_argument("--steps", type=int, default=200, help="actions per episode")
+    ap.add_argument("--seed", type=int, default=7, help="env.seed of the replay (openpi: 7)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     episodes, skipped = [], {}
     for t in _ids(args.tasks):
         try:
-            episodes += record(args.suite, t, _ids(args.inits), args.steps)
+            episodes += record(args.suite, t, _ids(args.inits), args.steps, args.seed)
         except ValueError as e:
             skipped[t] = str(e)
         print(f"{args.suite} task {t}: {[e['coda_success'] for e in episodes[-2:]]}", flush=True)

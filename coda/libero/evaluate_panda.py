@@ -4,10 +4,13 @@ LIBERO clients run it:
 
   for each task of the suite (or `config.tasks`) and each of its fixed initial states
   (`init_offset` / `init_states`; LIBERO: 50):
-    reset to the stored state; `wait_steps` (10) no-op steps [0]*6 + [-1] so the objects
-    settle (not counted, success not read); then up to the suite's step cap (220 / 280 / 300 /
-    520 / 400 for spatial / object / goal / 10 / 90, `suites.step_cap`; `max_steps` overrides)
-    policy steps; the episode succeeds at the first step after which ν holds (LIBERO's `done`).
+    reset to the stored state (fixtures at the centres of their regions, or with `fixture_seed`
+    where LIBERO's `env.seed(fixture_seed); env.reset()` puts them: the same placement for
+    every episode, where LIBERO's clients seed once and draw a new one per reset);
+    `wait_steps` (10) no-op steps [0]*6 + [-1] so the objects settle (not counted, success
+    not read); then up to the suite's step cap (220 / 280 / 300 / 520 / 400 for spatial /
+    object / goal / 10 / 90, `suites.step_cap`; `max_steps` overrides) policy steps; the
+    episode succeeds at the first step after which ν holds (LIBERO's `done`).
 
 Initial states run `batch` at a time as PandaEnv's environments (a short last batch is padded
 with copies whose outcomes are dropped); an environment that has succeeded keeps stepping with
@@ -165,7 +168,8 @@ def _batches(indices: list[int], size: int) -> list[list[int]]:
 def _episodes(config, k, name, src, actor, indices, max_steps) -> list[dict]:
     """The per-episode rows of task `k`'s initial states `indices`, `panda.batch` at a time."""
     size = min(int(config.panda.batch), len(indices))
-    env = PandaEnv(src, name, n_envs=size)
+    seed = int(config.panda.get("fixture_seed", -1))
+    env = PandaEnv(src, name, n_envs=size, fixture_seed=None if seed < 0 else seed)
     prompt = OP.prompt_for(src, name)
     out = []
     for j, idx in enumerate(_batches(indices, size)):
@@ -249,6 +253,7 @@ def evaluate(
         "seed": config.seed,
         "replan_steps": actor.replan if isinstance(actor, OpenpiActor) else 1,
         "wait_steps": int(config.panda.wait_steps),
+        "fixture_seed": int(config.panda.get("fixture_seed", -1)),
         "max_steps": max_steps,
         "control_dt": E.LIBERO_CONTROL_DT,
         "episodes": n,
