@@ -40,6 +40,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from coda.libero import panda as PD  # noqa: E402
 from coda.libero import panda_env as E  # noqa: E402
+from coda.libero import placement as PL  # noqa: E402
+from coda.libero import scene as S  # noqa: E402
 from coda.libero import suites  # noqa: E402
 from coda.sim import render as R  # noqa: E402
 
@@ -60,12 +62,17 @@ def _index(folder: pathlib.Path) -> dict:
 
 def load_reference(folder: pathlib.Path, limit: int | None = None) -> list[dict]:
     index = _index(folder)
-    eps = []
+    eps, last, reset = [], None, 0
     for row in index["episodes"][:limit]:
         meta = json.loads((folder / row["json"]).read_text())
         with np.load(folder / row["npz"]) as z:
             arrays = {k: z[k] for k in z.files}
-        eps.append({"row": row, "meta": meta, **arrays})
+        # replay.py keeps one env while consecutive episodes share a task: this episode's
+        # reset is that env's `reset`-th (LIBERO's fixture placement can depend on it)
+        task = (meta["episode"]["suite"], meta["episode"]["task_id"])
+        reset = reset + 1 if task == last else 1
+        last = task
+        eps.append({"row": row, "meta": meta, "reset": reset, **arrays})
     return eps
 
 
@@ -103,7 +110,13 @@ def replay_task(eps: list[dict], frames: bool) -> list[dict]:
     actions = np.stack([e["actions"] for e in eps])  # [B, T, 7]
     t0 = time.perf_counter()
     seed = ep0.get("seed")  # the reference's env.seed before its reset: its fixtures' placement
-    env = E.PandaEnv(suite, name, n_envs=len(eps), fixture_seed=None if seed is None else int(seed))
+    env = E.PandaEnv(
+        suite,
+        name,
+        n_envs=len(eps),
+        fixture_seed=None if seed is None else int(seed),
+        fixture_reset=int(eps[0].get("reset", 1)),
+    )
     build_s = time.perf_counter() - t0
     names = [o["name"] for o in eps[0]["meta"]["objects"]]
     obs = env.reset([e["meta"]["episode"]["init_index"] for e in eps])
@@ -341,7 +354,12 @@ def main(argv=None) -> None:
     for e in eps:
         ep = e["meta"]["episode"]
         # one batch shares one model, so one fixture placement: LIBERO's for the episode's seed
-        groups[(ep["suite"], ep["task_id"], e["actions"].shape[0], ep.get("seed"))].append(e)
+        # (and, where the placement depends on it, the reference env's reset count)
+        task = S.load_task(ep["suite"], suites.tasks(ep["suite"])[ep["task_id"]])
+        reset = e.get("reset", 1) if PL.depends_on_reset(task) else 1
+        e["reset"] = reset
+        key = (ep["suite"], ep["task_id"], e["actions"].shape[0], ep.get("seed"), reset)
+        groups[key].append(e)
     rows = []
     for key, group in groups.items():
         rows += replay_task(group, frames)

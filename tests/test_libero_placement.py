@@ -31,7 +31,7 @@ def test_replay_matches_the_reference_placements(reference_rows):
         key = (r["suite"], r["task"])
         if key not in tasks:
             tasks[key] = S.load_task(*key)
-        got = PL.fixture_placements(tasks[key], r["seed"])[r["fixture"]]
+        got = PL.fixture_placements(tasks[key], r["seed"], r["reset"])[r["fixture"]]
         np.testing.assert_allclose(got.pos, r["ref_pos"], atol=1e-6, err_msg=str(key))
         dyaw = (got.yaw - r["ref_yaw"] + math.pi) % (2 * math.pi) - math.pi
         assert abs(dyaw) < 1e-6, (key, r["fixture"], got.yaw, r["ref_yaw"])

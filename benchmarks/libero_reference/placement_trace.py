@@ -5,11 +5,12 @@ Runs in the reference venv (`make reference-venv`), never imports coda:
 
   .venv-libero-ref/bin/python benchmarks/libero_reference/placement_trace.py \
       --suites=libero_spatial,libero_object,libero_goal,libero_10,libero_90 --seeds=0,7 \
-      --out=benchmarks/results/libero_placement_trace.json
+      --out=runs/libero_placement_trace.json
 
-Per task (LIBERO's task order 0) and seed: every `np.random` call made by the reset (function,
-arguments, result, the calling file:line), then each fixture's model `body_pos` / `body_quat`
-(w, x, y, z) in LIBERO's world frame after the reset (`set_init_state` does not restore them).
+Per task (LIBERO's task order 0) and seed (one env per task, reset once per seed, in order):
+every `np.random` call made by the reset (function, arguments, result, the calling file:line),
+then each fixture's model `body_pos` / `body_quat` (w, x, y, z) in LIBERO's world frame after
+the reset (`set_init_state` does not restore them).
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ def main() -> None:
     log: list = []
     _hook(np, log)
     seeds = [int(s) for s in args.seeds.split(",")]
-    out = {"command": "placement_trace.py " + " ".join(f"--{k}={v}" for k, v in vars(args).items()),
-           "numpy": np.__version__, "tasks": []}
+    out = {
+        "command": "placement_trace.py " + " ".join(f"--{k}={v}" for k, v in vars(args).items()),
+        "numpy": np.__version__,
+        "tasks": [],
+    }
     t0 = time.time()
     for suite_name in args.suites.split(","):
         suite = benchmark.get_benchmark_dict()[suite_name](task_order_index=0)
@@ -72,7 +76,7 @@ def main() -> None:
             env = OffScreenRenderEnv(bddl_file_name=str(bddl), camera_heights=32, camera_widths=32)
             inner = env.env
             row = {"suite": suite_name, "task_id": tid, "task": task.name, "seeds": {}}
-            for s in seeds:
+            for k, s in enumerate(seeds):
                 env.seed(s)
                 log.clear()
                 env.reset()
@@ -84,7 +88,8 @@ def main() -> None:
                         "pos": [float(v) for v in inner.sim.model.body_pos[b]],
                         "quat": [float(v) for v in inner.sim.model.body_quat[b]],
                     }
-                row["seeds"][str(s)] = {"draws": list(log), "fixtures": fixtures}
+                # reset: this env's k-th reset (LIBERO's joint samplers pile up per model load)
+                row["seeds"][str(s)] = {"reset": k + 1, "draws": list(log), "fixtures": fixtures}
             env.close()
             out["tasks"].append(row)
             print(f"{suite_name} {tid} {time.time() - t0:.0f}s", flush=True)

@@ -54,15 +54,16 @@ class PandaEnv:
         cfg: osc.OSCConfig = osc.OSCConfig(),
         obs_timing: str = "robosuite",
         fixture_seed: int | None = None,
+        fixture_reset: int = 1,
     ):
         """`fixture_seed`: the fixtures where LIBERO's `env.seed(fixture_seed); env.reset()` puts
-        them (`coda.libero.placement`), for every environment of this one; None: the centres of
-        their regions."""
+        them (`coda.libero.placement`) on the `fixture_reset`-th reset of a LIBERO env, for
+        every environment of this one; None: the centres of their regions."""
         if obs_timing not in ("robosuite", "end"):
             raise ValueError(f"obs_timing {obs_timing!r}: valid 'robosuite', 'end'")
         self.obs_timing = obs_timing
         self.pt = PD.compile_panda_task(suite, name)
-        self.fixture_seed = fixture_seed
+        self.fixture_seed, self.fixture_reset = fixture_seed, int(fixture_reset)
         self.model = self._placed(self.pt.model)
         self.cfg = cfg
         self.image_size = image_size
@@ -88,7 +89,7 @@ class PandaEnv:
         """`model`, or with `fixture_seed` a copy with the fixtures at LIBERO's placement."""
         if self.fixture_seed is None:
             return model
-        return placement.place_fixtures(model, self.pt.task, self.fixture_seed)
+        return placement.place_fixtures(model, self.pt.task, self.fixture_seed, self.fixture_reset)
 
     @property
     def n_envs(self) -> int:

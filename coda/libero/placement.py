@@ -8,8 +8,10 @@ reset draws, in this order (traced in the reference environment:
 
 1. robosuite's joint initialisation noise for the Panda: `randn(7)` (LIBERO's noise magnitude is
    0, but the draw is made);
-2. one `uniform` per articulated :init state (Open / Close / TurnOn / TurnOff) LIBERO samples a
-   joint value for;
+2. one `uniform` per articulated :init state (Open / Close / TurnOn / TurnOff of a fixture or of
+   a fixture's region) per model load of the env so far: LIBERO appends the joint samplers on
+   every load (the constructor's and each hard reset's) to a list it never clears, and draws
+   them all, so the k-th reset of one env draws (k + 1) per state. `reset` is that k;
 3. one sampler per `On(thing, region)` atom of :init whose region lies on the workspace, in
    :init order: per try `randint(number of ranges)`, `uniform` x, `uniform` y; a movable object
    is retried while it overlaps an object placed before it (robosuite's radius + height test,
@@ -119,14 +121,15 @@ def _sampled_atoms(problem) -> list[tuple[str, str, bool]]:
     return out
 
 
-def _property_draws(problem) -> int:
-    """Articulated :init states LIBERO draws a joint value for (an object with joints)."""
+def _property_states(problem) -> int:
+    """Articulated :init states LIBERO draws a joint value for: of a fixture or its region."""
     fixtures = {n for n, c in problem.fixtures if c not in assets.WORKSPACES}
-    return sum(
-        1
-        for atom in problem.init
-        if atom[0] in PROPERTY_STATES and len(atom) == 2 and atom[1] in fixtures
-    )
+
+    def articulated(arg: str) -> bool:
+        region = problem.regions.get(arg)
+        return arg in fixtures or (region is not None and region.target in fixtures)
+
+    return sum(1 for atom in problem.init if atom[0] in PROPERTY_STATES and articulated(atom[-1]))
 
 
 def _valid(x: float, y: float, z: float, size: Size, placed: list[Placed]) -> bool:
@@ -137,13 +140,16 @@ def _valid(x: float, y: float, z: float, size: Size, placed: list[Placed]) -> bo
     return True
 
 
-def reset_placements(task, seed: int) -> dict[str, Placed]:
+def reset_placements(task, seed: int, reset: int = 1) -> dict[str, Placed]:
     """Every thing LIBERO's base samplers place on `env.seed(seed); env.reset()` of `task` (a
-    `coda.libero.scene.LiberoTask`), by name, in LIBERO's world frame."""
+    `coda.libero.scene.LiberoTask`), by name, in LIBERO's world frame; `reset`: which reset of
+    the env this is (1 = the first after it was built; matters only with articulated states)."""
+    if int(reset) < 1:
+        raise ValueError(f"reset={reset!r}: the first reset of an env is 1")
     problem, ws = task.problem, task.workspace
     rs = np.random.RandomState(int(seed))
     rs.randn(PANDA_DOF)
-    for _ in range(_property_draws(problem)):
+    for _ in range(_property_states(problem) * (int(reset) + 1)):
         rs.uniform()
     ref = (ws.offset[0], ws.offset[1], ws.offset_z)
     shrink = SHRINK_BY_RADIUS.get(problem.problem, True)
@@ -172,18 +178,24 @@ def reset_placements(task, seed: int) -> dict[str, Placed]:
     return {p.name: p for p in placed}
 
 
-def fixture_placements(task, seed: int) -> dict[str, Placed]:
+def fixture_placements(task, seed: int, reset: int = 1) -> dict[str, Placed]:
     """The fixtures of `reset_placements` (LIBERO's world frame)."""
     fixtures = {n for n, c in task.problem.fixtures if c not in assets.WORKSPACES}
-    return {n: p for n, p in reset_placements(task, seed).items() if n in fixtures}
+    return {n: p for n, p in reset_placements(task, seed, reset).items() if n in fixtures}
 
 
-def place_fixtures(model: mujoco.MjModel, task, seed: int) -> mujoco.MjModel:
+def place_fixtures(model: mujoco.MjModel, task, seed: int, reset: int = 1) -> mujoco.MjModel:
     """A copy of a compiled LIBERO scene (our frame, `scene.to_ours`) with every fixture body
-    where LIBERO's `env.seed(seed); env.reset()` puts it."""
+    where the `reset`-th `env.seed(seed); env.reset()` of a LIBERO env puts it."""
     out = copy.deepcopy(model)
-    for name, p in fixture_placements(task, seed).items():
+    for name, p in fixture_placements(task, seed, reset).items():
         b = out.body(name).id
         out.body_pos[b] = S.to_ours(np.asarray(p.pos), task.workspace)
         out.body_quat[b] = (math.cos(p.yaw / 2), 0.0, 0.0, math.sin(p.yaw / 2))
     return out
+
+
+def depends_on_reset(task) -> bool:
+    """Whether the fixtures' placement of `task` changes with the env's reset count (it has
+    articulated :init states, whose joint samplers LIBERO piles up per model load)."""
+    return _property_states(task.problem) > 0
