@@ -82,6 +82,72 @@ def compare(trace: dict) -> dict:
     }
 
 
+def region_sites(ref: dict) -> list[dict]:
+    """Per task of `region_sites.py`'s file: every BDDL region's site on LIBERO's Panda in CoDA
+    (fixtures at the reference's placement, the same stored state) against the reference's."""
+    from coda.libero import panda as PD
+    from coda.libero import panda_env as E
+
+    seed, init = _arg(ref["command"], "seed"), _arg(ref["command"], "init")
+    rows = []
+    for t in ref["tasks"]:
+        env = E.PandaEnv(t["suite"], t["task"], n_envs=1, fixture_seed=seed, fixture_reset=1)
+        env.reset([init])
+        before = E.PandaEnv(t["suite"], t["task"], n_envs=1)  # fixtures at the region centres
+        before.reset([init])
+        d, m, ws = env.datas[0], env.model, env.pt.task.workspace
+        problem = env.pt.task.problem
+        present = {n for n, _ in problem.objects + problem.fixtures}
+        # a scene's BDDL also declares regions of things it does not hold: neither side has them
+        for region in sorted(r for r, v in problem.regions.items() if v.target in present):
+            try:
+                ours = PD.to_libero(d.site_xpos[m.site(region).id], ws)
+            except KeyError:
+                ours = None
+            theirs = t["sites"].get(region)
+            centre = PD.to_libero(before.datas[0].site_xpos[m.site(region).id], ws)
+            rows.append(
+                {
+                    "suite": t["suite"],
+                    "task": t["task"],
+                    "site": region,
+                    "err_m": None
+                    if ours is None or theirs is None
+                    else float(np.linalg.norm(ours - np.asarray(theirs))),
+                    "missing": "ours" if ours is None else ("reference" if theirs is None else ""),
+                    "centre_err_m": None
+                    if ours is None or theirs is None
+                    else float(np.linalg.norm(centre - np.asarray(theirs))),
+                }
+            )
+    return rows
+
+
+def _arg(command: str, name: str) -> int:
+    return int(command.split(f"--{name}=")[1].split()[0])
+
+
+def sites_summary(rows: list[dict]) -> list[dict]:
+    out = []
+    for suite in ["all"] + sorted({r["suite"] for r in rows}):
+        rs = [r for r in rows if suite in ("all", r["suite"])]
+        errs = [r["err_m"] for r in rs if r["err_m"] is not None]
+        out.append(
+            {
+                "suite": suite,
+                "region_sites": len(rs),
+                "compared": len(errs),
+                "p50_mm": 1e3 * float(np.median(errs)) if errs else None,
+                "max_mm": 1e3 * max(errs) if errs else None,
+                "within_2mm": sum(e <= 0.002 for e in errs),
+                "missing": sum(bool(r["missing"]) for r in rs),
+                "centre_max_mm": 1e3
+                * max(r["centre_err_m"] for r in rs if r["centre_err_m"] is not None),
+            }
+        )
+    return out
+
+
 def summary(rows: list[dict]) -> list[dict]:
     out = []
     for suite in ["all"] + sorted({r["suite"] for r in rows}):
@@ -111,12 +177,20 @@ def summary(rows: list[dict]) -> list[dict]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", required=True)
+    p.add_argument("--sites", default="", help="region_sites.py's file: compare region sites")
     p.add_argument("--out", required=True, help="path stem: <out>.json and <out>.md")
     args = p.parse_args()
     res = compare(json.loads(pathlib.Path(args.trace).read_text()))
     res["command"] = (
-        f"python benchmarks/libero_fixture_placement.py --trace={args.trace} --out={args.out}"
+        f"python benchmarks/libero_fixture_placement.py --trace={args.trace}"
+        + (f" --sites={args.sites}" if args.sites else "")
+        + f" --out={args.out}"
     )
+    if args.sites:
+        ref = json.loads(pathlib.Path(args.sites).read_text())
+        res["sites_reference"] = ref["command"]
+        res["site_rows"] = region_sites(ref)
+        res["sites_summary"] = sites_summary(res["site_rows"])
     res["summary"] = summary(res["rows"])
     pathlib.Path(args.out + ".json").write_text(json.dumps(res, indent=1))
     lines = [
@@ -143,6 +217,23 @@ def main() -> None:
             f" {s['centre_p50_mm']:.1f} / {s['centre_max_mm']:.1f} |"
             f" {s['centre_yaw_max_deg']:.2f} |"
         )
+    if args.sites:
+        lines += [
+            "",
+            "Region sites (every BDDL region of every task) after `env.seed(s); env.reset();",
+            "set_init_state(init)` in LIBERO and the same stored state on LIBERO's Panda here",
+            f"(fixtures at the reference's placement): `{res['sites_reference']}`.",
+            "",
+            "| suite | region sites | compared | p50 (mm) | max (mm) | ≤ 2 mm | missing |"
+            " centre max (mm) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for s in res["sites_summary"]:
+            lines.append(
+                f"| {s['suite']} | {s['region_sites']} | {s['compared']} | {s['p50_mm']:.2f} |"
+                f" {s['max_mm']:.2f} | {s['within_2mm']}/{s['compared']} | {s['missing']} |"
+                f" {s['centre_max_mm']:.1f} |"
+            )
     pathlib.Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
