@@ -107,9 +107,14 @@ def _uniform(rs: np.random.RandomState, a: float, b: float) -> float:
     return float(rs.uniform(high=b, low=a))
 
 
+def _fixtures(problem) -> set[str]:
+    """The problem's fixtures that are assets (not its workspace)."""
+    return {n for n, c in problem.fixtures if c not in assets.WORKSPACES}
+
+
 def _sampled_atoms(problem) -> list[tuple[str, str, bool]]:
     """(thing, region, is_fixture) of the :init atoms LIBERO's base samplers place, in order."""
-    fixtures = {n for n, c in problem.fixtures if c not in assets.WORKSPACES}
+    fixtures = _fixtures(problem)
     things = {n for n, _ in problem.objects} | fixtures
     out = []
     for atom in problem.init:
@@ -123,7 +128,7 @@ def _sampled_atoms(problem) -> list[tuple[str, str, bool]]:
 
 def _property_states(problem) -> int:
     """Articulated :init states LIBERO draws a joint value for: of a fixture or its region."""
-    fixtures = {n for n, c in problem.fixtures if c not in assets.WORKSPACES}
+    fixtures = _fixtures(problem)
 
     def articulated(arg: str) -> bool:
         region = problem.regions.get(arg)
@@ -180,7 +185,7 @@ def reset_placements(task, seed: int, reset: int = 1) -> dict[str, Placed]:
 
 def fixture_placements(task, seed: int, reset: int = 1) -> dict[str, Placed]:
     """The fixtures of `reset_placements` (LIBERO's world frame)."""
-    fixtures = {n for n, c in task.problem.fixtures if c not in assets.WORKSPACES}
+    fixtures = _fixtures(task.problem)
     return {n: p for n, p in reset_placements(task, seed, reset).items() if n in fixtures}
 
 
