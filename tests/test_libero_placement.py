@@ -103,3 +103,19 @@ def _panda_config(tmp_path):
     c.panda.batch, c.panda.max_steps, c.panda.wait_steps, c.panda.fixture_seed = 1, 2, 0, 7
     c.gifs = 0
     return c
+
+
+def test_reset_count_matters_only_with_articulated_states(libero_data):
+    """LIBERO draws one joint value per articulated :init state per model load of the env, so
+    the k-th reset's fixtures differ where a task has such states, and only there."""
+    spatial = S.load_task("libero_spatial", suites.tasks("libero_spatial")[0])
+    drawer = next(
+        S.load_task("libero_10", n)
+        for n in suites.tasks("libero_10")
+        if PL.depends_on_reset(S.load_task("libero_10", n))
+    )
+    assert not PL.depends_on_reset(spatial)
+    assert PL.fixture_placements(spatial, 7, 1) == PL.fixture_placements(spatial, 7, 3)
+    assert PL.fixture_placements(drawer, 7, 1) != PL.fixture_placements(drawer, 7, 2)
+    with pytest.raises(ValueError, match="the first reset of an env is 1"):
+        PL.fixture_placements(drawer, 7, 0)
