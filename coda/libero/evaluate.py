@@ -167,9 +167,15 @@ def panda_problems(config: Any) -> list[str]:
             f"perturbation={config.perturbation!r} is not available on robot=panda (valid: "
             f"none, {', '.join(suites.PERTURBATIONS)})"
         )
-    fields = (("batch", 1), ("image_size", 1), ("wait_steps", 0), ("max_steps", 0))
-    for field, lo in fields + (("fixture_seed", -1),):
-        v = config.panda.get(field, -1 if field == "fixture_seed" else None)
+    fields = (
+        ("batch", 1),
+        ("image_size", 1),
+        ("wait_steps", 0),
+        ("max_steps", 0),
+        ("fixture_seed", -1),
+    )
+    for field, lo in fields:
+        v = config.panda.get(field)
         if not isinstance(v, int) or v < lo:
             out.append(f"panda.{field}={v!r} must be an integer >= {lo}")
     return out

@@ -168,7 +168,7 @@ def _batches(indices: list[int], size: int) -> list[list[int]]:
 def _episodes(config, k, name, src, actor, indices, max_steps) -> list[dict]:
     """The per-episode rows of task `k`'s initial states `indices`, `panda.batch` at a time."""
     size = min(int(config.panda.batch), len(indices))
-    seed = int(config.panda.get("fixture_seed", -1))
+    seed = int(config.panda.fixture_seed)
     env = PandaEnv(src, name, n_envs=size, fixture_seed=None if seed < 0 else seed)
     prompt = OP.prompt_for(src, name)
     out = []
@@ -253,7 +253,7 @@ def evaluate(
         "seed": config.seed,
         "replan_steps": actor.replan if isinstance(actor, OpenpiActor) else 1,
         "wait_steps": int(config.panda.wait_steps),
-        "fixture_seed": int(config.panda.get("fixture_seed", -1)),
+        "fixture_seed": int(config.panda.fixture_seed),
         "max_steps": max_steps,
         "control_dt": E.LIBERO_CONTROL_DT,
         "episodes": n,
