@@ -25,6 +25,8 @@ import pathlib
 
 import numpy as np
 
+from coda.libero import panda as PD
+from coda.libero import panda_env as E
 from coda.libero import placement as PL
 from coda.libero import scene as S
 
@@ -50,10 +52,9 @@ def compare(trace: dict) -> dict:
                 ref_pos, ref_yaw = np.asarray(ref["pos"]), _yaw(ref["quat"])
                 tilt = float(np.abs(np.asarray(ref["quat"])[1:3]).max())
                 centre = S.fixture_pose(task, name, cats[name], True)
-                c_pos = np.array([centre["x"], centre["y"], centre["z"]]) + np.array(
-                    [task.workspace.offset[0] - S.ORIGIN_X, task.workspace.offset[1], 0.0]
+                c_pos = PD.to_libero(
+                    np.array([centre["x"], centre["y"], centre["z"]]), task.workspace
                 )
-                c_pos[2] += task.workspace.top_z
                 p = ours.get(name)
                 rows.append(
                     {
@@ -85,9 +86,6 @@ def compare(trace: dict) -> dict:
 def region_sites(ref: dict) -> list[dict]:
     """Per task of `region_sites.py`'s file: every BDDL region's site on LIBERO's Panda in CoDA
     (fixtures at the reference's placement, the same stored state) against the reference's."""
-    from coda.libero import panda as PD
-    from coda.libero import panda_env as E
-
     seed, init = _arg(ref["command"], "seed"), _arg(ref["command"], "init")
     rows = []
     for t in ref["tasks"]:
