@@ -48,6 +48,24 @@ def _hook(np, log: list) -> None:
         setattr(np.random, name, wrap)
 
 
+def task_envs(suites: str):
+    """(suite name, suite, task id, task, env) for every task of the comma-separated `suites`
+    (LIBERO's task order 0): one fresh OffScreenRenderEnv per task, closed after its turn."""
+    from libero.libero import benchmark, get_libero_path
+    from libero.libero.envs import OffScreenRenderEnv
+
+    for suite_name in suites.split(","):
+        suite = benchmark.get_benchmark_dict()[suite_name](task_order_index=0)
+        for tid in range(suite.n_tasks):
+            task = suite.get_task(tid)
+            bddl = Path(get_libero_path("bddl_files")) / task.problem_folder / task.bddl_file
+            env = OffScreenRenderEnv(bddl_file_name=str(bddl), camera_heights=32, camera_widths=32)
+            try:
+                yield suite_name, suite, tid, task, env
+            finally:
+                env.close()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suites", default="libero_spatial,libero_object,libero_goal,libero_10")
@@ -56,8 +74,6 @@ def main() -> None:
     args = p.parse_args()
     os.environ.setdefault("MUJOCO_GL", "egl")
     import numpy as np
-    from libero.libero import benchmark, get_libero_path
-    from libero.libero.envs import OffScreenRenderEnv
 
     log: list = []
     _hook(np, log)
@@ -68,31 +84,24 @@ def main() -> None:
         "tasks": [],
     }
     t0 = time.time()
-    for suite_name in args.suites.split(","):
-        suite = benchmark.get_benchmark_dict()[suite_name](task_order_index=0)
-        for tid in range(suite.n_tasks):
-            task = suite.get_task(tid)
-            bddl = Path(get_libero_path("bddl_files")) / task.problem_folder / task.bddl_file
-            env = OffScreenRenderEnv(bddl_file_name=str(bddl), camera_heights=32, camera_widths=32)
+    for suite_name, _, tid, task, env in task_envs(args.suites):
+        row = {"suite": suite_name, "task_id": tid, "task": task.name, "seeds": {}}
+        for k, s in enumerate(seeds):
+            env.seed(s)
+            log.clear()
+            env.reset()
             inner = env.env
-            row = {"suite": suite_name, "task_id": tid, "task": task.name, "seeds": {}}
-            for k, s in enumerate(seeds):
-                env.seed(s)
-                log.clear()
-                env.reset()
-                inner = env.env
-                fixtures = {}
-                for n in sorted(inner.fixtures_dict):
-                    b = inner.sim.model.body_name2id(inner.fixtures_dict[n].root_body)
-                    fixtures[n] = {
-                        "pos": [float(v) for v in inner.sim.model.body_pos[b]],
-                        "quat": [float(v) for v in inner.sim.model.body_quat[b]],
-                    }
-                # reset: this env's k-th reset (LIBERO's joint samplers pile up per model load)
-                row["seeds"][str(s)] = {"reset": k + 1, "draws": list(log), "fixtures": fixtures}
-            env.close()
-            out["tasks"].append(row)
-            print(f"{suite_name} {tid} {time.time() - t0:.0f}s", flush=True)
+            fixtures = {}
+            for n in sorted(inner.fixtures_dict):
+                b = inner.sim.model.body_name2id(inner.fixtures_dict[n].root_body)
+                fixtures[n] = {
+                    "pos": [float(v) for v in inner.sim.model.body_pos[b]],
+                    "quat": [float(v) for v in inner.sim.model.body_quat[b]],
+                }
+            # reset: this env's k-th reset (LIBERO's joint samplers pile up per model load)
+            row["seeds"][str(s)] = {"reset": k + 1, "draws": list(log), "fixtures": fixtures}
+        out["tasks"].append(row)
+        print(f"{suite_name} {tid} {time.time() - t0:.0f}s", flush=True)
     Path(args.out).write_text(json.dumps(out, indent=0))
 
 

@@ -30,35 +30,27 @@ def main() -> None:
     args = p.parse_args()
     os.environ.setdefault("MUJOCO_GL", "egl")
     import mujoco
-    from libero.libero import benchmark, get_libero_path
-    from libero.libero.envs import OffScreenRenderEnv
+    from placement_trace import task_envs  # this folder: run as a script, it is on sys.path
 
     out = {
         "command": "region_sites.py " + " ".join(f"--{k}={v}" for k, v in vars(args).items()),
         "tasks": [],
     }
     t0 = time.time()
-    for suite_name in args.suites.split(","):
-        suite = benchmark.get_benchmark_dict()[suite_name](task_order_index=0)
-        for tid in range(suite.n_tasks):
-            task = suite.get_task(tid)
-            bddl = Path(get_libero_path("bddl_files")) / task.problem_folder / task.bddl_file
-            env = OffScreenRenderEnv(bddl_file_name=str(bddl), camera_heights=32, camera_widths=32)
-            env.seed(args.seed)
-            env.reset()
-            env.set_init_state(suite.get_task_init_states(tid)[args.init])
-            sim = env.env.sim
-            mujoco.mj_forward(sim.model._model, sim.data._data)
-            m = sim.model._model
-            sites = {
-                m.site(i).name: [float(v) for v in sim.data._data.site_xpos[i]]
-                for i in range(m.nsite)
-            }
-            out["tasks"].append(
-                {"suite": suite_name, "task_id": tid, "task": task.name, "sites": sites}
-            )
-            env.close()
-            print(f"{suite_name} {tid} {time.time() - t0:.0f}s", flush=True)
+    for suite_name, suite, tid, task, env in task_envs(args.suites):
+        env.seed(args.seed)
+        env.reset()
+        env.set_init_state(suite.get_task_init_states(tid)[args.init])
+        sim = env.env.sim
+        mujoco.mj_forward(sim.model._model, sim.data._data)
+        m = sim.model._model
+        sites = {
+            m.site(i).name: [float(v) for v in sim.data._data.site_xpos[i]] for i in range(m.nsite)
+        }
+        out["tasks"].append(
+            {"suite": suite_name, "task_id": tid, "task": task.name, "sites": sites}
+        )
+        print(f"{suite_name} {tid} {time.time() - t0:.0f}s", flush=True)
     Path(args.out).write_text(json.dumps(out))
 
 
