@@ -10,8 +10,10 @@ from coda.libero import panda_articulate as PA
 from coda.libero import panda_chain as PC
 from coda.libero import panda_planner as PP
 from coda.libero import suites
+from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
 from coda.libero.panda_env import PandaEnv
+from coda.libero.planner_geometry import drawer_limits
 
 pytestmark = pytest.mark.usefixtures("libero_data")
 
@@ -121,6 +123,38 @@ def test_a_drawer_then_a_placement_chain_on_once_the_drawer_is_open():
             break
     assert env.atoms_hold(planner.atoms)[0, 0]  # the drawer is open
     assert planner.chains[0].k == 1 and planner.chains[0].started
+
+
+def test_a_bowl_goes_into_the_low_drawer_between_the_handle_above_and_its_front_wall():
+    """libero_10's "put the black bowl in the bottom drawer and close it": the drawer starts
+    ~15 cm open; the bowl (10.7 cm) needs 11.7 cm between the middle drawer's handle above and
+    the drawer's front wall, so the chain first pushes the drawer to its limit (from inside:
+    the handle is too low for the hand across it), places the bowl between the two
+    (`planner_geometry.drawer_limits`, the middle handle's face measured from the model) and
+    shuts the drawer within the suite's step cap (initial state 1: the push from inside is
+    0.75 cm, shorter than a waypoint's tolerance)."""
+    env = _settled("libero_10", 3, 1)
+    m, d = env.model, env.datas[0]
+    planner = PC.PandaPlanner(env)
+    assert [type(s).__name__ for s in planner.stages] == [
+        "PandaDrawer",
+        "PandaPickPlace",
+        "PandaDrawer",
+    ]
+    room, place = planner.stages[0], planner.stages[1]
+    lo = float(m.jnt_range[room.jid][0])
+    assert planner.atoms[0][:2] == ("joint", "<")
+    assert planner.atoms[0][2] == pytest.approx(lo + PC.ROOM_TOL, abs=1e-9)
+    assert room.inside is not None
+    jid, _, body = place.drawer
+    c, o, face, wall, _ = drawer_limits(
+        m, d, jid, body, m.body("akita_black_bowl_1").id, place.atom
+    )
+    middle = collision_geoms(m, m.body("white_cabinet_1/cabinet_middle").id)
+    bar = int(max(middle, key=lambda g: float(d.geom_xpos[g] @ o)))  # its handle bar
+    half = geom_half_extents(m, bar, d.geom_xmat[bar].reshape(3, 3))
+    assert face == pytest.approx(float((d.geom_xpos[bar] - c) @ o + np.abs(o) @ half), abs=1e-6)
+    assert _run(env, planner, suites.step_cap("libero_10")) is not None
 
 
 @pytest.mark.parametrize("k, init, detour", [(0, 4, True), (0, 0, True), (3, 0, False)])

@@ -12,9 +12,12 @@ the wanted ones, over its 0.5 rad). The geometry is read from the model at the s
                above it and comes down from farther out along the drawer's axis); pulled
                along the joint's axis past LIBERO's threshold; let go, back.
                A handle too low for the hand across it (the hand spans ~10 cm either side of
-               its fingers' closing axis) is refused. Closed: the hand pointing down, the closed
-               fingers lowered in front of the handle and pushed along the axis past the goal
-               (the joint's limit stops the drawer).
+               its fingers' closing axis): a drawer already pulled out is pushed further from
+               inside (the closed fingers down behind its front wall, then outwards); one that
+               is not is refused. Closed: the closed fingers lowered in front of the handle,
+               the hand tilted towards the cabinet, and pushed along the axis past the goal
+               (the joint's limit stops the drawer), on the front above the handle where it
+               leaves room, else on the handle. A push ends once the joint is past its bound.
   PandaKnob    a knob (hinge about the vertical): the fingers close across its ridge (its
                tallest geom, along its longest horizontal side) over the axis, then the hand
                turns about the vertical by the angle to LIBERO's threshold (plus a margin), the
@@ -64,6 +67,16 @@ HAND_SPAN = 0.10  # m: the hand's half extent along its closing axis (a horizont
 FLOOR_CLEAR = 0.01  # m: the horizontal hand's lowest point above the surface under the drawer
 PUSH_GAP = 0.03  # m: the closed fingers' centre in front of a handle before a drawer push
 PUSH_OVER = 0.01  # m: a drawer push's end past the goal (the joint's limit stops the drawer)
+PUSH_CLEAR = 0.008  # m: a closing push's fingertips over the handle bar's top, on the front above
+# it (pushed at the bar, the low bottom drawer of libero_10's cabinet brought the arm's wrist onto
+# the cabinet's top edge 6 cm before it was shut)
+PUSH_TILT = np.deg2rad(45.0)  # the pushing hand's tilt from pointing down, towards the cabinet:
+# its wrist stays back (pointing down, the wrist's housing met the cabinet's top edge)
+PUSH_CONTACT = 0.015  # m: the front above the bar must leave the fingers this much to press
+PUSHED_PAST = 0.003  # m: a push ends this far past its atom's bound
+INSIDE_ROOM = 0.06  # m: pulled out at least this far, a drawer is pushed open from inside
+INSIDE_GAP = 0.01  # m: between the closed fingers and the front wall's inner face, going down
+INSIDE_TIPS = 0.02  # m: the grasp site above the drawer's floor at the push from inside
 FINGER_HALF = 0.01  # m: the closed fingers' half thickness along their push
 KNOB_BELOW_TOP = 0.02  # m: the tcp under a knob ridge's top at the grasp
 KNOB_STEP = 0.1  # rad per step along a knob's turn
@@ -218,19 +231,78 @@ class PandaDrawer(_Stage):
         self.along = np.cross(UP, horizontal(self.outward))  # the bar's direction
         objects = [PP.body_geoms(m, n) for n, _ in env.pt.task.problem.objects]
         self.movable = [g for g in objects if len(g)]
+        self.inside = None  # the pull done by pushing the front wall from inside (a low handle)
+        self.push_z, self.face = float(d.geom_xpos[self.handle][2]), self.depth  # a push's
+        if not self.pull:  # height and contact face (from the handle's centre, along outward):
+            inner, outer, top, _ = self._front(env, d, geoms)  # the front above the handle
+            bar_top = float(d.geom_xpos[self.handle][2]) + self.top  # where it leaves room
+            if np.isfinite(top) and bar_top + PUSH_CLEAR <= top - PUSH_CONTACT:
+                self.push_z = bar_top + PUSH_CLEAR + PP.tips_below(env, d)
+                self.face = outer - float(d.geom_xpos[self.handle] @ self.outward)
         if self.pull:
             floor = min(d.geom_xpos[g][2] - geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))[2]
                         for g in geoms)  # fmt: skip
             low = float(d.geom_xpos[self.handle][2]) - HAND_SPAN
             if low < min(floor, 0.0) + FLOOR_CLEAR:
-                z = float(d.geom_xpos[self.handle][2])
-                raise ValueError(
-                    f"drawer {m.joint(self.jid).name}: its handle is {z:.3f} m high; the hand "
-                    f"across it needs {HAND_SPAN + FLOOR_CLEAR:.2f} m below"
-                )
+                self.inside = self._inside_point(env, d, geoms, q0)
+                self.n_phases = 4
+                if self.inside is None:
+                    z = float(d.geom_xpos[self.handle][2])
+                    raise ValueError(
+                        f"drawer {m.joint(self.jid).name}: its handle is {z:.3f} m high; the hand "
+                        f"across it needs {HAND_SPAN + FLOOR_CLEAR:.2f} m below, and the drawer is "
+                        "not open enough to push its front wall from inside"
+                    )
+
+    def _front(self, env, d: mujoco.MjData, geoms) -> tuple[float, float, float, float]:
+        """(inner face, outer face, top z, floor top z) of the drawer's front (its wall and
+        panel: the geoms beyond its floor's middle along the motion, above the floor, and as
+        wide as half the floor at least — not the handle bar or its stand-offs); faces along
+        `outward` (world)."""
+        m, out = env.model, self.outward
+        boxes = [(d.geom_xpos[g], geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3)))
+                 for g in geoms]  # fmt: skip
+        bottom = min(boxes, key=lambda b: b[0][2] + b[1][2])  # the drawer's floor
+        floor_top = float(bottom[0][2] + bottom[1][2])
+        span = float(np.abs(self.along) @ bottom[1])
+        front = [(float(c @ out), float(np.abs(out) @ e), float(c[2] + e[2])) for c, e in boxes
+                 if float(c @ out) > float(bottom[0] @ out) and c[2] + e[2] > floor_top + 0.01
+                 and float(np.abs(self.along) @ e) >= span / 2]  # fmt: skip
+        if not front:
+            return np.nan, np.nan, np.nan, floor_top
+        inner = min(c - e for c, e, _ in front)
+        outer = max(c + e for c, e, _ in front)
+        return inner, outer, max(t for _, _, t in front), floor_top
+
+    def _inside_point(self, env, d: mujoco.MjData, geoms, q0: float) -> np.ndarray | None:
+        """Where the closed fingers push an open drawer's front wall outwards from inside, as
+        an offset from the handle: behind the wall's inner face, the grasp site halfway down
+        the wall; None when the drawer is pulled out less than `INSIDE_ROOM`."""
+        inner, _, top, floor_top = self._front(env, d, geoms)
+        if not np.isfinite(inner) or abs(q0) < INSIDE_ROOM:
+            return None
+        h = self._h(d)
+        p = h + self.outward * (inner - float(h @ self.outward) - FINGER_HALF - INSIDE_GAP)
+        p[2] = max((top + floor_top) / 2, floor_top + INSIDE_TIPS)
+        return p - h
 
     def _h(self, d: mujoco.MjData) -> np.ndarray:
         return d.geom_xpos[self.handle].copy()
+
+    def _pushed(self, d: mujoco.MjData) -> bool:
+        """Whether a push has taken the joint past its atom's bound: by `PUSHED_PAST`, or to
+        within 1 mm of the goal (a goal at the joint's limit leaves less than that past it)."""
+        q = float(d.qpos[self.qadr])
+        past = (q - float(self.atom[2])) * (1.0 if self.atom[1] in (">", ">=") else -1.0)
+        return past > 0 and (past >= PUSHED_PAST or abs(q - self.q_goal) < 0.001)
+
+    def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
+        """`_Stage.step`; a push (from inside, or shutting) ends once `_pushed` (pressing on
+        against the joint's limit until `MAX_MOVE` wasted ~90 steps of the episode)."""
+        run = self.runs[b]
+        if run.phase == 2 and (self.inside is not None or not self.pull) and self._pushed(d):
+            run.phase, run.count = 3, 0
+        return super().step(env, b, d)
 
     def _in_the_way(self, env, d: mujoco.MjData, site: np.ndarray, front: np.ndarray) -> bool:
         """Whether a movable object stands within `WAY_WIDTH` of the straight line (xy) from
@@ -258,6 +330,18 @@ class PandaDrawer(_Stage):
     def _phase(self, env, b, d, run):
         h, out = self._h(d), self.outward
         site = d.site_xpos[env.idx.site].copy()
+        if self.inside is not None:  # down behind the front wall, then outwards past the goal
+            a, c = DOWN, self.along
+            p = h + self.inside
+            if run.phase == 0:
+                return p + UP * HOVER, CLOSE, a, c, REACHED, 0
+            if run.phase == 1:
+                return p, CLOSE, a, c, REACHED, 0
+            if run.phase == 2:
+                to_go = self._to_go(d) + PUSH_OVER + REACHED  # within REACHED is past the goal
+                end = run.fixed.setdefault("end", p + out * to_go)
+                return end, CLOSE, a, c, REACHED, 0
+            return run.fixed["end"] + UP * HOVER, CLOSE, a, c, REACHED, 0
         if self.pull:
             a, c = -horizontal(out), UP
             front = h + out * FRONT
@@ -283,19 +367,22 @@ class PandaDrawer(_Stage):
             if run.phase == 6:
                 return run.fixed.setdefault("let", site), OPEN, a, c, REACHED, GRIP_STEPS
             return front, OPEN, a, c, REACHED, 0
-        a, c = DOWN, self.along  # push: the closed fingers' wide face on the handle
+        # push: the closed fingers' wide face on the front, the hand tilted towards the cabinet
+        a, c = DOWN * np.cos(PUSH_TILT) - horizontal(out) * np.sin(PUSH_TILT), self.along
         front = h + out * (self.depth + PUSH_GAP)
+        front[2] = self.push_z
         if run.phase == 0:
             return np.r_[front[:2], h[2] + self.top + HOVER], CLOSE, a, c, REACHED, 0
         if run.phase == 1:
             return front, CLOSE, a, c, REACHED, 0
         if run.phase == 2:  # push along the axis past the goal
             to_go = self._to_go(d) + PUSH_OVER
-            end = run.fixed.setdefault("end", h + out * (self.depth + FINGER_HALF - to_go))
+            end = run.fixed.setdefault("end", h + out * (self.face + FINGER_HALF - to_go))
+            end[2] = self.push_z
             return end, CLOSE, a, c, REACHED, 0
-        if run.phase == 3:
-            return h + out * (self.depth + 0.05), CLOSE, a, c, REACHED, 0
         back = h + out * (self.depth + 0.05)
+        if run.phase == 3:
+            return np.r_[back[:2], self.push_z], CLOSE, a, c, REACHED, 0
         return np.r_[back[:2], h[2] + self.top + HOVER], CLOSE, a, c, REACHED, 0
 
 

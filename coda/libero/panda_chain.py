@@ -17,11 +17,13 @@ import numpy as np
 
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_planner as PP
-from coda.libero.planner_geometry import execution_atoms
+from coda.libero.planner_articulated import goal_q
+from coda.libero.planner_geometry import drawer_limits, drawer_open_atom, execution_atoms
 
 SAFE_Z = 0.25  # m: the grasp site's height between two stages (above every fixture's handle)
 TRIES = 3  # times a stage is run before the plan gives up on its atom
 HOME_NEAR, HOME_TURNED = 0.03, np.deg2rad(5.0)  # between stages: near enough the start pose
+ROOM_TOL = 0.002  # m: a drawer pulled for room aims this far inside its joint's limit
 
 
 def _site_of(env, atom: tuple) -> str:
@@ -55,6 +57,46 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
     return stage
 
 
+def room_atom(env, atoms: tuple, atom: tuple, d: mujoco.MjData) -> tuple | None:
+    """For an In placement into a drawer (`atom`) that would leave the object less than
+    `DRAWER_MARGIN` either side between what overhangs the drawer and its front wall
+    (`planner_geometry.drawer_limits`) once the goal's own opening is done, a pull of that
+    drawer far enough, to its limit at most: ("joint", "<", q, (j,), True); else None.
+    libero_10's bottom drawer starts 14.6 cm open; a bowl (10.7 cm) needs 11.7 cm between the
+    middle drawer's handle and its front wall, the limit (16 cm) gives 11.6."""
+    m, lay = env.model, env.pt.layout
+    op = drawer_open_atom(m, lay.body_names, lay.joint_names, atom)
+    if op is None:
+        return None
+    jid = m.joint(lay.joint_names[op[3][0]]).id
+    adr = int(m.jnt_qposadr[jid])
+    lo, hi = (float(v) for v in m.jnt_range[jid])
+    opens = [goal_q(b[1], b[2], lo, hi, False) for b in atoms
+             if b[0] == "joint" and b[3] == op[3] and b[1] in ("<", "<=")]  # fmt: skip
+    q = min([float(d.qpos[adr])] + opens)  # where the drawer is when the placement starts
+    at = mujoco.MjData(m)
+    at.qpos[:] = d.qpos
+    at.qpos[adr] = q
+    mujoco.mj_kinematics(m, at)
+    owner, obj = (m.body(lay.body_names[atom[i]]).id for i in (2, 1))
+    _, o, face, wall, _ = drawer_limits(m, at, jid, owner, obj, atom)
+    pts = PP.geom_corners(at, m, PP.body_geoms(m, lay.body_names[atom[1]])) @ o
+    short = float(pts.max() - pts.min()) + 2 * PP.DRAWER_MARGIN - (wall - face)
+    bound = max(q - short, lo + ROOM_TOL)  # the drawer opens towards q < 0 (drawer_limits)
+    if not np.isfinite(short) or short <= 0 or bound >= q:
+        return None
+    return ("joint", "<", float(bound), op[3], True)
+
+
+def with_room(env, atoms: tuple, d: mujoco.MjData) -> tuple:
+    """`atoms` with a `room_atom` before each In placement into a drawer that needs one."""
+    out = []
+    for a in atoms:
+        room = room_atom(env, atoms, a, d)
+        out += [a] if room is None else [room, a]
+    return tuple(out)
+
+
 @dataclasses.dataclass
 class _Chain:
     """One environment's place in the stage list."""
@@ -74,6 +116,7 @@ class PandaPlanner:
         atoms = env.pt.success.keywords["atoms"]
         try:
             self.atoms = execution_atoms(tuple(atoms), env.model, lay.body_names, lay.joint_names)
+            self.atoms = with_room(env, self.atoms, d)
             self.stages = [stage_for(env, a, k == 0, d) for k, a in enumerate(self.atoms)]
         except ValueError as e:
             raise ValueError(f"{env.pt.task.name}: the Panda planner cannot script it: {e}") from e

@@ -32,6 +32,7 @@ import numpy as np
 from coda.libero import panda as PD
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
+from coda.libero.planner_geometry import drawer_limits
 
 OPEN, CLOSE = -1.0, 1.0
 SETTLE_STEPS = 10  # LIBERO's evaluation waits this many no-op steps
@@ -47,8 +48,7 @@ ALIGNED = np.deg2rad(2.0)  # the hand's yaw is aligned within this
 WIDTH_TIE = 0.005  # m: widths this close count as equal (the turn then is the smaller one)
 GRIP_STEPS = 10  # steps holding still while the fingers close / open (robosuite: 8 to close)
 MAX_MOVE = 80  # steps a move may take before the plan gives up
-DRAWER_WALL = 0.02  # m: a drawer's front wall and handle, inside its front
-DRAWER_MARGIN = 0.01  # m: between a placed object and the cabinet's front
+DRAWER_MARGIN = 0.01  # m: kept between an object placed in a drawer and what bounds it
 RIM_WIDTH = 0.07  # m: an object wider than this everywhere is taken by its rim wall (a bowl)
 RIM_INSET = 0.004  # m: the grasp site inside the object's outline for a rim grasp
 RIM_BELOW_TOP = 0.025  # m: the grasp site under the rim for a rim grasp
@@ -145,7 +145,7 @@ def _extent(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray):
     return (lo[:2] + hi[:2]) / 2, float(lo[2]), float(hi[2])
 
 
-def _corners(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray) -> np.ndarray:
+def geom_corners(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray) -> np.ndarray:
     """World corners [8 n, 3] of `geoms`' bounding boxes in their own frames (a rotated
     object's footprint, not its world-aligned box)."""
     pts = []
@@ -206,7 +206,7 @@ def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: f
     mid = np.array([(b[0][:2] + b[1][:2]) / 2 for b in boxes])
     near = np.linalg.norm(mid - mid[int(np.argmax(dist))], axis=1) <= HANDLE_SPAN
     part = np.asarray(geoms)[(dist >= dist.max() - HANDLE_REACH) & near]
-    yaw, width = narrowest(_corners(d, m, part), current)
+    yaw, width = narrowest(geom_corners(d, m, part), current)
     if width > RIM_WIDTH or dist.max() - np.median(dist) < HANDLE_OUT:
         return None
     solid = bool(core[1][2] >= lo[2] + SOLID_CORE * (hi[2] - lo[2]))
@@ -262,12 +262,12 @@ class PandaPickPlace:
     def _target(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float]:
         if plan.target_is_site:
             p = d.site(plan.target).xpos.copy()
-            if self.drawer is not None:
-                p = self._in_drawer(env, d, plan, p)
-            elif plan.spot is None:  # chosen once, at the carry's start
-                plan.spot = self._free_spot(env, d, plan, p)
-            if plan.spot is not None:
-                p[:2] = plan.spot
+            if plan.spot is None:  # chosen once, at the carry's start
+                if self.drawer is not None and self.atom is not None:
+                    plan.spot = self._in_drawer(env, d, plan)
+                else:
+                    plan.spot = self._free_spot(env, d, plan, p)
+            p[:2] = plan.spot
             return p[:2], float(p[2])
         xy, _, top = _extent(d, env.model, self.geoms[plan.target])
         return xy, top
@@ -294,22 +294,24 @@ class PandaPickPlace:
         score = gap - 1e-3 * np.linalg.norm(cand - p[:2], axis=1)  # ties: nearer the centre
         return cand[int(np.argmax(score))]
 
-    def _in_drawer(self, env, d: mujoco.MjData, plan: Plan, p: np.ndarray) -> np.ndarray:
-        """A drawer region's point where the object fits in the part pulled out of the
-        cabinet (the region's centre can lie under the cabinet's front: the object then meets
-        the cabinet on the way down, or sticks up and stops the drawer from closing)."""
-        jid, qadr, body = self.drawer
-        lo_q, hi_q = env.model.jnt_range[jid]
-        out = d.xaxis[jid] * (1.0 if abs(hi_q) >= abs(lo_q) else -1.0)  # the way it opens
-        fronts = [float(d.geom_xpos[g] @ out) for g in collision_geoms(env.model, body)]
-        front = sorted(fronts)[-2] if len(fronts) > 1 else fronts[0]  # the panel, not the bar
-        out_now = abs(float(d.qpos[qadr]))  # how far it is pulled out of the closed pose (0)
-        pts = _corners(d, env.model, self.geoms[plan.obj]) @ out
-        r = float(pts.max() - pts.min()) / 2 + DRAWER_MARGIN
-        lo, hi = front - out_now + r, front - DRAWER_WALL - r
-        s = float(p @ out)
-        want = (lo + hi) / 2 if hi < lo else float(np.clip(s, lo, hi))
-        return p + out * (want - s)
+    def _in_drawer(self, env, d: mujoco.MjData, plan: Plan) -> np.ndarray:
+        """A drawer region's point where the object comes down clear of what overhangs the
+        drawer and of its front wall (`planner_geometry.drawer_limits`): the region's centre
+        when it leaves `DRAWER_MARGIN` to both, else midway between them (the centre can lie
+        under the cabinet's front or the handle of the drawer above: the object then meets it
+        on the way down, or sticks up and stops the drawer from closing); xy [2]. The stage's
+        atom gives the region (`panda_chain` pulls a drawer that leaves too little room)."""
+        jid, _, body = self.drawer
+        obj = env.model.body(plan.obj).id
+        c, o, face, wall, _ = drawer_limits(env.model, d, jid, body, obj, self.atom)
+        pts = geom_corners(d, env.model, self.geoms[plan.obj]) @ o
+        r = float(pts.max() - pts.min()) / 2
+        lo, hi = face + r, wall - r  # the centre's limits along o, from c
+        if lo + 2 * DRAWER_MARGIN <= hi:
+            t = float(np.clip(0.0, lo + DRAWER_MARGIN, hi - DRAWER_MARGIN))
+        else:
+            t = (lo + hi) / 2 if np.isfinite(lo + hi) else 0.0
+        return (c + o * t)[:2]
 
     def _grasp(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float, bool]:
         """`grasp_of` the object now, and the turn (rad, about the vertical) to its yaw; a
@@ -317,14 +319,14 @@ class PandaPickPlace:
         axis = d.xaxis[self.finger_joint]
         current = float(np.arctan2(axis[1], axis[0]))
         geoms = self.geoms[plan.obj]
-        corners = _corners(d, env.model, geoms)
+        corners = geom_corners(d, env.model, geoms)
         handle = handle_of(d, env.model, geoms, current) if grasp_of(corners, current)[2] else None
         if handle is not None and handle[2]:  # too wide to close on: a solid one by its
             lo, hi = world_box(d, env.model, handle[0])  # handle (a hollow one by its wall)
             plan.handle_z = float(lo[2] + hi[2]) / 2
             return (lo[:2] + hi[:2]) / 2, _wrap(handle[1] - current), False
         if handle is not None:  # a mug: the walls of its body (the handle's side is air)
-            corners = _corners(d, env.model, np.setdiff1d(geoms, handle[0]))
+            corners = geom_corners(d, env.model, np.setdiff1d(geoms, handle[0]))
         if plan.side is None:
             z = corners[:, 2].max() - RIM_BELOW_TOP
             # nearest the hand's start first: a far wall stretches the arm, and the near wall
@@ -363,7 +365,7 @@ class PandaPickPlace:
         handle), no lower than the fingertips allow over the table (a tall object's top meets
         the palm before: the descent then stalls, `STALL`)."""
         site_z = d.site_xpos[env.idx.site][2]
-        tips = site_z - _corners(d, env.model, self.fingertips)[:, 2].min()  # under the site
+        tips = site_z - geom_corners(d, env.model, self.fingertips)[:, 2].min()  # under the site
         z = top - RIM_BELOW_TOP if rim else plan.handle_z or (bottom + top) / 2
         if not rim and not plan.handle_z:  # the palm stays over a tall object's top (met
             z = max(z, top - PALM_ABOVE - PALM_CLEAR)  # off its axis, it tips a bottle over)
@@ -373,7 +375,7 @@ class PandaPickPlace:
         """The grasp site's z that carries the hanging object over everything within
         `CORRIDOR` of the straight line to the target (LIFT above the target at least)."""
         txy, tz = self._target(env, d, plan)
-        pts = _corners(d, env.model, self.geoms[plan.obj])[:, :2]
+        pts = geom_corners(d, env.model, self.geoms[plan.obj])[:, :2]
         here = pts.mean(axis=0)
         r = float(np.linalg.norm(pts - here, axis=1).max()) + CORRIDOR
         tops = [tz]
@@ -403,7 +405,7 @@ class PandaPickPlace:
             return site.copy(), OPEN
         if plan.phase == 3:  # close
             plan.hang = float(site[2] - bottom)
-            plan.offset = site[:2] - _centre(_corners(d, env.model, self.geoms[plan.obj]))
+            plan.offset = site[:2] - _centre(geom_corners(d, env.model, self.geoms[plan.obj]))
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
         txy = txy + plan.offset  # the object's centre over the target's
@@ -467,6 +469,6 @@ def tips_below(env, d: mujoco.MjData) -> float:
             a, n = int(m.mesh_vertadr[k]), int(m.mesh_vertnum[k])
             pts = d.geom_xpos[g] + m.mesh_vert[a : a + n] @ d.geom_xmat[g].reshape(3, 3).T
         else:
-            pts = _corners(d, m, np.array([g]))
+            pts = geom_corners(d, m, np.array([g]))
         low = min(low, float(pts[:, 2].min()))
     return float(d.site_xpos[env.idx.site][2] - low)

@@ -28,6 +28,9 @@ FLAT_HEIGHT = 0.03  # m: an object wider than the jaws and lower than this is ta
 FLAT_JAW_SLACK = 0.006  # m: jaw half opening beyond a flat object's ring half width and pad
 FLAT_PAD_CLEAR = 0.001  # m: the pads' bottoms above a flat object's bottom at the grasp
 UPRIGHT_COS = 0.95  # cos of the tilt below which an object counts as upright
+# bodies of the robots (our floating gripper; LIBERO's Panda, its gripper and mount, as robosuite
+# prefixes them): never obstacles
+ROBOT_PREFIXES = ("gripper", "robot0_", "mount0_")
 CLEAR_MARGIN = 0.01  # m: gap kept to a neighbour when a placement is moved inside its region
 TOPPLE_BEHIND = 0.03  # m: the pushing tcp behind the object's outline before the push
 TOPPLE_PUSH = 0.08  # m: the push's end beyond the standing base's centre
@@ -142,21 +145,41 @@ def drawer_slot(compiled, atom: tuple, box: tuple) -> tuple:
     m, d, jid = _placement_data(compiled, atom)
     owner = m.body(compiled.layout.body_names[atom[2]]).id
     obj = m.body(compiled.layout.body_names[atom[1]]).id
-    o = -d.xaxis[jid].copy()  # a drawer opens towards q < 0
+    _, o, face, wall, half_o = drawer_limits(m, d, jid, owner, obj, atom)
+    rs = d.xmat[owner].reshape(3, 3) @ quat_matrix(atom[4])
+    radius = float(np.abs(np.concatenate([box[0][:2], box[1][:2]])).max())
+    need = face + radius + CLEAR_MARGIN / 2
+    if need <= 0.0:
+        return ()
+    room = wall - radius - CLEAR_MARGIN / 2
+    t = need if need <= room else (need + room) / 2
+    t = float(np.clip(t, -half_o + 0.01, half_o - 0.01))
+    off = rs.T @ (o * t)  # LIBERO's region frame: d = R (p - p_site)
+    return (float(off[0]), float(off[1]))
+
+
+def drawer_limits(m: mujoco.MjModel, d: mujoco.MjData, jid: int, owner: int, obj: int, atom):
+    """(c, o, face, wall, half_o) of an In region riding on a drawer, at state `d` (kinematics
+    done): the region's centre c [3] (world), the drawer's opening direction o (unit,
+    horizontal; a drawer opens towards q < 0) and, along o from c, the outermost face of what
+    overhangs the region (-inf when nothing) and the inner face of the drawer's own front wall
+    beyond the centre (inf when none); half_o the region's half extent along o. Overhanging:
+    the collision boxes of the other fixture bodies (no free joint, no `ROBOT_PREFIXES`) over
+    the region's lateral band between its floor and 0.3 m above (the handles and fronts of the
+    drawers above, the cabinet's top). `owner`, `obj`: body ids of the drawer and the object."""
+    o = -d.xaxis[jid].copy()
     o[2] = 0.0
     o /= max(float(np.linalg.norm(o)), 1e-9)
     lat = np.array([-o[1], o[0], 0.0])
     rb = d.xmat[owner].reshape(3, 3)
-    rs = rb @ quat_matrix(atom[4])
     c = d.xpos[owner] + rb @ np.asarray(atom[3])
-    size = np.abs(rs) @ np.asarray(atom[5])
+    size = np.abs(rb @ quat_matrix(atom[4])) @ np.asarray(atom[5])
     half_o, half_l, floor = float(size @ np.abs(o)), float(size @ np.abs(lat)), c[2] - size[2]
-    radius = float(np.abs(np.concatenate([box[0][:2], box[1][:2]])).max())
     free = _free_bodies(m)
-    face, wall = -np.inf, np.inf  # along o, relative to the region's centre
+    face, wall = -np.inf, np.inf
     for g in range(m.ngeom):
         b = int(m.geom_bodyid[g])
-        if b in (obj, 0) or b in free or m.body(b).name.startswith("gripper"):
+        if b in (obj, 0) or b in free or m.body(b).name.startswith(ROBOT_PREFIXES):
             continue
         if g not in set(collision_geoms(m, b).tolist()):
             continue
@@ -171,14 +194,7 @@ def drawer_slot(compiled, atom: tuple, box: tuple) -> tuple:
         elif floor - c[2] < gc[2] + ext[2] and gc[2] - ext[2] < floor - c[2] + 0.3:
             if abs(go) < half_o + eo:
                 face = max(face, go + eo)
-    need = face + radius + CLEAR_MARGIN / 2
-    if need <= 0.0:
-        return ()
-    room = wall - radius - CLEAR_MARGIN / 2
-    t = need if need <= room else (need + room) / 2
-    t = float(np.clip(t, -half_o + 0.01, half_o - 0.01))
-    off = rs.T @ (o * t)  # LIBERO's region frame: d = R (p - p_site)
-    return (float(off[0]), float(off[1]))
+    return c, o, face, wall, half_o
 
 
 def drawer_ceiling(compiled, atom: tuple) -> float:
