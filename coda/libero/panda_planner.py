@@ -42,10 +42,6 @@ CARRY_MARGIN = 0.03  # m between the hanging object's bottom and anything it pas
 CORRIDOR = 0.03  # m beside the carry's straight line within which bodies count as passed over
 TIP_MARGIN = 0.004  # m between the fingertips' lowest point and the table at the grasp
 STALL = (5, 0.001)  # a descent that moved less than 1 mm over 5 steps met the object's top
-STALL_ABOVE = 0.005  # m: ... while this far above its target height at least
-XY_FIRST = 0.005  # m: farther than this from the grasp point in xy, the hand comes down slowly
-TIPS_ABOVE = 0.02  # m: ... once its fingertips are this near the object's top
-SLOW_DESCENT = 0.2  # the share of its descent action the hand then keeps
 PLACE_ABOVE = 0.0  # m above the target the object's bottom is released
 REACHED = 0.01  # m: a waypoint is reached
 ALIGNED = np.deg2rad(2.0)  # the hand's yaw is aligned within this
@@ -439,25 +435,15 @@ class PandaPickPlace:
         out[:3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)
         out[5] = np.clip(yaw / OSCConfig.max_delta_rot, -1.0, 1.0)
         out[6] = grip
-        if plan.phase == 2 and np.linalg.norm(err[:2]) > XY_FIRST:  # over the grasp point
-            # before the fingertips pass the object's top (a fast descent drifts ~2 cm in xy:
-            # a finger came down on a flat box's edge and pressed it into the table)
-            tips = geom_corners(d, env.model, self.fingertips)[:, 2].min()
-            if tips < _extent(d, env.model, self.geoms[plan.obj])[2] + TIPS_ABOVE:
-                out[2] *= SLOW_DESCENT
         plan.count += 1
         waiting = plan.phase in (0, 3, 7)
         limit = SETTLE_STEPS if plan.phase == 0 else GRIP_STEPS if waiting else MAX_MOVE
         reached = np.linalg.norm(err) < REACHED and abs(yaw) < ALIGNED
-        if plan.phase in (2, 6):  # a descent ends where it stalls above its height too: the
-            # palm on a tall object's top; a carried object on what is under it (a drawer's
-            # cabinet). At its height it waits for xy (a flat box's grasp closed 2 cm off)
+        if plan.phase in (2, 6):  # a descent ends where it stalls too: the palm on a tall
+            # object's top; a carried object on what is under it (a drawer's cabinet)
             plan.heights.append(float(d.site_xpos[env.idx.site][2]))
             n, tol = STALL
-            above = -err[2] > STALL_ABOVE
-            reached |= (
-                above and len(plan.heights) > n and plan.heights[-n - 1] - plan.heights[-1] < tol
-            )
+            reached |= len(plan.heights) > n and plan.heights[-n - 1] - plan.heights[-1] < tol
         moved = (not waiting and reached) or plan.count >= limit
         finished = plan.phase == 8 and moved
         if moved and plan.phase < 8:
