@@ -157,17 +157,6 @@ def test_a_bowl_goes_into_the_low_drawer_between_the_handle_above_and_its_front_
     assert _run(env, planner, suites.step_cap("libero_10")) is not None
 
 
-def test_a_flat_box_is_taken_once_the_hand_is_over_it():
-    """libero_10's cream cheese box (1.8 cm high) beside the butter, initial state 6: coming
-    down fast the hand drifted ~2 cm in xy and a finger landed on the box's edge, pressing it
-    into the table, every try. It now comes down slowly near the box's top while it is off
-    the grasp point (`XY_FIRST`), and both boxes reach the basket within the step cap."""
-    env = _settled("libero_10", 1, 6)
-    planner = PC.PandaPlanner(env)
-    assert [type(s).__name__ for s in planner.stages] == ["PandaPickPlace", "PandaPickPlace"]
-    assert _run(env, planner, suites.step_cap("libero_10")) is not None
-
-
 @pytest.mark.parametrize("k, init, detour", [(0, 4, True), (0, 0, True), (3, 0, False)])
 def test_the_hand_comes_down_from_farther_out_only_when_an_object_is_in_its_way(k, init, detour):
     """Before a drawer's handle, the hand's way down from where it turned passes the bowl
