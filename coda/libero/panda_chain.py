@@ -111,19 +111,38 @@ class PandaPlanner:
     """A LIBERO goal's atoms as ordered Panda stages (module doc). `act(env)` -> [B, 7]."""
 
     def __init__(self, env):
-        d = env.datas[0]
         lay = env.pt.layout
         atoms = env.pt.success.keywords["atoms"]
         try:
-            self.atoms = execution_atoms(tuple(atoms), env.model, lay.body_names, lay.joint_names)
-            self.atoms = with_room(env, self.atoms, d)
-            self.stages = [stage_for(env, a, k == 0, d) for k, a in enumerate(self.atoms)]
+            base = execution_atoms(tuple(atoms), env.model, lay.body_names, lay.joint_names)
+            # each environment's atoms and stages from its own state: built from the batch's
+            # first, an episode's plan (a plate push's height: that hand's fingertips) and so
+            # its outcome depended on which initial states shared its batch
+            self.per_env = []
+            for d in env.datas:
+                mine = with_room(env, base, d)
+                stages = [stage_for(env, a, k == 0, d) for k, a in enumerate(mine)]
+                self.per_env.append((mine, stages))
         except ValueError as e:
             raise ValueError(f"{env.pt.task.name}: the Panda planner cannot script it: {e}") from e
         self.chains = [_Chain() for _ in env.datas]
         # where each hand starts (its site, closing axis): the pose between two stages
         self.home = [(dd.site_xpos[env.idx.site].copy(), PA.hand_axes(env, dd)[1])
                      for dd in env.datas]  # fmt: skip
+
+    @property
+    def atoms(self) -> tuple:
+        """The first environment's atoms in execution order."""
+        return self.per_env[0][0]
+
+    @property
+    def stages(self) -> list:
+        """The first environment's stages, one per atom."""
+        return self.per_env[0][1]
+
+    @stages.setter
+    def stages(self, stages: list) -> None:
+        self.per_env[0] = (self.per_env[0][0], stages)
 
     def _transit(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
         """Straight back to the start pose (every stage ends clear of what it moved, so the way
@@ -138,7 +157,8 @@ class PandaPlanner:
 
     def _one(self, env, b: int, d: mujoco.MjData, holds: np.ndarray) -> np.ndarray:
         """Environment b's action [7]; `holds` [A]: each atom's truth now."""
-        ch, n = self.chains[b], len(self.stages)
+        ch, stages = self.chains[b], self.per_env[b][1]
+        n = len(stages)
         if ch.transit:
             act, arrived = self._transit(env, b, d)
             ch.transit = not arrived
@@ -147,7 +167,7 @@ class PandaPlanner:
             ch.k, ch.tries = ch.k + 1, 0
         if ch.k >= n or ch.tries >= TRIES:  # done, or given up: hold still
             return PA.pose_action(env, d, d.site_xpos[env.idx.site].copy(), PA.OPEN)[0]
-        stage = self.stages[ch.k]
+        stage = stages[ch.k]
         if not ch.started:
             stage.begin(env, b, again=ch.k > 0 or ch.tries > 0)
             ch.started = True
@@ -161,5 +181,8 @@ class PandaPlanner:
         return act
 
     def act(self, env) -> np.ndarray:
-        holds = env.atoms_hold(self.atoms)  # [B, A]
+        holds = {}  # each environment's atoms' truth [A] (one evaluation per distinct tuple)
+        for atoms in {atoms for atoms, _ in self.per_env}:
+            rows = env.atoms_hold(atoms)  # [B, A]
+            holds.update({b: rows[b] for b, (mine, _) in enumerate(self.per_env) if mine == atoms})
         return np.stack([self._one(env, b, d, holds[b]) for b, d in enumerate(env.datas)])
