@@ -111,8 +111,8 @@ def test_articulations_and_pushes_reach_liberos_goal(k, init, stages):
 def test_a_drawer_then_a_placement_chain_on_once_the_drawer_is_open():
     """ "Open the top drawer and put the bowl inside": the drawer stage makes its atom true and
     the chain moves on to the bowl's pick-and-place within the step cap. (The whole goal
-    succeeds in 0-1 of LIBERO's first 10 states: the bowl beside the opened drawer is taken by
-    a wall the hand barely reaches, `benchmarks/results/INDEX.md`.)"""
+    succeeds in none of LIBERO's first 10 states: the opened drawer overhangs the bowl, and the
+    upright hand meets it on every rim wall's way down, `benchmarks/results/INDEX.md`.)"""
     env = _settled("libero_goal", 3)
     planner = PC.PandaPlanner(env)
     assert [type(s).__name__ for s in planner.stages] == ["PandaDrawer", "PandaPickPlace"]

@@ -4,8 +4,11 @@
 first, then placements, then close / turn off) and runs one stage per atom: drawers, knobs and
 pushed plates (`panda_articulate`) or a pick-and-place (`panda_planner.PandaPickPlace`). A stage
 whose atom already holds is skipped; one that ends with its atom false runs again (`TRIES` in
-all); between two runs the hand goes back to its start pose (the arm's posture recovers). A goal
-with a door is refused with the reason (policy=planner then holds still).
+all); between two runs the hand goes back to its start pose (the arm's posture recovers). An In
+placement into a drawer that leaves the object too little room is preceded by a pull of that
+drawer (`room_atom`). Each environment builds its own atoms and stages from its own state, so
+an episode's plan does not depend on the batch it runs in. A goal with a door is refused with
+the reason (policy=planner then holds still).
 """
 
 from __future__ import annotations
