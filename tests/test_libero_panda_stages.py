@@ -244,13 +244,31 @@ def test_a_chain_skips_true_atoms_retries_false_ones_and_then_gives_up(drawer_en
     assert act[6] == PA.OPEN and np.abs(act[:6]).max() < 0.5
 
 
-def test_doors_are_refused_with_the_reason():
-    """A microwave door is not scripted: the planner says so in one line, and policy=planner
-    holds still on that task (it scores 0 there)."""
-    env = PandaEnv("libero_10", suites.tasks("libero_10")[9], n_envs=1)
-    env.reset([0])
-    with pytest.raises(ValueError, match="doors are not scripted"):
-        PC.PandaPlanner(env)
+def test_a_door_is_pushed_shut_and_what_is_not_scripted_is_refused_with_the_reason():
+    """LIBERO-90's "close the microwave": the closed fingers push the door's face along its arc
+    until it is shut, from initial states 0 and 1 (its door opened 90 and 105 deg). Opening a
+    door, and carrying a 10 cm mug into the microwave (14 cm inside: no room for a hand above
+    it), are refused in one line each (policy=planner then holds still)."""
+    env = PandaEnv("libero_90", "KITCHEN_SCENE6_close_the_microwave", n_envs=2)
+    env.reset([0, 1])
+    for _ in range(10):
+        env.step(np.repeat(NOOP, 2, axis=0))
+    planner = PC.PandaPlanner(env)
+    assert [type(s).__name__ for s in planner.stages] == ["PandaDoor"]
+    done = np.zeros(2, bool)
+    for _ in range(suites.step_cap("libero_90")):
+        done |= env.step(planner.act(env))[1]
+        if done.all():
+            break
+    assert done.all()
+    opening = PandaEnv("libero_90", "KITCHEN_SCENE7_open_the_microwave", n_envs=1)
+    opening.reset([0])
+    with pytest.raises(ValueError, match="opening a door"):
+        PC.PandaPlanner(opening)
+    mug = PandaEnv("libero_10", suites.tasks("libero_10")[9], n_envs=1)
+    mug.reset([0])
+    with pytest.raises(ValueError, match="under its ceiling"):
+        PC.PandaPlanner(mug)
 
 
 def test_an_episode_plans_from_its_own_hand_not_its_batch_neighbours():

@@ -80,6 +80,7 @@ INSIDE_TIPS = 0.02  # m: the grasp site above the drawer's floor at the push fro
 FINGER_HALF = 0.01  # m: the closed fingers' half thickness along their push
 KNOB_BELOW_TOP = 0.02  # m: the tcp under a knob ridge's top at the grasp
 KNOB_STEP = 0.1  # rad per step along a knob's turn
+KNOB_REACH = 0.08  # m: a part about a vertical hinge reaching farther from it is a door
 PLATE_PAD = 0.002  # m: the closed fingers' lowest point above a pushed plate's floor, coming down
 PLATE_PRESS = 0.015  # m: the push's aim under the floor: pressed on the floor, the fingers drag
 # the plate and meet its rim at the root (its pieces slope outwards: a finger above the floor
@@ -534,7 +535,7 @@ def articulation(env, atom: tuple, d: mujoco.MjData) -> _Stage:
         reach = max(
             float(np.linalg.norm(d.geom_xpos[g][:2] - anchor[:2])) for g in collision_geoms(m, body)
         )
-        if reach <= 0.08:
+        if reach <= KNOB_REACH:
             return PandaKnob(env, atom, d)
-        raise ValueError(f"joint {m.joint(jid).name}: doors are not scripted for the Panda")
+        raise ValueError(f"joint {m.joint(jid).name}: a door, `panda_door.PandaDoor`'s")
     raise ValueError(f"joint {m.joint(jid).name}: only drawers and knobs are scripted")

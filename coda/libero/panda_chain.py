@@ -7,8 +7,9 @@ whose atom already holds is skipped; one that ends with its atom false runs agai
 all); between two runs the hand goes back to its start pose (the arm's posture recovers). An In
 placement into a drawer that leaves the object too little room is preceded by a pull of that
 drawer (`room_atom`). Each environment builds its own atoms and stages from its own state, so
-an episode's plan does not depend on the batch it runs in. A goal with a door is refused with
-the reason (policy=planner then holds still).
+an episode's plan does not depend on the batch it runs in. A door is pushed shut
+(`panda_door`); opening one, or carrying an object into a region too low for a hand above it
+(a microwave), is refused with the reason (policy=planner then holds still).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_planner as PP
+from coda.libero.panda_door import PandaDoor, enclosed_refusal, is_door
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import drawer_limits, drawer_open_atom, execution_atoms
 
@@ -44,7 +46,11 @@ def _site_of(env, atom: tuple) -> str:
 def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
     """The Panda stage of one goal atom: an articulation, a plate push or a pick-and-place."""
     if atom[0] == "joint":
-        return PA.articulation(env, atom, d)
+        jid = env.model.joint(env.pt.layout.joint_names[atom[3][0]]).id
+        return PandaDoor(env, atom, d) if is_door(env, jid, d) else PA.articulation(env, atom, d)
+    refusal = enclosed_refusal(env, atom, d)
+    if refusal is not None:
+        raise ValueError(refusal)
     push = PA.plate_push(env, atom, d, PP.tips_below(env, d))
     if push is not None:
         return push

@@ -1,0 +1,150 @@
+"""A hinged door (a microwave's) pushed shut by LIBERO's Panda.
+
+`PandaDoor` makes a ("joint", ...) atom of a door true by pushing the door's face, the closed
+fingers pointing down, along the arc the door turns on: the push point sits a fixed share of
+the door's width out from the hinge and, each step, a little ahead of where the door is
+(`LEAD`), on the side it moves away from. Opening a door would need its inner face or its
+handle: refused, with the reason. An object carried into an enclosed region (a microwave:
+14 cm high inside, a 10 cm mug held from above does not fit) is refused too
+(`enclosed_refusal`): it needs a horizontal hand, not scripted.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from coda.libero import panda_articulate as PA
+from coda.libero import panda_planner as PP
+from coda.libero.geoms import collision_geoms, geom_half_extents
+
+PUSH_AT = 0.6  # the push point's distance from the hinge, as a share of the door's width
+LEAD = 0.25  # rad: the push point's lead over the door's angle along the turn
+DOOR_GAP = 0.01  # m: between the closed fingers and the door's face, coming down
+PAST = 0.02  # rad: a push ends this far past the atom's bound (or at the joint's limit)
+
+
+def _rz(a: float) -> np.ndarray:
+    return np.array([[np.cos(a), -np.sin(a), 0.0], [np.sin(a), np.cos(a), 0.0], [0, 0, 1.0]])
+
+
+class PandaDoor(PA._Stage):
+    """A door about a vertical hinge pushed towards its goal (module doc)."""
+
+    n_phases = 4
+
+    def __init__(self, env, atom: tuple, d: mujoco.MjData):
+        super().__init__(env, atom)
+        m = env.model
+        self.jid, self.qadr, body = PA._joint_of(env, atom)
+        self.q_goal = PA._q_goal(env, atom, self.jid)
+        self.q0 = float(d.qpos[self.qadr])
+        self.sign = float(np.sign(d.xaxis[self.jid][2]))  # +1: q grows turning about +z
+        self.turn = float(np.sign(self.q_goal - self.q0)) * self.sign  # about +z, to the goal
+        lo, hi = (float(v) for v in m.jnt_range[self.jid])
+        closed = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
+        if abs(self.q_goal - closed) > abs(self.q0 - closed):
+            raise ValueError(
+                f"door {m.joint(self.jid).name}: opening a door (its inner face or "
+                "handle) is not scripted for the Panda"
+            )
+        self.anchor = d.xanchor[self.jid].copy()
+        boxes = [g for g in collision_geoms(m, body) if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX]
+        if not boxes:
+            raise ValueError(f"door {m.joint(self.jid).name}: no panel to push")
+        panel = max(boxes, key=lambda g: float(np.prod(m.geom_size[g][:3])))
+        centre = d.geom_xpos[panel] - self.anchor
+        rot = d.geom_xmat[panel].reshape(3, 3)
+        i = int(np.argmax(m.geom_size[panel][:3] * np.linalg.norm(rot[:2], axis=0)))
+        along = PA.horizontal(rot[:, i])  # the panel's long horizontal side: from the hinge
+        self.radial0 = along if along @ centre >= 0 else -along
+        self.range = tuple(float(v) for v in m.jnt_range[self.jid])
+        half = geom_half_extents(m, panel, rot)  # world-aligned: its top
+        width = 2.0 * float(self.radial0 @ centre)
+        motion = self.turn * np.cross(PA.UP, self.radial0)
+        self.thick = float(min(m.geom_size[panel][:3]))  # the panel's half thickness
+        self.off = float(motion @ centre)  # the panel's middle, across it, from the hinge line
+        self.r = PUSH_AT * width
+        self.z = float(d.geom_xpos[panel][2])
+        self.top = float(d.geom_xpos[panel][2] + half[2])
+
+    def _point(self, q: float) -> tuple[np.ndarray, np.ndarray]:
+        """(where the closed fingers' centre goes with the door at angle q, the closing axis)."""
+        rot = _rz(self.sign * (q - self.q0))
+        radial = rot @ self.radial0
+        motion = self.turn * np.cross(PA.UP, radial)
+        back = self.off - self.thick - PA.FINGER_HALF - DOOR_GAP  # behind the face it leaves
+        p = self.anchor + radial * self.r + motion * back
+        return np.r_[p[:2], self.z], radial
+
+    def _past(self, d: mujoco.MjData) -> bool:
+        q = float(d.qpos[self.qadr])
+        past = (q - float(self.atom[2])) * (1.0 if self.atom[1] in (">", ">=") else -1.0)
+        return past > PAST or abs(q - self.q_goal) < 0.01 or (past > 0 and self._at_limit(q))
+
+    def _at_limit(self, q: float) -> bool:
+        return min(abs(q - self.range[0]), abs(q - self.range[1])) < 0.005
+
+    def _phase(self, env, b, d, run):
+        q = float(d.qpos[self.qadr])
+        p, radial = self._point(q)
+        if run.phase == 0:
+            return np.r_[p[:2], self.top + PA.HOVER], PA.CLOSE, PA.DOWN, radial, PA.REACHED, 0
+        if run.phase == 1:
+            return p, PA.CLOSE, PA.DOWN, radial, PA.REACHED, 0
+        if run.phase == 2:  # ahead of the door along its turn
+            ahead, radial = self._point(q + self.turn * self.sign * LEAD)
+            run.fixed["last"] = (ahead, radial)
+            return ahead, PA.CLOSE, PA.DOWN, radial, PA.REACHED, 10**6
+        ahead, radial = run.fixed.get("last", (p, radial))
+        return ahead + PA.UP * PA.HOVER, PA.CLOSE, PA.DOWN, radial, PA.REACHED, 0
+
+    def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
+        run = self.runs[b]
+        if run.phase == 2 and self._past(d):
+            run.phase, run.count = 3, 0
+        return super().step(env, b, d)
+
+
+ENCLOSED_CLEAR = 0.12  # m: a hand from above needs this much over the object it carries
+
+
+def enclosed_refusal(env, atom: tuple, d: mujoco.MjData) -> str | None:
+    """Why an In placement into a region under its owner's own ceiling cannot be done from
+    above, else None. Over the region's centre, the owner body's geoms below the centre are
+    its floor, those above its ceiling; a gap under `ENCLOSED_CLEAR` plus the object's height
+    leaves no room for a hand above the object (a microwave: 14 cm inside, a 10 cm mug)."""
+    if atom[0] != "in_region" or atom[2] < 0:
+        return None
+    m, names = env.model, env.pt.layout.body_names
+    owner = m.body(names[atom[2]]).id
+    rb = d.xmat[owner].reshape(3, 3)
+    c = d.xpos[owner] + rb @ np.asarray(atom[3])
+    floor, ceiling = -np.inf, np.inf
+    for g in collision_geoms(m, owner):
+        gc, ext = d.geom_xpos[g], geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
+        if (np.abs(gc[:2] - c[:2]) >= ext[:2]).any():  # not over the region's centre
+            continue
+        if gc[2] + ext[2] <= c[2]:
+            floor = max(floor, float(gc[2] + ext[2]))
+        elif gc[2] - ext[2] >= c[2]:
+            ceiling = min(ceiling, float(gc[2] - ext[2]))
+    lo, hi = PP.world_box(d, m, PP.body_geoms(m, names[atom[1]]))
+    room = ceiling - max(floor, c[2] - float((np.abs(rb) @ np.asarray(atom[5]))[2]))
+    if room >= float(hi[2] - lo[2]) + ENCLOSED_CLEAR:
+        return None
+    return (
+        f"{names[atom[1]]} into {names[atom[2]]}: {room:.3f} m under its ceiling, a hand "
+        "from above needs more; carrying it in with a horizontal hand is not scripted"
+    )
+
+
+def is_door(env, jid: int, d: mujoco.MjData) -> bool:
+    """Whether joint `jid` is a door: a hinge about the vertical whose part reaches farther
+    from it than a knob's (`panda_articulate.KNOB_REACH`)."""
+    m = env.model
+    if m.jnt_type[jid] != mujoco.mjtJoint.mjJNT_HINGE or abs(d.xaxis[jid][2]) <= 0.9:
+        return False
+    anchor, body = d.xanchor[jid], int(m.jnt_bodyid[jid])
+    far = [float(np.linalg.norm(d.geom_xpos[g][:2] - anchor[:2])) for g in collision_geoms(m, body)]
+    return max(far) > PA.KNOB_REACH
