@@ -12,8 +12,9 @@ from coda.libero import panda_planner as PP
 from coda.libero import suites
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
+from coda.libero.panda_door import enclosed_refusal
 from coda.libero.panda_env import PandaEnv
-from coda.libero.planner_geometry import drawer_limits
+from coda.libero.planner_geometry import drawer_limits, execution_atoms
 
 pytestmark = pytest.mark.usefixtures("libero_data")
 
@@ -310,3 +311,29 @@ def test_every_stage_is_built_from_its_own_environment():
         np.testing.assert_array_equal(a[0], b[1])
         alone.step(a)
         pair.step(b)
+
+
+@pytest.mark.parametrize(
+    "suite, task, refused",
+    [
+        ("libero_goal", "open_the_top_drawer_and_put_the_bowl_inside", False),  # a drawer
+        ("libero_object", "pick_up_the_alphabet_soup_and_place_it_in_the_basket", False),
+        ("libero_90", "LIVING_ROOM_SCENE3_pick_up_the_butter_and_put_it_in_the_tray", False),
+        (
+            "libero_10",
+            "KITCHEN_SCENE6_put_the_yellow_and_white_mug_in_the_microwave_and_close_it",
+            True,
+        ),
+    ],
+)
+def test_only_a_region_with_a_ceiling_too_low_is_refused(suite, task, refused):
+    """`enclosed_refusal` reads the owner's floor and ceiling over the region's centre: a
+    drawer's, a basket's and a tray's walls are no ceiling; the microwave's top is."""
+    env = PandaEnv(suite, task, n_envs=1)
+    env.reset([0])
+    d, lay = env.datas[0], env.pt.layout
+    atoms = execution_atoms(
+        tuple(env.pt.success.keywords["atoms"]), env.model, lay.body_names, lay.joint_names
+    )
+    found = [enclosed_refusal(env, a, d) for a in atoms if a[0] == "in_region"]
+    assert found and any(r is not None for r in found) == refused
