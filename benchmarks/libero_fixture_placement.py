@@ -125,10 +125,15 @@ def _arg(command: str, name: str) -> int:
     return int(command.split(f"--{name}=")[1].split()[0])
 
 
+def _by_suite(rows: list[dict]):
+    """(suite, its rows) for "all" and then each suite in order."""
+    for suite in ["all"] + sorted({r["suite"] for r in rows}):
+        yield suite, [r for r in rows if suite in ("all", r["suite"])]
+
+
 def sites_summary(rows: list[dict]) -> list[dict]:
     out = []
-    for suite in ["all"] + sorted({r["suite"] for r in rows}):
-        rs = [r for r in rows if suite in ("all", r["suite"])]
+    for suite, rs in _by_suite(rows):
         errs = [r["err_m"] for r in rs if r["err_m"] is not None]
         out.append(
             {
@@ -148,8 +153,7 @@ def sites_summary(rows: list[dict]) -> list[dict]:
 
 def summary(rows: list[dict]) -> list[dict]:
     out = []
-    for suite in ["all"] + sorted({r["suite"] for r in rows}):
-        rs = [r for r in rows if suite in ("all", r["suite"])]
+    for suite, rs in _by_suite(rows):
         rep = [r["replay_pos_err_m"] for r in rs if r["replay_pos_err_m"] is not None]
         out.append(
             {

@@ -204,6 +204,23 @@ def _joint_of(env, atom: tuple):
     return jid, int(env.model.jnt_qposadr[jid]), int(env.model.jnt_bodyid[jid])
 
 
+def past_bound(atom: tuple, q: float) -> float:
+    """How far joint position q is past a ("joint", op, bound, ...) atom's bound, towards
+    making it true (negative: short of it)."""
+    return (q - float(atom[2])) * (1.0 if atom[1] in (">", ">=") else -1.0)
+
+
+def is_door(env, jid: int, d: mujoco.MjData) -> bool:
+    """Whether joint `jid` is a door: a hinge about the vertical whose part reaches farther
+    from it than a knob's (`KNOB_REACH`)."""
+    m = env.model
+    if m.jnt_type[jid] != mujoco.mjtJoint.mjJNT_HINGE or abs(d.xaxis[jid][2]) <= 0.9:
+        return False
+    anchor, body = d.xanchor[jid], int(m.jnt_bodyid[jid])
+    far = [float(np.linalg.norm(d.geom_xpos[g][:2] - anchor[:2])) for g in collision_geoms(m, body)]
+    return max(far) > KNOB_REACH
+
+
 def _q_goal(env, atom: tuple, jid: int) -> float:
     lo, hi = (float(v) for v in env.model.jnt_range[jid])
     hinge = env.model.jnt_type[jid] == mujoco.mjtJoint.mjJNT_HINGE
@@ -294,7 +311,7 @@ class PandaDrawer(_Stage):
         """Whether a push has taken the joint past its atom's bound: by `PUSHED_PAST`, or to
         within 1 mm of the goal (a goal at the joint's limit leaves less than that past it)."""
         q = float(d.qpos[self.qadr])
-        past = (q - float(self.atom[2])) * (1.0 if self.atom[1] in (">", ">=") else -1.0)
+        past = past_bound(self.atom, q)
         return past > 0 and (past >= PUSHED_PAST or abs(q - self.q_goal) < 0.001)
 
     def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
@@ -526,16 +543,12 @@ def plate_push(env, atom: tuple, d: mujoco.MjData, tips: float) -> PandaPush | N
 
 def articulation(env, atom: tuple, d: mujoco.MjData) -> _Stage:
     """The stage of a ("joint", ...) atom: a drawer or a knob; a clear error otherwise."""
-    jid, _, body = _joint_of(env, atom)
+    jid = _joint_of(env, atom)[0]
     m = env.model
     if m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE:
         return PandaDrawer(env, atom, d)
-    if m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_HINGE and abs(d.xaxis[jid][2]) > 0.9:
-        anchor = d.xanchor[jid]
-        reach = max(
-            float(np.linalg.norm(d.geom_xpos[g][:2] - anchor[:2])) for g in collision_geoms(m, body)
-        )
-        if reach <= KNOB_REACH:
-            return PandaKnob(env, atom, d)
+    if is_door(env, jid, d):
         raise ValueError(f"joint {m.joint(jid).name}: a door, `panda_door.PandaDoor`'s")
+    if m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_HINGE and abs(d.xaxis[jid][2]) > 0.9:
+        return PandaKnob(env, atom, d)
     raise ValueError(f"joint {m.joint(jid).name}: only drawers and knobs are scripted")

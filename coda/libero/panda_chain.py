@@ -21,7 +21,7 @@ import numpy as np
 
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_planner as PP
-from coda.libero.panda_door import PandaDoor, enclosed_refusal, is_door
+from coda.libero.panda_door import PandaDoor, enclosed_refusal
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import drawer_limits, drawer_open_atom, execution_atoms
 
@@ -46,8 +46,8 @@ def _site_of(env, atom: tuple) -> str:
 def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
     """The Panda stage of one goal atom: an articulation, a plate push or a pick-and-place."""
     if atom[0] == "joint":
-        jid = env.model.joint(env.pt.layout.joint_names[atom[3][0]]).id
-        return PandaDoor(env, atom, d) if is_door(env, jid, d) else PA.articulation(env, atom, d)
+        jid = PA._joint_of(env, atom)[0]
+        return PandaDoor(env, atom, d) if PA.is_door(env, jid, d) else PA.articulation(env, atom, d)
     refusal = enclosed_refusal(env, atom, d)
     if refusal is not None:
         raise ValueError(refusal)
@@ -70,9 +70,8 @@ def room_atom(env, atoms: tuple, atom: tuple, d: mujoco.MjData) -> tuple | None:
     """For an In placement into a drawer (`atom`) that would leave the object less than
     `DRAWER_MARGIN` either side between what overhangs the drawer and its front wall
     (`planner_geometry.drawer_limits`) once the goal's own opening is done, a pull of that
-    drawer far enough, to its limit at most: ("joint", "<", q, (j,), True); else None.
-    libero_10's bottom drawer starts 14.6 cm open; a bowl (10.7 cm) needs 11.7 cm between the
-    middle drawer's handle and its front wall, the limit (16 cm) gives 11.6."""
+    drawer far enough, to its limit at most: ("joint", "<", q, (j,), True); else None
+    (libero_10's bottom drawer and its bowl, `benchmarks/results/INDEX.md`)."""
     m, lay = env.model, env.pt.layout
     op = drawer_open_atom(m, lay.body_names, lay.joint_names, atom)
     if op is None:

@@ -41,7 +41,8 @@ class PandaDoor(PA._Stage):
         self.q0 = float(d.qpos[self.qadr])
         self.sign = float(np.sign(d.xaxis[self.jid][2]))  # +1: q grows turning about +z
         self.turn = float(np.sign(self.q_goal - self.q0)) * self.sign  # about +z, to the goal
-        lo, hi = (float(v) for v in m.jnt_range[self.jid])
+        self.range = tuple(float(v) for v in m.jnt_range[self.jid])
+        lo, hi = self.range
         closed = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
         if abs(self.q_goal - closed) > abs(self.q0 - closed):
             raise ValueError(
@@ -58,7 +59,6 @@ class PandaDoor(PA._Stage):
         i = int(np.argmax(m.geom_size[panel][:3] * np.linalg.norm(rot[:2], axis=0)))
         along = PA.horizontal(rot[:, i])  # the panel's long horizontal side: from the hinge
         self.radial0 = along if along @ centre >= 0 else -along
-        self.range = tuple(float(v) for v in m.jnt_range[self.jid])
         half = geom_half_extents(m, panel, rot)  # world-aligned: its top
         width = 2.0 * float(self.radial0 @ centre)
         motion = self.turn * np.cross(PA.UP, self.radial0)
@@ -79,7 +79,7 @@ class PandaDoor(PA._Stage):
 
     def _past(self, d: mujoco.MjData) -> bool:
         q = float(d.qpos[self.qadr])
-        past = (q - float(self.atom[2])) * (1.0 if self.atom[1] in (">", ">=") else -1.0)
+        past = PA.past_bound(self.atom, q)
         return past > PAST or abs(q - self.q_goal) < 0.01 or (past > 0 and self._at_limit(q))
 
     def _at_limit(self, q: float) -> bool:
@@ -137,14 +137,3 @@ def enclosed_refusal(env, atom: tuple, d: mujoco.MjData) -> str | None:
         f"{names[atom[1]]} into {names[atom[2]]}: {room:.3f} m under its ceiling, a hand "
         "from above needs more; carrying it in with a horizontal hand is not scripted"
     )
-
-
-def is_door(env, jid: int, d: mujoco.MjData) -> bool:
-    """Whether joint `jid` is a door: a hinge about the vertical whose part reaches farther
-    from it than a knob's (`panda_articulate.KNOB_REACH`)."""
-    m = env.model
-    if m.jnt_type[jid] != mujoco.mjtJoint.mjJNT_HINGE or abs(d.xaxis[jid][2]) <= 0.9:
-        return False
-    anchor, body = d.xanchor[jid], int(m.jnt_bodyid[jid])
-    far = [float(np.linalg.norm(d.geom_xpos[g][:2] - anchor[:2])) for g in collision_geoms(m, body)]
-    return max(far) > PA.KNOB_REACH

@@ -181,7 +181,7 @@ def drawer_limits(m: mujoco.MjModel, d: mujoco.MjData, jid: int, owner: int, obj
         b = int(m.geom_bodyid[g])
         if b in (obj, 0) or b in free or m.body(b).name.startswith(ROBOT_PREFIXES):
             continue
-        if g not in set(collision_geoms(m, b).tolist()):
+        if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:  # visual only (`collision_geoms`)
             continue
         gc = d.geom_xpos[g] - c
         ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
