@@ -250,14 +250,16 @@ class PandaDrawer(_Stage):
         objects = [PP.body_geoms(m, n) for n, _ in env.pt.task.problem.objects]
         self.movable = [g for g in objects if len(g)]
         self.inside = None  # the pull done by pushing the front wall from inside (a low handle)
-        self.push_z, self.face = float(d.geom_xpos[self.handle][2]), self.depth  # a push's
-        if not self.pull:  # height and contact face (from the handle's centre, along outward):
-            inner, outer, top, _ = self._front(env, d, geoms)  # the front above the handle
-            bar_top = float(d.geom_xpos[self.handle][2]) + self.top  # where it leaves room
+        # a shutting push's height and contact face (from the handle's centre, along outward):
+        # the handle, or the front above it where that leaves room
+        self.push_z, self.face = float(d.geom_xpos[self.handle][2]), self.depth
+        if not self.pull:
+            _, outer, top, _ = self._front(env, d, geoms)
+            bar_top = float(d.geom_xpos[self.handle][2]) + self.top
             if np.isfinite(top) and bar_top + PUSH_CLEAR <= top - PUSH_CONTACT:
                 self.push_z = bar_top + PUSH_CLEAR + PP.tips_below(env, d)
                 self.face = outer - float(d.geom_xpos[self.handle] @ self.outward)
-        if self.pull:
+        else:
             floor = min(d.geom_xpos[g][2] - geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))[2]
                         for g in geoms)  # fmt: skip
             low = float(d.geom_xpos[self.handle][2]) - HAND_SPAN
