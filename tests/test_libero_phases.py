@@ -8,8 +8,10 @@ import jax
 import numpy as np
 import pytest
 
+from coda.critic.episode import episodes_from_rollout, trace_roles
 from coda.libero import episodes as E
 from coda.libero import phases as LP
+from coda.libero import scene as S
 from coda.libero import suites
 from coda.libero.evaluate import HoldPolicy, num_chunks
 from coda.libero.planner import planner_for
@@ -85,6 +87,32 @@ def test_the_critic_probes_a_libero_failure_through_its_scene_kind(spatial_bucke
     assert {f for f, n in st.n.items() if n} == {"layout", "attributes", "task"}
     assert st.n_repeats == 1 and st.repeat_success == 1  # the planner solves the scene itself
     assert sum(st.success.values()) >= 1 and not st.rejected.get("attributes")
+
+
+def test_the_critic_reads_the_goals_roles_where_obj_of_interest_names_a_region(libero_data):
+    """libero_goal's 'open the middle drawer' lists only a region in `:obj_of_interest` (so τ
+    has no roles): the critic's object is the drawer the goal's first atom opens, with its
+    joint, and the cabinet is no distractor; a placement keeps object -> support. A held-still
+    rollout of the drawer task becomes episodes (the study's coda cells crashed here)."""
+    names = suites.tasks("libero_goal")
+    drawer = next(n for n in names if n == "open_the_middle_drawer_of_the_cabinet")
+    c = S.compile_task("libero_goal", drawer, 0, settle=False)
+    assert c.scene.task["roles"] == {}
+    r = trace_roles(c)
+    middle = c.sym.joint("wooden_cabinet_1_middle_level")
+    assert (r.obj, r.joint, r.dest) == (c.sym.body("goal0.part"), middle, None)
+    assert r.obj_name == "wooden_cabinet_1"
+    assert c.object_bodies["wooden_cabinet_1"] not in {i for i, _ in r.distractors}
+    plate = S.compile_task("libero_goal", "put_the_bowl_on_the_plate", 0, settle=False)
+    rp = trace_roles(plate)
+    assert (rp.obj_name, rp.dest) == ("akita_black_bowl_1", plate.object_bodies["plate_1"])
+    bucket = Bucket(
+        [E.compile_episode(E.Episode("libero_goal", drawer, i).program) for i in (0, 1)]
+    )
+    still = NativeBackend().rollout(bucket, HoldPolicy(10), None, jax.random.PRNGKey(3), 3)
+    eps = episodes_from_rollout(bucket, still, control_steps=False)
+    assert len(eps) == 2 and all(e.roles.joint == r.joint for e in eps)
+    assert all(np.isfinite(e.features["joint_frac"]).all() for e in eps)
 
 
 @pytest.mark.slow

@@ -53,6 +53,9 @@ def trace_roles(compiled: CompiledScene) -> TraceRoles:
     relation (its first argument is what is manipulated, a second role argument where it goes);
     falls back to the order of τ's roles when the relation has no arguments."""
     task, sym = compiled.scene.task, compiled.sym
+    if task.get("family") in SCENE_KINDS:  # another kind of scene names its own roles
+        obj, name, dest, joint = SCENE_KINDS[task["family"]].trace_roles(compiled)
+        return _with_distractors(compiled, obj, name, dest, joint)
     args = [a for a in task.get("terminal", {}).get("args", []) if isinstance(a, str)]
     roles = [a for a in args if a in task.get("roles", {})] or list(task.get("roles", {}))
     if not roles:
@@ -61,18 +64,16 @@ def trace_roles(compiled: CompiledScene) -> TraceRoles:
     obj_key = f"{obj_role}.handle" if sym.has(f"{obj_role}.handle") else obj_role
     dest_role = roles[1] if len(roles) > 1 else None
     joint = sym.joint(obj_role) if any(k == obj_role for k, _ in sym.joints) else None
-    used = {sym.body(obj_role), sym.body(obj_key)}
     dest = sym.body(dest_role) if dest_role is not None else None
-    if dest is not None:
-        used.add(dest)
+    return _with_distractors(compiled, sym.body(obj_key), task["roles"][obj_role], dest, joint)
+
+
+def _with_distractors(compiled: CompiledScene, obj, name, dest, joint) -> TraceRoles:
+    """TraceRoles with every other object's body as a distractor (not the object's, its part's
+    owner's `name`, or the destination's)."""
+    used = {obj, compiled.object_bodies.get(name)} | ({dest} if dest is not None else set())
     distractors = tuple(sorted((i, n) for n, i in compiled.object_bodies.items() if i not in used))
-    return TraceRoles(
-        obj=sym.body(obj_key),
-        obj_name=task["roles"][obj_role],
-        dest=dest,
-        joint=joint,
-        distractors=distractors,
-    )
+    return TraceRoles(obj=obj, obj_name=name, dest=dest, joint=joint, distractors=distractors)
 
 
 def trace_features(states: SimState, roles: TraceRoles) -> dict[str, jnp.ndarray]:

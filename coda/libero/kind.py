@@ -36,6 +36,32 @@ class LiberoKind:
         """The goal's ordered phases, ν last (`coda.libero.phases.goal_phases`)."""
         return goal_phases(compiled)
 
+    def trace_roles(self, compiled) -> tuple[int, str, int | None, int | None]:
+        """(object body, its scene object's name, destination body or None, joint or None) the
+        critic's trace features read: the first atom of the goal in execution order
+        (`potential.goal_symbols`' goal0 roles), the atom the phases start with. A placement's
+        object and its support (an object, or the body a region sits on; None for a world
+        region); an articulation's moving part and its joint. LIBERO's `:obj_of_interest`
+        can name a region or list the destination first, so τ's roles are not read."""
+        sym = compiled.sym
+        if sym.has("goal0.object"):
+            obj, joint = sym.body("goal0.object"), None
+            if sym.has("goal0.support"):
+                dest = sym.body("goal0.support")
+            else:
+                site = next(v for k, v in sym.sites if k.startswith("goal0."))
+                dest = int(site[0]) if int(site[0]) >= 0 else None
+        elif sym.has("goal0.part"):
+            obj, dest = sym.body("goal0.part"), None
+            joint = next(v for k, v in sym.joints if k.startswith("goal0."))
+        else:
+            raise ValueError(f"{compiled.scene.task.get('instruction', '?')!r}: no goal roles")
+        owner = {n.split(".")[0] for n, i in sym.bodies if i == obj and not n.startswith("goal")}
+        names = sorted(owner & set(compiled.scene.attributes))
+        if not names:
+            raise ValueError(f"body {obj} of the goal belongs to no scene object")
+        return obj, names[0], dest, joint
+
     def segment_key(self, compiled) -> str:
         """What makes two compiled scenes share a segmenter: the task model (its goal's
         resolved atoms are the model's)."""
