@@ -174,15 +174,33 @@ def test_the_hand_comes_down_from_farther_out_only_when_an_object_is_in_its_way(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("k", [2, 8])
-def test_moka_pots_go_by_their_handles_and_side_by_side(k):
+@pytest.mark.parametrize("k, init", [(2, 0), (8, 0), (8, 2)])
+def test_moka_pots_go_by_their_handles_and_side_by_side(k, init):
     """libero_10: "turn on the stove and put the moka pot on it" and "put both moka pots on the
-    stove" succeed from LIBERO's first initial state within the step cap (520): a moka pot
-    (8 cm across, wider than the fingers open) is taken by its handle, and the second pot
-    goes to the burner's point farthest from the first."""
-    env = _settled("libero_10", k)
+    stove" succeed within the step cap (520): a moka pot (8 cm across, wider than the fingers
+    open) is taken by its handle, and two pots go to their own slots on the burner. From
+    state 2 the first pot used to sit at the centre and the second tipped off the edge."""
+    env = _settled("libero_10", k, init)
     planner = PC.PandaPlanner(env)
     assert _run(env, planner, suites.step_cap("libero_10")) is not None
+
+
+def test_objects_sharing_a_region_get_mirrored_slots_along_its_longer_axis():
+    """Both moka pots go on one burner region (15 x 15 cm): the stages get the floating
+    planner's slots (`planner_geometry.shared_slots`), 0.6 of the half size either side of
+    the centre; a lone placement keeps none."""
+    env = PandaEnv("libero_10", next(t for t in suites.tasks("libero_10") if "SCENE8" in t), 1)
+    env.reset([2])
+    stages = [st for st in PC.PandaPlanner(env).stages if isinstance(st, PP.PandaPickPlace)]
+    slots = [np.asarray(st.slot) for st in stages]
+    assert len(slots) == 2
+    np.testing.assert_allclose(slots[0], -slots[1], atol=1e-9)
+    np.testing.assert_allclose(np.abs(slots[0]).max(), 0.6 * 0.075, atol=1e-6)
+    single = PandaEnv("libero_10", next(t for t in suites.tasks("libero_10") if "SCENE3" in t), 1)
+    single.reset([0])
+    assert all(
+        not st.slot for st in PC.PandaPlanner(single).stages if isinstance(st, PP.PandaPickPlace)
+    )
 
 
 def test_a_solid_object_too_wide_to_close_on_has_a_handle_a_bowl_does_not():

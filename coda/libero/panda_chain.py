@@ -23,7 +23,12 @@ from coda.libero import panda_articulate as PA
 from coda.libero import panda_planner as PP
 from coda.libero.panda_door import PandaDoor, enclosed_refusal
 from coda.libero.planner_articulated import goal_q
-from coda.libero.planner_geometry import drawer_limits, drawer_open_atom, execution_atoms
+from coda.libero.planner_geometry import (
+    drawer_limits,
+    drawer_open_atom,
+    execution_atoms,
+    shared_slots,
+)
 
 SAFE_Z = 0.25  # m: the grasp site's height between two stages (above every fixture's handle)
 TRIES = 3  # times a stage is run before the plan gives up on its atom
@@ -130,6 +135,11 @@ class PandaPlanner:
             for d in env.datas:
                 mine = with_room(env, base, d)
                 stages = [stage_for(env, a, k == 0, d) for k, a in enumerate(mine)]
+                # several objects on one surface region: each to its own slot (the first of
+                # two moka pots at the burner's centre left the second only its edge)
+                for k, slot in shared_slots(PA.compiled_view(env, d), mine).items():
+                    if isinstance(stages[k], PP.PandaPickPlace):
+                        stages[k].slot = slot
                 self.per_env.append((mine, stages))
         except ValueError as e:
             raise ValueError(f"{env.pt.task.name}: the Panda planner cannot script it: {e}") from e

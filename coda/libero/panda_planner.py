@@ -249,6 +249,7 @@ class PandaPickPlace:
         self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
         self.drawer = _drawer_of(m, target) if is_site else None
         self.atom = None  # the goal atom, when a `PandaPlanner` stage
+        self.slot: tuple = ()  # (x, y) in the region's frame: its place in a shared region
 
     def begin(self, env, b: int, again: bool = False) -> None:
         """Start (`again`: over, without the settle) in environment b (a `PandaPlanner` stage)."""
@@ -273,13 +274,15 @@ class PandaPickPlace:
         return xy, top
 
     def _free_spot(self, env, d: mujoco.MjData, plan: Plan, p: np.ndarray) -> np.ndarray:
-        """The region's centre, or, for a surface (an On region) where objects already stand
-        (the first of two moka pots on one burner), its point farthest from them within its
-        extent. Into a container (an In region: a basket) objects go to the middle (moved
-        towards a wall, they land on its rim)."""
+        """The stage's slot when the goal puts several objects on its region (`slot`), else the
+        region's centre, or, for a surface (an On region) where objects already stand, its
+        point farthest from them within its extent. Into a container (an In region: a basket)
+        objects go to the middle (moved towards a wall, they land on its rim)."""
         on = self.atom is not None and self.atom[0] == "on_region"
         half = np.asarray(self.atom[5][:2]) if on else np.zeros(2)
         rot = d.site(plan.target).xmat.reshape(3, 3)[:2, :2]
+        if self.slot:
+            return p[:2] + rot @ np.asarray(self.slot)
         taken = []
         for geoms in self.movable:
             lo, hi = world_box(d, env.model, geoms)

@@ -12,9 +12,10 @@ layer on the table (a pan dragged in by its handle; a tall book laid down, then 
 stage of each atom (`_stage`). A compound goal runs opening / turning on first, then
 placements, then closing / turning off (`order_atoms`); "put X in the drawer" gets the drawer's
 Open atom first (`implicit_open`); several objects into one region are spread over it
-(`_slots`). Each chunk, a stage whose atom already holds is skipped and one that finished with
-its atom false is run again. The host-side geometry the stages read from the model lives in
-`planner_geometry`, the pure-JAX reads of the bodies around an object in `planner_bodies`.
+(`planner_geometry.shared_slots`). Each chunk, a stage whose atom already holds is skipped and
+one that finished with its atom false is run again. The host-side geometry the stages read
+from the model lives in `planner_geometry`, the pure-JAX reads of the bodies around an object
+in `planner_bodies`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from coda.libero.planner_geometry import (
     implicit_open,
     needs_turn,
     object_box,
+    shared_slots,
     topple,
 )
 from coda.libero.planner_insert import LiberoInsert, enclosure, long_handle
@@ -59,7 +61,6 @@ __all__ = [
     "supported",
 ]
 
-SLOT_SPREAD = 0.6  # fraction of a shared region's half size between placements' centres
 SAFE_Z = 0.28  # m: tcp height for moving between the stages of a compound goal
 
 
@@ -69,31 +70,6 @@ def supported(atoms: tuple) -> bool:
 
 
 # ----------------------------------------------------------------------------- compound goals
-
-
-def _slots(compiled, ordered: tuple) -> dict[int, tuple]:
-    """{atom index: (x, y) in the region's frame} for several objects into one region (two moka
-    pots on the stove, two boxes in the basket): spread along the region's longer axis so the
-    second does not land on the first."""
-    shared: dict[tuple, list[int]] = {}
-    for i, a in enumerate(ordered):
-        if a[0] in ("on_region", "in_region"):
-            shared.setdefault((a[2], a[3]), []).append(i)
-    slots: dict[int, tuple] = {}
-    for idx in shared.values():
-        if len(idx) < 2:
-            continue
-        size = ordered[idx[0]][5]
-        ax = 0 if size[0] >= size[1] else 1
-        for k, i in enumerate(idx):
-            reach = SLOT_SPREAD * size[ax]
-            if ordered[i][0] == "in_region":  # inside walls: the whole object must fit
-                box = object_box(compiled, ordered[i][1])
-                obj_half = max(abs(v) for v in box[0][:2] + box[1][:2]) if box else 0.0
-                reach = max(0.0, min(reach, size[ax] - obj_half - 0.005))
-            off = (2 * k / (len(idx) - 1) - 1) * reach
-            slots[i] = (off, 0.0) if ax == 0 else (0.0, off)
-    return slots
 
 
 def _placement(compiled, a: tuple, slot: tuple, ordered: tuple):
@@ -148,7 +124,7 @@ def stages_for(compiled, atoms: tuple) -> tuple:
     for a goal's atoms."""
     lay = compiled.layout
     ordered = execution_atoms(tuple(atoms), compiled.model, lay.body_names, lay.joint_names)
-    slots = _slots(compiled, ordered)
+    slots = shared_slots(compiled, ordered)
     return tuple(_stage(compiled, a, slots.get(i, ()), ordered) for i, a in enumerate(ordered))
 
 

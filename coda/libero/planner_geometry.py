@@ -70,6 +70,34 @@ def object_box(compiled, body: int) -> tuple:
     return tuple(tuple(float(v) for v in side) for side in (lo, hi))
 
 
+SLOT_SPREAD = 0.6  # fraction of a shared region's half size between placements' centres
+
+
+def shared_slots(compiled, ordered: tuple) -> dict[int, tuple]:
+    """{atom index: (x, y) in the region's frame} for several objects into one region (two moka
+    pots on the stove, two boxes in the basket): spread along the region's longer axis so the
+    second does not land on the first."""
+    shared: dict[tuple, list[int]] = {}
+    for i, a in enumerate(ordered):
+        if a[0] in ("on_region", "in_region"):
+            shared.setdefault((a[2], a[3]), []).append(i)
+    slots: dict[int, tuple] = {}
+    for idx in shared.values():
+        if len(idx) < 2:
+            continue
+        size = ordered[idx[0]][5]
+        ax = 0 if size[0] >= size[1] else 1
+        for k, i in enumerate(idx):
+            reach = SLOT_SPREAD * size[ax]
+            if ordered[i][0] == "in_region":  # inside walls: the whole object must fit
+                box = object_box(compiled, ordered[i][1])
+                obj_half = max(abs(v) for v in box[0][:2] + box[1][:2]) if box else 0.0
+                reach = max(0.0, min(reach, size[ax] - obj_half - 0.005))
+            off = (2 * k / (len(idx) - 1) - 1) * reach
+            slots[i] = (off, 0.0) if ax == 0 else (0.0, off)
+    return slots
+
+
 def implicit_open(compiled, atom: tuple) -> tuple | None:
     """LIBERO's "open the drawer and put X inside" states only In(X, drawer region): the
     ("joint", "<", open bound, ...) atom of the drawer a placement region moves with, or None."""
