@@ -12,7 +12,7 @@ from coda.libero import panda_planner as PP
 from coda.libero import suites
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
-from coda.libero.panda_door import enclosed_refusal
+from coda.libero.panda_door import no_room_above
 from coda.libero.panda_env import PandaEnv
 from coda.libero.planner_geometry import drawer_limits, execution_atoms
 
@@ -266,8 +266,9 @@ def test_a_chain_skips_true_atoms_retries_false_ones_and_then_gives_up(drawer_en
 def test_a_door_is_pushed_shut_and_what_is_not_scripted_is_refused_with_the_reason():
     """LIBERO-90's "close the microwave": the closed fingers push the door's face along its arc
     until it is shut, from initial states 0 and 1 (its door opened 90 and 105 deg). Opening a
-    door, and carrying a 10 cm mug into the microwave (14 cm inside: no room for a hand above
-    it), are refused in one line each (policy=planner then holds still)."""
+    door, and carrying a mug into the microwave whose handle points into it (the hand would
+    have to turn it on the way), are refused in one line each (policy=planner then holds
+    still)."""
     env = PandaEnv("libero_90", "KITCHEN_SCENE6_close_the_microwave", n_envs=2)
     env.reset([0, 1])
     for _ in range(10):
@@ -286,8 +287,31 @@ def test_a_door_is_pushed_shut_and_what_is_not_scripted_is_refused_with_the_reas
         PC.PandaPlanner(opening)
     mug = PandaEnv("libero_10", suites.tasks("libero_10")[9], n_envs=1)
     mug.reset([0])
-    with pytest.raises(ValueError, match="under its ceiling"):
+    d = mug.datas[0]
+    adr = mug.model.jnt_qposadr[mug.model.body("white_yellow_mug_1").jntadr[0]]
+    d.qpos[adr + 3 : adr + 7] = (np.sqrt(0.5), 0.0, 0.0, np.sqrt(0.5))  # handle towards +y
+    mujoco.mj_forward(mug.model, d)
+    with pytest.raises(ValueError, match="not out of the opening"):
         PC.PandaPlanner(mug)
+
+
+def test_a_mug_goes_into_the_microwave_by_its_handle_and_the_door_is_shut():
+    """libero_10's "put the yellow and white mug in the microwave and close it" from LIBERO's
+    states 0 and 1: no room above the mug inside (14.4 cm for 10.3 cm), so the hand, pitched
+    down from horizontal, takes the handle (pointing out of the opening), carries the mug in
+    over the inside floor, lets go and backs out; then the door is pushed shut."""
+    env = PandaEnv("libero_10", suites.tasks("libero_10")[9], n_envs=2)
+    env.reset([0, 1])
+    for _ in range(10):
+        env.step(np.repeat(NOOP, 2, axis=0))
+    planner = PC.PandaPlanner(env)
+    assert [type(s).__name__ for s in planner.stages] == ["PandaInsert", "PandaDoor"]
+    done = np.zeros(2, bool)
+    for _ in range(suites.step_cap("libero_10") - 10):
+        done |= env.step(planner.act(env))[1]
+        if done.all():
+            break
+    assert done.all()
 
 
 def test_an_episode_plans_from_its_own_hand_not_its_batch_neighbours():
@@ -345,7 +369,7 @@ def test_every_stage_is_built_from_its_own_environment():
     ],
 )
 def test_only_a_region_with_a_ceiling_too_low_is_refused(suite, task, refused):
-    """`enclosed_refusal` reads the owner's floor and ceiling over the region's centre: a
+    """`no_room_above` reads the owner's floor and ceiling over the region's centre: a
     drawer's, a basket's and a tray's walls are no ceiling; the microwave's top is."""
     env = PandaEnv(suite, task, n_envs=1)
     env.reset([0])
@@ -353,5 +377,5 @@ def test_only_a_region_with_a_ceiling_too_low_is_refused(suite, task, refused):
     atoms = execution_atoms(
         tuple(env.pt.success.keywords["atoms"]), env.model, lay.body_names, lay.joint_names
     )
-    found = [enclosed_refusal(env, a, d) for a in atoms if a[0] == "in_region"]
+    found = [no_room_above(env, a, d) for a in atoms if a[0] == "in_region"]
     assert found and any(r is not None for r in found) == refused

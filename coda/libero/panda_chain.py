@@ -8,8 +8,9 @@ all); between two runs the hand goes back to its start pose (the arm's posture r
 placement into a drawer that leaves the object too little room is preceded by a pull of that
 drawer (`room_atom`). Each environment builds its own atoms and stages from its own state, so
 an episode's plan does not depend on the batch it runs in. A door is pushed shut
-(`panda_door`); opening one, or carrying an object into a region too low for a hand above it
-(a microwave), is refused with the reason (policy=planner then holds still).
+(`panda_door`); opening one is refused with the reason (policy=planner then holds still). An
+object going into a region too low for a hand above it (a microwave) is carried in by its
+handle with the hand horizontal (`panda_insert`), or refused with the reason.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import numpy as np
 
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_planner as PP
-from coda.libero.panda_door import PandaDoor, enclosed_refusal
+from coda.libero.panda_door import PandaDoor, no_room_above
+from coda.libero.panda_insert import PandaInsert
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import (
     drawer_limits,
@@ -53,9 +55,8 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
     if atom[0] == "joint":
         jid = PA._joint_of(env, atom)[0]
         return PandaDoor(env, atom, d) if PA.is_door(env, jid, d) else PA.articulation(env, atom, d)
-    refusal = enclosed_refusal(env, atom, d)
-    if refusal is not None:
-        raise ValueError(refusal)
+    if no_room_above(env, atom, d) is not None:  # no room for a hand from above
+        return PandaInsert(env, atom, d)  # by its handle, horizontally; or the reason why not
     push = PA.plate_push(env, atom, d, PP.tips_below(env, d))
     if push is not None:
         return push

@@ -4,9 +4,9 @@
 fingers pointing down, along the arc the door turns on: the push point sits a fixed share of
 the door's width out from the hinge and, each step, a little ahead of where the door is
 (`LEAD`), on the side it moves away from. Opening a door would need its inner face or its
-handle: refused, with the reason. An object carried into an enclosed region (a microwave:
-14 cm high inside, a 10 cm mug held from above does not fit) is refused too
-(`enclosed_refusal`): it needs a horizontal hand, not scripted.
+handle: refused, with the reason. `no_room_above` says when an object cannot be carried into
+an enclosed region from above (a microwave: 14 cm high inside, a 10 cm mug held from above
+does not fit); `panda_insert` then carries it in by its handle with the hand horizontal.
 """
 
 from __future__ import annotations
@@ -109,11 +109,12 @@ class PandaDoor(PA._Stage):
 ENCLOSED_CLEAR = 0.12  # m: a hand from above needs this much over the object it carries
 
 
-def enclosed_refusal(env, atom: tuple, d: mujoco.MjData) -> str | None:
-    """Why an In placement into a region under its owner's own ceiling cannot be done from
-    above, else None. Over the region's centre, the owner body's geoms below the centre are
-    its floor, those above its ceiling; a gap under `ENCLOSED_CLEAR` plus the object's height
-    leaves no room for a hand above the object (a microwave: 14 cm inside, a 10 cm mug)."""
+def no_room_above(env, atom: tuple, d: mujoco.MjData) -> str | None:
+    """Why an In placement into a region under its owner's own ceiling cannot be done with the
+    hand above the object, else None. Over the region's centre, the owner body's geoms below
+    the centre are its floor, those above its ceiling; a gap under `ENCLOSED_CLEAR` plus the
+    object's height leaves no room for a hand above it (a microwave: 14 cm inside, a 10 cm
+    mug)."""
     if atom[0] != "in_region" or atom[2] < 0:
         return None
     m, names = env.model, env.pt.layout.body_names
@@ -135,5 +136,5 @@ def enclosed_refusal(env, atom: tuple, d: mujoco.MjData) -> str | None:
         return None
     return (
         f"{names[atom[1]]} into {names[atom[2]]}: {room:.3f} m under its ceiling, a hand "
-        "from above needs more; carrying it in with a horizontal hand is not scripted"
+        "from above needs more"
     )

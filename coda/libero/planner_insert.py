@@ -90,7 +90,7 @@ class Enclosure:
     slide: float = 0.0  # m: how far the open fingers move along it to leave the handle
 
 
-def _object_geoms(m: mujoco.MjModel, d: mujoco.MjData, bid: int):
+def object_geoms(m: mujoco.MjModel, d: mujoco.MjData, bid: int):
     """(centres [G, 3], half extents [G, 3]) of a body's collision geoms in its own frame."""
     rb, pb = d.xmat[bid].reshape(3, 3), d.xpos[bid]
     cs, es = [], []
@@ -105,7 +105,7 @@ def find_handle(cs: np.ndarray, es: np.ndarray) -> tuple | None:
     frame; None if it has none. Handle geoms lie HANDLE_FACTOR farther out from the body's axis
     than the median geom, all to one side; the axis is the mean of the other geoms' centres
     (a mug's wall ring), found by a few rounds from their median."""
-    parts = _handle_parts(cs, es)
+    parts = handle_parts(cs, es)
     if parts is None:
         return None
     axis, far, h, t, _, out, lat, half_w = parts
@@ -124,8 +124,8 @@ def long_handle(compiled, body: int) -> tuple:
     d = mujoco.MjData(m)
     d.qpos[:] = compiled.init_qpos
     mujoco.mj_kinematics(m, d)
-    cs, es = _object_geoms(m, d, m.body(compiled.layout.body_names[body]).id)
-    parts = _handle_parts(cs, es)
+    cs, es = object_geoms(m, d, m.body(compiled.layout.body_names[body]).id)
+    parts = handle_parts(cs, es)
     if parts is None:
         return ()
     axis, far, h, t, rest_out, out, lat, _ = parts
@@ -143,7 +143,7 @@ def long_handle(compiled, body: int) -> tuple:
     return (float(g[0]), float(g[1]), z), (float(h[0]), float(h[1]))
 
 
-def _handle_parts(cs: np.ndarray, es: np.ndarray) -> tuple | None:
+def handle_parts(cs: np.ndarray, es: np.ndarray) -> tuple | None:
     """(axis [2], handle geoms [G] bool, direction [2], tangent [2], the body's outer extent
     along the direction, the handle's, its lateral offset, its tangential half width), object
     frame, or None without a handle (`find_handle`)."""
@@ -279,7 +279,7 @@ def enclosure(compiled, atom: tuple) -> Enclosure | None:
     roof = min(float(bc[2] - be[2]) for bc, be in roofs)
     floors = [float(bc[2] + be[2]) for bc, be in over if bc[2] + be[2] <= c[2]]
     floor = max(floors) if floors else float(c[2] - size[2])
-    cs, es = _object_geoms(m, d, obj)
+    cs, es = object_geoms(m, d, obj)
     handle = find_handle(cs, es)
     if handle is None:
         return None

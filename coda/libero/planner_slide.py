@@ -31,10 +31,10 @@ from coda.libero.planner_bodies import CARRY_Z, Z_REACH, at_height
 from coda.libero.planner_geometry import quat_matrix
 from coda.libero.planner_insert import (
     HandleStage,
-    _handle_parts,
-    _object_geoms,
     _opening,
+    handle_parts,
     long_handle,
+    object_geoms,
 )
 from coda.sim import geometry as G
 from coda.sim import robot
@@ -128,7 +128,7 @@ def _object(compiled, body: int):
     d.qpos[:] = compiled.init_qpos
     mujoco.mj_kinematics(m, d)
     obj = m.body(compiled.layout.body_names[body]).id
-    cs, es = _object_geoms(m, d, obj)
+    cs, es = object_geoms(m, d, obj)
     rot = d.xmat[obj].reshape(3, 3)
     signs = np.array([[i, j, k] for i in (-1, 1) for j in (-1, 1) for k in (-1, 1)], float)
     corners = (cs[:, None, :] + signs[None] * es[:, None, :]).reshape(-1, 3)  # object frame
@@ -154,7 +154,7 @@ def slide_in(compiled, atom: tuple) -> Slide | None:
     # the body's reach about the origin, the handle pointing out along u (object frame: the
     # handle's direction h turned onto u, so a world direction w is h-relative)
     h = np.asarray(handle[1])
-    body = ~_handle_parts(cs, es)[1]  # the geoms that are not handle
+    body = ~handle_parts(cs, es)[1]  # the geoms that are not handle
     rot = np.array([[h[0], -h[1]], [h[1], h[0]]])  # turns +x onto the handle's direction
 
     def reach(w):  # w in the frame with the handle along +x

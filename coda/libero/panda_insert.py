@@ -1,0 +1,119 @@
+"""An object with a handle carried into an enclosed region (a microwave) by LIBERO's Panda.
+
+From above, the hand does not fit: the microwave is 14.4 cm high inside and its mug 10.3 cm
+tall, and the Panda's hand needs about 12 cm over what it holds (`panda_door.no_room_above`).
+`PandaInsert` takes the object by its handle with the hand horizontal, pointing into the
+opening (`planner_insert.enclosure`'s opening normal, reversed), the fingers closing across
+the handle's width at the middle of its height; so only the fingers come near the opening and
+the hand stays outside it. The stage: turn the hand horizontal above the way in, come down in
+front of the handle, move in onto it, close, lift the object's bottom just over the inside
+floor, carry it in along the opening's normal to the floating planner's end point
+(`Enclosure.final`), release, withdraw along the normal, rise. A handle that does not point
+out of the opening (within `FACING`) would have to be turned on the way: refused, with the
+reason, as is an object without a handle or a region `enclosure` finds no way into.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from coda.libero import panda_articulate as PA
+from coda.libero.planner_insert import FLOOR_GAP, enclosure, handle_parts, object_geoms
+
+FACING = np.cos(np.deg2rad(30.0))  # the handle's direction within 30° of the opening's normal
+TIP_INSET = 0.007  # m: the grasp site inside the handle's outer end (the fingertips 5 mm more)
+STAND_OFF = 0.02  # m: the grasp site in front of the handle before moving in onto it
+PITCH = np.deg2rad(40.0)  # the hand's tilt down from horizontal (its wrist clears what is low)
+HIGH = 0.22  # m: the grasp site's height while the hand turns horizontal
+DROPPED = 0.03  # m: the object this far from where the hand took it is no longer held
+WITHDRAW = 0.2  # m: how far the open hand goes back out along the normal
+
+
+class PandaInsert(PA._Stage):
+    """A handle-held object into an enclosed region along its opening's normal (module doc)."""
+
+    n_phases = 9
+
+    def __init__(self, env, atom: tuple, d: mujoco.MjData):
+        super().__init__(env, atom)
+        self._plan(env, d)
+
+    def _plan(self, env, d: mujoco.MjData) -> None:
+        """The grasp and carry from the state `d`; ValueError with the reason if not possible."""
+        atom, m, names = self.atom, env.model, env.pt.layout.body_names
+        what = f"{names[atom[1]]} into {names[atom[2]]}"
+        enc = enclosure(PA.compiled_view(env, d), atom)
+        if enc is None:
+            raise ValueError(f"{what}: no handle to hold it by, or no way in under the roof")
+        obj = m.body(names[atom[1]]).id
+        cs, es = object_geoms(m, d, obj)
+        axis, far, h, _, _, out, lat, _ = handle_parts(cs, es)
+        rot = d.xmat[obj].reshape(3, 3)
+        u = np.array([*enc.opening, 0.0])  # out of the opening, horizontal
+        h_world = rot[:, :2] @ h
+        if float(h_world[:2] @ u[:2]) < FACING:
+            raise ValueError(
+                f"{what}: its handle points {np.degrees(np.arctan2(h_world[1], h_world[0])):.0f}°,"
+                " not out of the opening; turning it on the way is not scripted for the Panda"
+            )
+        zlo = float(np.min(cs[far, 2] - es[far, 2]))
+        zhi = float(np.max(cs[far, 2] + es[far, 2]))
+        t = np.array([-h[1], h[0]])
+        g = np.r_[axis + h * (out - TIP_INSET) + t * lat, (zlo + zhi) / 2]  # object frame
+        self.obj = obj
+        self.grasp = d.xpos[obj] + rot @ g
+        owner = m.body(names[atom[2]]).id
+        c = d.xpos[owner] + d.xmat[owner].reshape(3, 3) @ np.asarray(atom[3])
+        # the object's origin carried: over the inside floor, then at the end (`Enclosure`)
+        z = enc.floor + FLOOR_GAP - float(enc.box_lo[2])
+        self.carried = np.r_[d.xpos[obj][:2], z]
+        self.inside = np.r_[c[:2] + np.asarray(enc.final), z]
+        self.u = u
+        self.approach = -u * np.cos(PITCH) - PA.UP * np.sin(PITCH)  # in, pitched down
+        self.closing = np.cross(PA.UP, u)  # across the handle's width
+
+    def begin(self, env, b: int, again: bool = False) -> None:
+        """A run again plans from where the object is now; one it cannot plan ends at once."""
+        super().begin(env, b, again)
+        if again:
+            try:
+                self._plan(env, env.datas[b])
+            except ValueError:
+                self.runs[b].phase = self.n_phases
+
+    def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
+        run = self.runs[b]
+        if run.phase in (4, 5):  # carried: the object must stay where the hand took it
+            rel = d.site_xpos[env.idx.site] - d.xpos[self.obj]
+            held = run.fixed.setdefault("held", rel.copy())
+            if np.linalg.norm(rel - held) > DROPPED:  # lost on the way: back out
+                run.phase, run.count = 7, 0
+        return super().step(env, b, d)
+
+    def _phase(self, env, b, d, run):
+        a, cl, g = self.approach, self.closing, self.grasp
+        tcp = d.site_xpos[env.idx.site]
+        front = g + self.u * STAND_OFF
+        if run.phase <= 3:
+            steps = (  # (target, grip, tolerance, steps held)
+                (np.r_[front[:2], max(HIGH, front[2])], PA.OPEN, PA.REACHED, 0),
+                (front, PA.OPEN, PA.REACHED, 0),
+                (g, PA.OPEN, PA.FINE, 0),
+                (g, PA.CLOSE, PA.FINE, PA.GRIP_STEPS),
+            )
+            target, grip, tol, hold = steps[run.phase]
+        elif run.phase <= 5:  # the object where it should be: the hand moves by its error
+            want = self.carried if run.phase == 4 else self.inside
+            target, grip, tol, hold = tcp + want - d.xpos[self.obj], PA.CLOSE, PA.REACHED, 0
+        elif run.phase == 6:  # let go where the hand is
+            target = run.fixed.setdefault("release", tcp.copy())
+            grip, tol, hold = PA.OPEN, PA.REACHED, PA.GRIP_STEPS
+        else:  # back out along the normal, then up
+            out = run.fixed.setdefault("out", tcp + self.u * WITHDRAW)
+            target = out if run.phase == 7 else np.r_[out[:2], max(HIGH, out[2])]
+            grip, tol, hold = PA.OPEN, PA.REACHED, 0
+        return target, grip, a, cl, tol, hold
+
+
+__all__ = ["PandaInsert"]
