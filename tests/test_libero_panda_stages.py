@@ -295,6 +295,21 @@ def test_a_door_is_pushed_shut_and_what_is_not_scripted_is_refused_with_the_reas
         PC.PandaPlanner(mug)
 
 
+def test_a_bowl_under_an_opened_drawer_slides_out_before_it_rises():
+    """libero_goal "open the top drawer and put the bowl inside" from state 0: the opened top
+    drawer overhangs the bowl; held by its rim, the bowl first slides just off the table until
+    its outline clears the drawer (`PandaPickPlace._exit`), then rises and goes in, within
+    LIBERO's 300 steps. Lifted straight, it met the drawer's floor and fell."""
+    env = _settled(
+        "libero_goal",
+        suites.tasks("libero_goal").index("open_the_top_drawer_and_put_the_bowl_inside"),
+    )
+    planner = PC.PandaPlanner(env)
+    pick = planner.stages[1]
+    assert _run(env, planner, suites.step_cap("libero_goal") - 10) is not None
+    assert pick.plans[0].exited and np.abs(pick.plans[0].exit).max() > 0.02
+
+
 def test_a_mug_goes_into_the_microwave_by_its_handle_and_the_door_is_shut():
     """libero_10's "put the yellow and white mug in the microwave and close it" from LIBERO's
     states 0 and 1: no room above the mug inside (14.4 cm for 10.3 cm), so the hand, pitched

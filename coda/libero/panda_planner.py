@@ -49,6 +49,8 @@ WIDTH_TIE = 0.005  # m: widths this close count as equal (the turn then is the s
 GRIP_STEPS = 10  # steps holding still while the fingers close / open (robosuite: 8 to close)
 MAX_MOVE = 80  # steps a move may take before the plan gives up
 DRAWER_MARGIN = 0.01  # m: kept between an object placed in a drawer and what bounds it
+OVERHANG_CLEAR = 0.015  # m: a held object's outline clear of an overhang before it rises
+EXIT_RISE = 0.01  # m: the held object's slide out from under an overhang, this far up
 RIM_WIDTH = 0.07  # m: an object wider than this everywhere is taken by its rim wall (a bowl)
 RIM_INSET = 0.004  # m: the grasp site inside the object's outline for a rim grasp
 RIM_BELOW_TOP = 0.025  # m: the grasp site under the rim for a rim grasp
@@ -96,6 +98,9 @@ class Plan:
     travel_z: float = 0.0  # a later stage's start: the height it crosses over to the object at
     handle_z: float = 0.0  # the grasp's z when the object is taken by its handle
     spot: np.ndarray | None = None  # the target's xy in its region, chosen once
+    exit: np.ndarray | None = None  # the held object's xy shift out from under an overhang
+    exit_from: np.ndarray | None = None  # the grasp site where that shift starts
+    exited: bool = False  # that shift is done
     home_xy: np.ndarray | None = None  # the hand's xy at its environment's first step
 
 
@@ -388,6 +393,43 @@ class PandaPickPlace:
                 tops.append(float(hi[2]))
         return max(tz + LIFT, max(tops) + plan.hang + CARRY_MARGIN)
 
+    def _exit(self, env, d: mujoco.MjData, plan: Plan) -> np.ndarray:
+        """The shortest xy shift along ±x / ±y that takes the held object's outline
+        `OVERHANG_CLEAR` clear of every geom over it below the height it is carried at (an
+        opened drawer over a bowl: lifted straight, the bowl met its floor and fell); zeros
+        when nothing overhangs it or no such shift clears all."""
+        m = env.model
+        pts = geom_corners(d, m, self.geoms[plan.obj])
+        lo, hi = pts.min(0), pts.max(0)
+        top = plan.carry_z - plan.hang + (hi[2] - lo[2])  # the object's top once carried
+        boxes = []
+        for geoms in self.others:
+            for g in geoms:
+                e = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
+                glo, ghi = d.geom_xpos[g] - e, d.geom_xpos[g] + e
+                if hi[2] - 0.005 <= glo[2] < top:
+                    boxes.append((glo[:2], ghi[:2]))
+
+        def over(shift):
+            a, b = lo[:2] + shift - OVERHANG_CLEAR, hi[:2] + shift + OVERHANG_CLEAR
+            return [(p, q) for p, q in boxes if (p < b).all() and (q > a).all()]
+
+        now = over(np.zeros(2))
+        if not now:
+            return np.zeros(2)
+        best = None
+        for axis in (0, 1):
+            for sign in (-1.0, 1.0):
+                need = [
+                    (q[axis] - lo[axis] if sign > 0 else hi[axis] - p[axis]) + OVERHANG_CLEAR
+                    for p, q in now
+                ]
+                shift = np.zeros(2)
+                shift[axis] = sign * (max(need) + 1e-3)
+                if not over(shift) and (best is None or abs(shift).sum() < abs(best).sum()):
+                    best = shift
+        return np.zeros(2) if best is None else best
+
     def _waypoint(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float, float]:
         """(site target [3], gripper command, turn about the vertical) of the plan's phase;
         the hand turns only on the way to above the object."""
@@ -412,8 +454,16 @@ class PandaPickPlace:
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
         txy = txy + plan.offset  # the object's centre over the target's
-        if plan.phase == 4:  # lift
+        if plan.phase == 4:  # lift (out from under an overhang first, just off the table)
             plan.carry_z = plan.carry_z or self._carry_z(env, d, plan)
+            if plan.exit is None:
+                plan.exit = self._exit(env, d, plan)
+                plan.exit_from = site.copy()
+            if plan.exit.any() and not plan.exited:
+                out = plan.exit_from + np.r_[plan.exit, EXIT_RISE]
+                if np.linalg.norm(out - site) >= REACHED:
+                    return out, CLOSE
+                plan.exited = True
             return np.r_[site[:2], plan.carry_z], CLOSE
         if plan.phase == 5:  # above the target
             return np.r_[txy, plan.carry_z], CLOSE
