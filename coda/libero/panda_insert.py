@@ -2,13 +2,15 @@
 
 From above, the hand does not fit: the microwave is 14.4 cm high inside and its mug 10.3 cm
 tall, and the Panda's hand needs about 12 cm over what it holds (`panda_door.no_room_above`).
-`PandaInsert` takes the object by its handle with the hand horizontal, pointing into the
-opening (`planner_insert.enclosure`'s opening normal, reversed), the fingers closing across
-the handle's width at the middle of its height; so only the fingers come near the opening and
-the hand stays outside it. The stage: turn the hand horizontal above the way in, come down in
-front of the handle, move in onto it, close, lift the object's bottom just over the inside
-floor, carry it in along the opening's normal to the floating planner's end point
-(`Enclosure.final`), release, withdraw along the normal, rise. A handle that does not point
+`PandaInsert` takes the object by its handle with the hand pointing into the opening
+(`planner_insert.enclosure`'s opening normal, reversed) and pitched `PITCH` down from
+horizontal (held level, its wrist came down on the mug beside), the fingers closing across the
+handle's width at the middle of its height; so only the fingers come near the opening and the
+hand stays outside it. The stage: turn the hand above the way in, come down in front of the
+handle, move in onto it, close, lift the object's bottom just over the inside floor (moved
+sideways where the owner's parts beside the way, a door, would meet the hand: `_side`), carry
+it in straight to the floating planner's end point (`Enclosure.final`), release, withdraw
+along the normal, rise. A handle that does not point
 out of the opening (within `FACING`) would have to be turned on the way: refused, with the
 reason, as is an object without a handle or a region `enclosure` finds no way into.
 """
@@ -19,6 +21,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda_articulate as PA
+from coda.libero.panda_planner import body_geoms
 from coda.libero.planner_insert import FLOOR_GAP, enclosure, handle_parts, object_geoms
 
 FACING = np.cos(np.deg2rad(30.0))  # the handle's direction within 30° of the opening's normal
@@ -28,6 +31,11 @@ PITCH = np.deg2rad(40.0)  # the hand's tilt down from horizontal (its wrist clea
 HIGH = 0.22  # m: the grasp site's height while the hand turns horizontal
 DROPPED = 0.03  # m: the object this far from where the hand took it is no longer held
 WITHDRAW = 0.2  # m: how far the open hand goes back out along the normal
+# the pitched hand's box around the grasp site, carrying: along the normal (out of the opening)
+# from HAND_FRONT to HAND_BACK, PA.HAND_SPAN either side across it, HAND_Z below and above
+HAND_FRONT, HAND_BACK, HAND_Z = 0.03, 0.15, (0.05, 0.15)
+SIDE_MARGIN = 0.01  # m: kept between that box and the region owner's parts beside the way
+SIDE_MAX = 0.05  # m: the most the carry's start moves sideways to keep that margin
 
 
 class PandaInsert(PA._Stage):
@@ -72,6 +80,43 @@ class PandaInsert(PA._Stage):
         self.u = u
         self.approach = -u * np.cos(PITCH) - PA.UP * np.sin(PITCH)  # in, pitched down
         self.closing = np.cross(PA.UP, u)  # across the handle's width
+        tcp0 = self.grasp + (self.carried - d.xpos[obj])  # the grasp site once lifted
+        side = self._side(env, d, names[atom[2]], tcp0, self.inside - self.carried)
+        self.carried = self.carried + self.closing * side
+
+    def _side(self, env, d: mujoco.MjData, owner: str, tcp0: np.ndarray, way: np.ndarray):
+        """How far (m, along the closing axis) the carry's start moves sideways so that the
+        hand's box stays `SIDE_MARGIN` clear of the region owner's parts all along the straight
+        way in (`tcp0` its start, `way` its displacement): a door opened less than 90° reaches
+        across the way of a hand 20 cm wide. The smallest such move within `SIDE_MAX`, else 0."""
+        m, lat, u = env.model, self.closing, self.u
+        grid = np.stack(np.meshgrid(*[np.linspace(-1.0, 1.0, 6)] * 3), -1).reshape(-1, 3)
+        pts = []  # points over each part's own (oriented) box: a door at an angle is thin
+        for g in body_geoms(m, owner):
+            c, h = m.geom_aabb[g, :3], m.geom_aabb[g, 3:]
+            pts.append(d.geom_xpos[g] + (c + grid * h) @ d.geom_xmat[g].reshape(3, 3).T)
+        pts = np.concatenate(pts)
+        pl, pu, pz = pts @ lat, pts @ u, pts[:, 2]
+
+        def hits(shift: float) -> bool:
+            for tau in np.linspace(0.0, 1.0, 21)[:-1]:  # the end is the same for every shift
+                p = tcp0 + lat * shift * (1.0 - tau) + way * tau
+                hs, hu = float(p @ lat), float(p @ u)
+                inside = (
+                    (np.abs(pl - hs) < PA.HAND_SPAN + SIDE_MARGIN)
+                    & (pu > hu + HAND_FRONT - SIDE_MARGIN)
+                    & (pu < hu + HAND_BACK)
+                    & (pz > p[2] - HAND_Z[0])
+                    & (pz < p[2] + HAND_Z[1])
+                )
+                if inside.any():
+                    return True
+            return False
+
+        for shift in sorted(np.arange(-SIDE_MAX, SIDE_MAX + 1e-9, 0.005), key=abs):
+            if not hits(float(shift)):
+                return float(shift)
+        return 0.0
 
     def begin(self, env, b: int, again: bool = False) -> None:
         """A run again plans from where the object is now; one it cannot plan ends at once."""
