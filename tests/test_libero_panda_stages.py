@@ -310,6 +310,27 @@ def test_a_bowl_under_an_opened_drawer_slides_out_before_it_rises():
     assert pick.plans[0].exited and np.abs(pick.plans[0].exit).max() > 0.02
 
 
+def test_a_lift_holds_the_grasp_xy_and_an_object_in_a_drawer_does_not_slide():
+    """libero_spatial: the bowl thrown off the ramekin lands ~33 cm from the arm's base; lifted
+    there, the elbow reaches its limit, and a lift that followed the hand's own xy drifted
+    24 cm and the carry never reached the plate. Held at the grasp's xy it is carried to the
+    plate (state 1). A bowl in the top drawer rests on the drawer when the fingers close, so
+    it is lifted straight (`on_other`), not slid into the drawer's walls (state 4)."""
+    names = suites.tasks("libero_spatial")
+    ramekin = _settled(
+        "libero_spatial",
+        names.index("pick_up_the_black_bowl_on_the_ramekin_and_place_it_on_the_plate"),
+        1,
+    )
+    assert _run(ramekin, PC.PandaPlanner(ramekin), suites.step_cap("libero_spatial")) is not None
+    k = next(i for i, n in enumerate(names) if "in_the_top_drawer_of_the_wooden_cabinet" in n)
+    drawer = _settled("libero_spatial", k, 4)
+    planner = PC.PandaPlanner(drawer)
+    assert _run(drawer, planner, suites.step_cap("libero_spatial")) is not None
+    plan = planner.stages[0].plans[0]
+    assert plan.on_other and not plan.exit.any()
+
+
 def test_a_mug_goes_into_the_microwave_by_its_handle_and_the_door_is_shut():
     """libero_10's "put the yellow and white mug in the microwave and close it" from LIBERO's
     states 0, 1 and 9: no room above the mug inside (14.4 cm for 10.3 cm), so the hand,

@@ -101,6 +101,7 @@ class Plan:
     exit: np.ndarray | None = None  # the held object's xy shift out from under an overhang
     exit_from: np.ndarray | None = None  # the grasp site where that shift starts
     exited: bool = False  # that shift is done
+    on_other: bool | None = None  # it touched another object or fixture when the fingers closed
     home_xy: np.ndarray | None = None  # the hand's xy at its environment's first step
 
 
@@ -396,9 +397,13 @@ class PandaPickPlace:
     def _exit(self, env, d: mujoco.MjData, plan: Plan) -> np.ndarray:
         """The shortest xy shift along ±x / ±y that takes the held object's outline
         `OVERHANG_CLEAR` clear of every geom over it below the height it is carried at (an
-        opened drawer over a bowl: lifted straight, the bowl met its floor and fell); zeros
-        when nothing overhangs it or no such shift clears all."""
+        opened drawer over a bowl on the table: lifted straight, the bowl met the drawer's
+        floor and fell); zeros when nothing overhangs it, no such shift clears all, or the
+        object rested on another object or fixture when the fingers closed (`on_other`: a bowl
+        in a drawer, which a slide would push into the drawer's walls)."""
         m = env.model
+        if plan.on_other:
+            return np.zeros(2)
         pts = geom_corners(d, m, self.geoms[plan.obj])
         lo, hi = pts.min(0), pts.max(0)
         top = plan.carry_z - plan.hang + (hi[2] - lo[2])  # the object's top once carried
@@ -450,6 +455,11 @@ class PandaPickPlace:
             return site.copy(), OPEN
         if plan.phase == 3:  # close
             plan.hang = float(site[2] - bottom)
+            if plan.on_other is None:  # what it stands on, before the fingers take its weight
+                mine = set(self.geoms[plan.obj].tolist())
+                others = set(np.concatenate(self.others).tolist()) if self.others else set()
+                pairs = [{c.geom1, c.geom2} for c in d.contact[: d.ncon]]
+                plan.on_other = any(p & mine and p & others for p in pairs)
             plan.offset = site[:2] - _centre(geom_corners(d, env.model, self.geoms[plan.obj]))
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
@@ -464,7 +474,7 @@ class PandaPickPlace:
                 if np.linalg.norm(out - site) >= REACHED:
                     return out, CLOSE
                 plan.exited = True
-            return np.r_[site[:2], plan.carry_z], CLOSE
+            return np.r_[plan.exit_from[:2] + plan.exit, plan.carry_z], CLOSE
         if plan.phase == 5:  # above the target
             return np.r_[txy, plan.carry_z], CLOSE
         if plan.phase == 6:  # lower until the object's bottom is just above the target
