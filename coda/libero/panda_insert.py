@@ -28,7 +28,7 @@ FACING = np.cos(np.deg2rad(30.0))  # the handle's direction within 30° of the o
 TIP_INSET = 0.007  # m: the grasp site inside the handle's outer end (the fingertips 5 mm more)
 STAND_OFF = 0.02  # m: the grasp site in front of the handle before moving in onto it
 PITCH = np.deg2rad(40.0)  # the hand's tilt down from horizontal (its wrist clears what is low)
-HIGH = 0.22  # m: the grasp site's height while the hand turns horizontal
+HIGH = 0.22  # m: the grasp site's height while the hand turns to point into the opening
 DROPPED = 0.03  # m: the object this far from where the hand took it is no longer held
 WITHDRAW = 0.2  # m: how far the open hand goes back out along the normal
 # the pitched hand's box around the grasp site, carrying: along the normal (out of the opening)
