@@ -71,7 +71,7 @@ import dataclasses
 import numpy as np
 
 from coda.critic.episode import Episode
-from coda.critic.jaws import grip_capacity, let_go, max_opening, object_width
+from coda.critic.jaws import grip_capacity, let_go, max_opening, object_mass, object_width
 from coda.sim import robot
 from coda.sim.tasks import phases as ph
 from coda.sim.verify import reach_box
@@ -356,7 +356,7 @@ def _lift_rules(ep: Episode, t0: int, num: dict[str, float]) -> Finding:
     grasped, touched = _contacts(ep)
     t_grasp = _first(grasped)
     cap, mu, force = grip_capacity(ep)
-    mass = float(ep.scene.attributes[obj]["mass"])
+    mass = object_mass(ep)
     num.update({"mass_kg": mass, "grip_capacity_kg": cap, "grip_mu": mu, "finger_force_n": force})
     if mass > cap:
         return Finding(

@@ -20,8 +20,19 @@ def grip_capacity(ep: Episode) -> tuple[float, float, float]:
     m = ep.compiled.model
     pad = float(m.geom("gripper/left_pad").friction[0])
     force = float(m.actuator("act/left").forcerange[1])
-    mu = max(pad, float(ep.scene.attributes[ep.roles.obj_name].get("friction", 0.0)))
+    mu = max(pad, float(ep.scene.attributes.get(ep.roles.obj_name, {}).get("friction", 0.0)))
     return 2.0 * mu * force / GRAVITY, mu, force
+
+
+def object_mass(ep: Episode) -> float:
+    """The manipulated object's mass (kg): its scene attribute where the scene sets one (our
+    families), else the compiled model's mass of its body and what hangs on it (a LIBERO
+    object, whose attributes name its category, not its mass)."""
+    a = ep.scene.attributes.get(ep.roles.obj_name, {})
+    if "mass" in a:
+        return float(a["mass"])
+    m = ep.compiled.model
+    return float(m.body_subtreemass[m.body(ep.compiled.layout.body_names[ep.roles.obj]).id])
 
 
 def object_width(ep: Episode) -> float:
