@@ -10,7 +10,8 @@ drawer (`room_atom`). Each environment builds its own atoms and stages from its 
 an episode's plan does not depend on the batch it runs in. A door is pushed shut
 (`panda_door`); opening one is refused with the reason (policy=planner then holds still). An
 object going into a region too low for a hand above it (a microwave) is carried in by its
-handle with the hand horizontal (`panda_insert`), or refused with the reason.
+handle with the hand pitched down from horizontal (`panda_insert`), or refused with the
+reason.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
         jid = PA._joint_of(env, atom)[0]
         return PandaDoor(env, atom, d) if PA.is_door(env, jid, d) else PA.articulation(env, atom, d)
     if no_room_above(env, atom, d) is not None:  # no room for a hand from above
-        return PandaInsert(env, atom, d)  # by its handle, horizontally; or the reason why not
+        return PandaInsert(env, atom, d)  # by its handle, from the side; or the reason why not
     push = PA.plate_push(env, atom, d, PP.tips_below(env, d))
     if push is not None:
         return push
@@ -136,8 +137,8 @@ class PandaPlanner:
             for d in env.datas:
                 mine = with_room(env, base, d)
                 stages = [stage_for(env, a, k == 0, d) for k, a in enumerate(mine)]
-                # several objects on one surface region: each to its own slot (the first of
-                # two moka pots at the burner's centre left the second only its edge)
+                # several objects into one region: each to its own slot (the first of two
+                # moka pots at the burner's centre left the second only its edge)
                 for k, slot in shared_slots(PA.compiled_view(env, d), mine).items():
                     if isinstance(stages[k], PP.PandaPickPlace):
                         stages[k].slot = slot

@@ -6,7 +6,8 @@ the door's width out from the hinge and, each step, a little ahead of where the 
 (`LEAD`), on the side it moves away from. Opening a door would need its inner face or its
 handle: refused, with the reason. `no_room_above` says when an object cannot be carried into
 an enclosed region from above (a microwave: 14 cm high inside, a 10 cm mug held from above
-does not fit); `panda_insert` then carries it in by its handle with the hand horizontal.
+does not fit); `panda_insert` then carries it in by its handle, the hand pointing into the
+opening.
 """
 
 from __future__ import annotations

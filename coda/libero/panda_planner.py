@@ -394,6 +394,13 @@ class PandaPickPlace:
                 tops.append(float(hi[2]))
         return max(tz + LIFT, max(tops) + plan.hang + CARRY_MARGIN)
 
+    def _touches_other(self, d: mujoco.MjData, plan: Plan) -> bool:
+        """Whether the object is in contact with another object or fixture (not the table)."""
+        mine = set(self.geoms[plan.obj].tolist())
+        others = set(np.concatenate(self.others).tolist()) if self.others else set()
+        pairs = [{c.geom1, c.geom2} for c in d.contact[: d.ncon]]
+        return any(p & mine and p & others for p in pairs)
+
     def _exit(self, env, d: mujoco.MjData, plan: Plan) -> np.ndarray:
         """The shortest xy shift along ±x / ±y that takes the held object's outline
         `OVERHANG_CLEAR` clear of every geom over it below the height it is carried at (an
@@ -456,10 +463,7 @@ class PandaPickPlace:
         if plan.phase == 3:  # close
             plan.hang = float(site[2] - bottom)
             if plan.on_other is None:  # what it stands on, before the fingers take its weight
-                mine = set(self.geoms[plan.obj].tolist())
-                others = set(np.concatenate(self.others).tolist()) if self.others else set()
-                pairs = [{c.geom1, c.geom2} for c in d.contact[: d.ncon]]
-                plan.on_other = any(p & mine and p & others for p in pairs)
+                plan.on_other = self._touches_other(d, plan)
             plan.offset = site[:2] - _centre(geom_corners(d, env.model, self.geoms[plan.obj]))
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
