@@ -9,15 +9,26 @@ rewritten.
   python benchmarks/study_cells.py save    --workdir=runs/libero_pro_v4_spatial \
       --store=benchmarks/results/cells/libero_pro_v4_spatial
   python benchmarks/study_cells.py restore --workdir=runs/libero_pro_v4_spatial \
-      --store=benchmarks/results/cells/libero_pro_v4_spatial
+      --store=benchmarks/results/cells/libero_pro_v4_spatial \
+      --config=configs/libero_study.py:pro_spatial
+
+The store carries summaries, not checkpoints. A cell that other cells adopt round 0 from
+(`loop.start_from`, `study.share_start`) is therefore restored only once every cell adopting it
+has finished; before that it is withheld (`--config` names the study so that its cells' starts are
+known), and the study reruns it from scratch at the same commit and seed. Its rerun summary is
+compared with the stored one: a stored summary is never overwritten; a differing rerun is kept
+beside it as `summary.rerun.json` and reported.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # What makes a cell finished for `coda.study` (summary + config), and its provenance.
 CELL_FILES = ("summary.json", "config.json", "commit.txt", "error.txt")
@@ -41,16 +52,23 @@ def finished_cells(root: str) -> list[str]:
     return out
 
 
-def copy_cells(src: str, dst: str) -> list[str]:
-    """Copies the finished cells' files from `src` to `dst`; returns the cells copied. A cell
-    already in `dst` with the same summary is left alone."""
+def copy_cells(src: str, dst: str, skip: tuple[str, ...] = ()) -> list[str]:
+    """Copies the finished cells' files from `src` to `dst` (but `skip`); returns the cells
+    copied. A cell already in `dst` with the same summary is left alone; one with another
+    summary keeps it, and the new one is copied beside it as `summary.rerun.json`."""
     copied = []
     for cell in finished_cells(src):
+        if cell in skip:
+            continue
         a, b = os.path.join(src, cell), os.path.join(dst, cell)
-        same = os.path.exists(os.path.join(b, "summary.json")) and _bytes(
-            os.path.join(a, "summary.json")
-        ) == _bytes(os.path.join(b, "summary.json"))
-        if same:
+        if os.path.exists(os.path.join(b, "summary.json")):
+            new = _bytes(os.path.join(a, "summary.json"))
+            if new == _bytes(os.path.join(b, "summary.json")):
+                continue
+            rerun = os.path.join(b, "summary.rerun.json")
+            if not (os.path.exists(rerun) and _bytes(rerun) == new):
+                shutil.copyfile(os.path.join(a, "summary.json"), rerun)
+                copied.append(f"{cell} (rerun differs: summary.rerun.json)")
             continue
         os.makedirs(b, exist_ok=True)
         for f in CELL_FILES:
@@ -58,6 +76,37 @@ def copy_cells(src: str, dst: str) -> list[str]:
                 shutil.copyfile(os.path.join(a, f), os.path.join(b, f))
         copied.append(cell)
     return copied
+
+
+def load_study(spec: str):
+    """The study config `FILE[:ARG]` (as `launch.study --config=` takes it), with this
+    repository's `coda` on the path."""
+    path, _, arg = spec.partition(":")
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    mspec = importlib.util.spec_from_file_location("study_config", os.path.join(REPO, path))
+    module = importlib.util.module_from_spec(mspec)
+    mspec.loader.exec_module(module)
+    return module.get_config(arg or None)
+
+
+def starts_needed(config, workdir: str, store: str) -> list[str]:
+    """`<strategy>/seed<k>` of every cell that a cell not finished in `store` adopts round 0
+    from (`loop.start_from`) and whose round 0 is not in `workdir`."""
+    from coda import study
+    from coda.loop import checkpoint
+
+    done = set(finished_cells(store))
+    out = []
+    for strategy, seed in study.cells(config):
+        start = study.cell_config(config, strategy, seed, workdir).loop.get("start_from", "")
+        if not start or os.path.join(strategy, f"seed{seed}") in done:
+            continue
+        cell = os.path.relpath(start, workdir)
+        marker = os.path.join(checkpoint.round_dir(start, 0), checkpoint.MARKER)
+        if not os.path.exists(marker) and cell not in out:
+            out.append(cell)
+    return out
 
 
 def _bytes(path: str) -> bytes:
@@ -70,10 +119,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("action", choices=("save", "restore"), help="save: workdir -> store")
     p.add_argument("--workdir", required=True, help="the study's workdir (runs/...)")
     p.add_argument("--store", required=True, help="the folder in the repository")
+    p.add_argument(
+        "--config", default="", help="restore: the study's FILE[:ARG], to withhold needed starts"
+    )
     a = p.parse_args(argv)
     src, dst = (a.workdir, a.store) if a.action == "save" else (a.store, a.workdir)
-    copied = copy_cells(src, dst)
+    held = []
+    if a.action == "restore" and a.config:
+        held = starts_needed(load_study(a.config), a.workdir, a.store)
+    copied = copy_cells(src, dst, skip=tuple(held))
     print(f"{a.action}: {len(copied)} cell(s) copied {src} -> {dst}: {', '.join(copied) or '-'}")
+    if held:
+        why = "other cells adopt their round 0; the study reruns them"
+        print(f"withheld ({why}): {', '.join(held)}")
     return 0
 
 

@@ -28,7 +28,7 @@ if [ ! -d "$WT" ]; then
   git -C "$REPO" worktree add --detach "$WT" "$COMMIT"
 fi
 [ -e "$WT/.venv" ] || ln -s "$REPO/.venv" "$WT/.venv"
-$PY "$REPO/benchmarks/study_cells.py" restore --workdir="$WORK" --store="$STORE"
+$PY "$REPO/benchmarks/study_cells.py" restore --workdir="$WORK" --store="$STORE" --config="$CONFIG"
 if [ -n "${PRE_RUN:-}" ]; then
   bash -c "$PRE_RUN"
 fi

@@ -49,3 +49,47 @@ def test_a_missing_argument_is_a_usage_error(capsys):
     with pytest.raises(SystemExit):
         SC.main(["save", "--workdir=x"])
     assert "--store" in capsys.readouterr().err
+
+
+def _finish(root: pathlib.Path, cell: str, summary: dict) -> None:
+    cdir = root / cell
+    cdir.mkdir(parents=True, exist_ok=True)
+    (cdir / "config.json").write_text("{}")
+    (cdir / "summary.json").write_text(json.dumps(summary))
+
+
+def test_a_start_other_cells_still_adopt_is_withheld_until_they_finish(tmp_path):
+    """The store has no checkpoints, so a restored SFT cell could not give its round 0 to the
+    seed's other arms (v6's first restart failed exactly so): it is withheld, and rerun by the
+    study, while any arm of its seed has not finished; once they all have, it is restored."""
+    config = SC.load_study("configs/libero_study.py:pro_goal")
+    work, store = tmp_path / "run", tmp_path / "store"
+    _finish(store, "sft/seed0", {"rounds": 3})
+    assert SC.starts_needed(config, str(work), str(store)) == [
+        "sft/seed0",
+        "sft/seed1",
+        "sft/seed2",
+    ]
+    for arm in config.study.strategies:
+        _finish(store, f"{arm}/seed0", {"rounds": 3})
+    assert SC.starts_needed(config, str(work), str(store)) == ["sft/seed1", "sft/seed2"]
+    cfg = "--config=configs/libero_study.py:pro_goal"
+    assert SC.main(["restore", f"--workdir={work}", f"--store={store}", cfg]) == 0
+    assert (work / "sft" / "seed0" / "summary.json").exists()
+    # a round 0 in the workdir is a start the arms can adopt: nothing to withhold for seed 1
+    (work / "sft" / "seed1" / "checkpoints" / "round_0000").mkdir(parents=True)
+    (work / "sft" / "seed1" / "checkpoints" / "round_0000" / "COMPLETE").write_text("")
+    assert SC.starts_needed(config, str(work), str(store)) == ["sft/seed2"]
+
+
+def test_a_rerun_never_overwrites_the_stored_summary(tmp_path):
+    """A withheld start that reruns to another summary is kept beside the stored one."""
+    run, store = tmp_path / "run", tmp_path / "store"
+    _finish(store, "sft/seed0", {"ood": 0.25})
+    _finish(run, "sft/seed0", {"ood": 0.25})
+    assert SC.copy_cells(str(run), str(store)) == []
+    _finish(run, "sft/seed0", {"ood": 0.30})
+    assert SC.copy_cells(str(run), str(store)) == ["sft/seed0 (rerun differs: summary.rerun.json)"]
+    assert json.loads((store / "sft/seed0/summary.json").read_text()) == {"ood": 0.25}
+    assert json.loads((store / "sft/seed0/summary.rerun.json").read_text()) == {"ood": 0.30}
+    assert SC.copy_cells(str(run), str(store)) == []
