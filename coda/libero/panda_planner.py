@@ -103,6 +103,7 @@ class Plan:
     exited: bool = False  # that shift is done
     on_other: bool | None = None  # it touched another object or fixture when the fingers closed
     home_xy: np.ndarray | None = None  # the hand's xy at its environment's first step
+    turned: bool = False  # the hand turned the held object to fit its container
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -454,7 +455,29 @@ class PandaPickPlace:
                 return np.r_[gxy, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
             plan.grasp_z = self._grasp_z(env, d, plan, bottom, top, rim)  # down to the grasp
             return np.r_[gxy, plan.grasp_z], OPEN, 0.0
-        return (*self._move(env, d, plan, site, bottom), 0.0)
+        yaw = self._align_yaw(env, d, plan) if plan.phase == 5 else 0.0
+        plan.turned |= yaw != 0.0
+        return (*self._move(env, d, plan, site, bottom), yaw)
+
+    def _align_yaw(self, env, d: mujoco.MjData, plan: Plan) -> float:
+        """The turn (rad, about the vertical) that lays a held object's long side along an In
+        region's long axis, when it is longer than the region is wide (a book over a caddy's
+        narrow compartment, carried at the yaw it stood at); else 0. The nearer of the two
+        closing directions across the region."""
+        if self.atom is None or self.atom[0] != "in_region":
+            return 0.0
+        half = np.abs(d.site(plan.target).xmat.reshape(3, 3)) @ np.asarray(self.atom[5])
+        c = d.xaxis[self.finger_joint][:2]
+        c = c / max(float(np.linalg.norm(c)), 1e-9)
+        along = np.array([-c[1], c[0]])
+        pts = geom_corners(d, env.model, self.geoms[plan.obj])[:, :2]
+        short = int(np.argmin(half[:2]))
+        if np.ptp(pts @ along) <= 2 * half[short] or half[1 - short] < 1.2 * half[short]:
+            return 0.0
+        want = 0.0 if short == 0 else np.pi / 2  # the fingers close across the short axis
+        now = float(np.arctan2(c[1], c[0]))
+        turns = [_wrap(want - now), _wrap(want + np.pi - now)]
+        return min(turns, key=abs)
 
     def _move(self, env, d: mujoco.MjData, plan: Plan, site: np.ndarray, bottom: float):
         """(site target [3], gripper command) of the phases without a turn."""
@@ -467,6 +490,11 @@ class PandaPickPlace:
             plan.offset = site[:2] - _centre(geom_corners(d, env.model, self.geoms[plan.obj]))
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
+        if plan.phase == 5 and plan.turned:
+            # the centre as it hangs while the hand turns it to fit a container (`_align_yaw`),
+            # then kept for the descent (a tilt on the way down moves the outline's centre,
+            # not the object)
+            plan.offset = site[:2] - _centre(geom_corners(d, env.model, self.geoms[plan.obj]))
         txy = txy + plan.offset  # the object's centre over the target's
         if plan.phase == 4:  # lift (out from under an overhang first, just off the table)
             plan.carry_z = plan.carry_z or self._carry_z(env, d, plan)
