@@ -49,6 +49,7 @@ WIDTH_TIE = 0.005  # m: widths this close count as equal (the turn then is the s
 GRIP_STEPS = 10  # steps holding still while the fingers close / open (robosuite: 8 to close)
 MAX_MOVE = 80  # steps a move may take before the plan gives up
 DRAWER_MARGIN = 0.01  # m: kept between an object placed in a drawer and what bounds it
+ORIGIN_MARGIN = 0.02  # m: a placed object's origin this far inside its region's extent
 OVERHANG_CLEAR = 0.015  # m: a held object's outline clear of an overhang before it rises
 EXIT_RISE = 0.01  # m: the held object's slide out from under an overhang, this far up
 RIM_WIDTH = 0.07  # m: an object wider than this everywhere is taken by its rim wall (a bowl)
@@ -104,6 +105,7 @@ class Plan:
     on_other: bool | None = None  # it touched another object or fixture when the fingers closed
     home_xy: np.ndarray | None = None  # the hand's xy at its environment's first step
     turned: bool = False  # the hand turned the held object to fit its container
+    origin: np.ndarray | None = None  # grasp site xy - the object's origin xy, once held
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -488,6 +490,7 @@ class PandaPickPlace:
             if plan.on_other is None:  # what it stands on, before the fingers take its weight
                 plan.on_other = self._touches_other(d, plan)
             plan.offset = site[:2] - _centre(geom_corners(d, env.model, self.geoms[plan.obj]))
+            plan.origin = site[:2] - d.body(plan.obj).xpos[:2]
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
         if plan.phase == 5 and plan.turned:
@@ -495,7 +498,8 @@ class PandaPickPlace:
             # then kept for the descent (a tilt on the way down moves the outline's centre,
             # not the object)
             plan.offset = site[:2] - _centre(geom_corners(d, env.model, self.geoms[plan.obj]))
-        txy = txy + plan.offset  # the object's centre over the target's
+            plan.origin = site[:2] - d.body(plan.obj).xpos[:2]
+        txy = self._origin_inside(d, plan, txy + plan.offset)  # the centre over the target's
         if plan.phase == 4:  # lift (out from under an overhang first, just off the table)
             plan.carry_z = plan.carry_z or self._carry_z(env, d, plan)
             if plan.exit is None:
@@ -514,6 +518,18 @@ class PandaPickPlace:
         if plan.phase == 7:  # open
             return site.copy(), OPEN
         return np.r_[txy, plan.carry_z], OPEN  # lift away and wait
+
+    def _origin_inside(self, d: mujoco.MjData, plan: Plan, sxy: np.ndarray) -> np.ndarray:
+        """The grasp site's xy `sxy` (the outline's centre over the target), moved as little as
+        puts the object's origin `ORIGIN_MARGIN` inside a region atom's extent: ν reads the
+        origin, which a long handle takes far from the centre (a frying pan's, 8 cm: it came
+        down centred on the stove's 15 cm region, its origin outside)."""
+        if self.atom is None or self.atom[0] not in ("on_region", "in_region"):
+            return sxy
+        rot = d.site(plan.target).xmat.reshape(3, 3)[:2, :2]
+        half = np.maximum(np.asarray(self.atom[5][:2]) - ORIGIN_MARGIN, 0.0)
+        local = rot.T @ (sxy - plan.origin - d.site(plan.target).xpos[:2])
+        return sxy + rot @ (np.clip(local, -half, half) - local)
 
     def act(self, env) -> np.ndarray:
         """Actions [B, 7] of every environment's plan."""
