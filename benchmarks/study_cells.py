@@ -16,14 +16,15 @@ The store carries summaries, not checkpoints. A cell that other cells adopt roun
 (`loop.start_from`, `study.share_start`) is therefore restored only once every cell adopting it
 has finished; before that it is withheld (`--config` names the study so that its cells' starts are
 known), and the study reruns it from scratch at the same commit and seed. Its rerun summary is
-compared with the stored one: a stored summary is never overwritten; a differing rerun is kept
-beside it as `summary.rerun.json` and reported.
+compared with the stored one but for wall-clock fields: a stored summary is never overwritten; a
+rerun with other outcomes is kept beside it as `summary.rerun.json` and reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -54,8 +55,9 @@ def finished_cells(root: str) -> list[str]:
 
 def copy_cells(src: str, dst: str, skip: tuple[str, ...] = ()) -> list[str]:
     """Copies the finished cells' files from `src` to `dst` (but `skip`); returns the cells
-    copied. A cell already in `dst` with the same summary is left alone; one with another
-    summary keeps it, and the new one is copied beside it as `summary.rerun.json`."""
+    copied. A cell already in `dst` with the same outcomes (`_outcomes`: its summary but for
+    wall-clock fields) is left alone; one with other outcomes keeps its summary, and the new
+    one is copied beside it as `summary.rerun.json`."""
     copied = []
     for cell in finished_cells(src):
         if cell in skip:
@@ -63,7 +65,7 @@ def copy_cells(src: str, dst: str, skip: tuple[str, ...] = ()) -> list[str]:
         a, b = os.path.join(src, cell), os.path.join(dst, cell)
         if os.path.exists(os.path.join(b, "summary.json")):
             new = _bytes(os.path.join(a, "summary.json"))
-            if new == _bytes(os.path.join(b, "summary.json")):
+            if _outcomes(new) == _outcomes(_bytes(os.path.join(b, "summary.json"))):
                 continue
             rerun = os.path.join(b, "summary.rerun.json")
             if not (os.path.exists(rerun) and _bytes(rerun) == new):
@@ -107,6 +109,23 @@ def starts_needed(config, workdir: str, store: str) -> list[str]:
         if not os.path.exists(marker) and cell not in out:
             out.append(cell)
     return out
+
+
+TIMING = ("seconds", "hours")  # summary keys holding wall-clock measurements, not outcomes
+
+
+def _outcomes(raw: bytes):
+    """A summary without its wall-clock fields (keys containing `TIMING`), NaN as a string:
+    what a rerun at the same commit and seed must reproduce."""
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if not any(t in k for t in TIMING)}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return "nan" if isinstance(x, float) and x != x else x
+
+    return strip(json.loads(raw))
 
 
 def _bytes(path: str) -> bytes:

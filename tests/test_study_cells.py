@@ -86,10 +86,13 @@ def test_a_rerun_never_overwrites_the_stored_summary(tmp_path):
     """A withheld start that reruns to another summary is kept beside the stored one."""
     run, store = tmp_path / "run", tmp_path / "store"
     _finish(store, "sft/seed0", {"ood": 0.25})
-    _finish(run, "sft/seed0", {"ood": 0.25})
-    assert SC.copy_cells(str(run), str(store)) == []
+    _finish(run, "sft/seed0", {"ood": 0.25, "wall_seconds": 9.0, "x": [float("nan")]})
+    (store / "sft/seed0/summary.json").write_text(
+        json.dumps({"ood": 0.25, "wall_seconds": 7.0, "x": [float("nan")]})
+    )
+    assert SC.copy_cells(str(run), str(store)) == []  # only its wall clock differs
     _finish(run, "sft/seed0", {"ood": 0.30})
     assert SC.copy_cells(str(run), str(store)) == ["sft/seed0 (rerun differs: summary.rerun.json)"]
-    assert json.loads((store / "sft/seed0/summary.json").read_text()) == {"ood": 0.25}
+    assert json.loads((store / "sft/seed0/summary.json").read_text())["ood"] == 0.25
     assert json.loads((store / "sft/seed0/summary.rerun.json").read_text()) == {"ood": 0.30}
     assert SC.copy_cells(str(run), str(store)) == []
