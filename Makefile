@@ -27,7 +27,7 @@ ROBOSUITE_WHEEL := robosuite-1.4.0-py3-none-any.whl
 ROBOSUITE_SHA256 := aba065e7b36745738cede259457b2cb349427f3608728d867ef3a2034cb62994
 ROBOSUITE_DATA := $(VENV)/share/libero/$(ROBOSUITE_WHEEL)
 
-.PHONY: setup setup-libero lock run smoke test test-slow lint format clean device-wheels
+.PHONY: setup setup-libero lock run smoke test test-slow lint format clean device-wheels warp
 
 $(BIN)/.installed: pyproject.toml $(LOCK)
 	@# python3-venv on minimal Debian/Ubuntu images (best effort, needs root + apt).
@@ -99,6 +99,11 @@ clean:
 # Python 3.12 manylinux wheels for benchmarks/device_checks.sh to install there (carry .whl).
 DEVICE_WHEELS = mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 mujoco-mjx==3.17.0 \
 	ml-collections==1.1.0 glfw pyopengl trimesh websockets
+# MJX's MuJoCo Warp backend for coda/libero/panda_mjx.py (pyproject's `warp` extra; its slow test)
+warp: $(BIN)/.installed
+	$(BIN)/pip install -q warp-lang==1.19.0 mujoco-warp==4.0.0
+	$(BIN)/pip check
+
 device-wheels: $(BIN)/.installed
 	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
