@@ -99,9 +99,12 @@ clean:
 # Python 3.12 manylinux wheels for benchmarks/device_checks.sh to install there (carry .whl).
 DEVICE_WHEELS = mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 mujoco-mjx==3.17.0 \
 	ml-collections==1.1.0 glfw pyopengl trimesh websockets
-# MJX's MuJoCo Warp backend for coda/libero/panda_mjx.py (pyproject's `warp` extra; its slow test)
+# MJX's MuJoCo Warp backend for coda/libero/panda_mjx.py (an accelerator's path; also runs, slowly,
+# on a CPU: its slow test). Pinned here, not in pyproject / the lock: warp-lang's wheel is ~150 MB
+# and nothing else needs it.
+WARP_WHEELS = warp-lang==1.19.0 mujoco-warp==4.0.0
 warp: $(BIN)/.installed
-	$(BIN)/pip install -q warp-lang==1.19.0 mujoco-warp==4.0.0
+	$(BIN)/pip install -q $(WARP_WHEELS)
 	$(BIN)/pip check
 
 device-wheels: $(BIN)/.installed
