@@ -463,3 +463,26 @@ def test_a_frying_pan_is_placed_by_its_origin_not_its_outline():
                 break
         assert ok[0], init
         assert plan.chains[0].tries == 0
+
+
+def test_a_move_that_stops_getting_nearer_ends_before_the_move_limit():
+    """A stage's move towards a point it cannot reach (here 1 m down, through the table) ends
+    once it has stopped getting nearer, not after `MAX_MOVE` steps (a drawer pulled to its
+    limit held LIBERO-90's hand there for 90 steps, and again on the way back)."""
+    env = _settled("libero_goal", 0)
+
+    class Down(PA._Stage):  # as drawers and knobs do (`stall`)
+        n_phases, stall = 1, True
+
+        def _phase(self, env, b, d, run):
+            at = run.fixed.setdefault("at", d.site_xpos[env.idx.site] - [0.0, 0.0, 1.0])
+            return at, PA.OPEN, None, None, PA.REACHED, 0
+
+    stage = Down(env, ("joint",))
+    steps, finished, top = 0, False, env.datas[0].site_xpos[env.idx.site][2]
+    while not finished:
+        act, finished = stage.step(env, 0, env.datas[0])
+        env.step(act[None])
+        steps += 1
+    assert PA.STALL_STEPS < steps < PA.MAX_MOVE // 2
+    assert env.datas[0].site_xpos[env.idx.site][2] < top - 0.1  # it did go down first

@@ -55,6 +55,8 @@ FINE = 0.005  # m: a waypoint the fingers must hit closely (a handle, a knob's r
 TURNED = np.deg2rad(2.0)  # the hand's orientation is reached within this
 GRIP_STEPS = 12  # steps holding still while the fingers close / open
 MAX_MOVE = 90  # steps a move may take before the stage moves on
+STALL_STEPS, STALL_POS, STALL_ROT = 10, 0.002, np.deg2rad(1.0)  # a move this long that got
+# less than this much nearer its position and orientation has stalled
 FRONT = 0.12  # m: the tcp in front of a handle (along the drawer's outward axis): going in, leaving
 APPROACH = 0.10  # m: farther out than FRONT, where the hand starts its way down to the handle's
 # height when an object is in the straight way (from where it turned, a line down to the front
@@ -165,6 +167,7 @@ class _Run:
     phase: int = 0
     count: int = 0
     fixed: dict = dataclasses.field(default_factory=dict)  # values set once per phase
+    trail: list = dataclasses.field(default_factory=list)  # (position, rotation) errors, a move
 
 
 class _Stage:
@@ -173,6 +176,7 @@ class _Stage:
     MAX_MOVE steps; the stage finishes after its last phase."""
 
     n_phases = 0
+    stall = False  # a move ends once it stalls (`STALL_STEPS`): drawers and knobs
 
     def __init__(self, env, atom: tuple):
         self.atom = atom
@@ -189,8 +193,15 @@ class _Stage:
         act, err, rot = pose_action(env, d, target, grip, approach, closing)
         run.count += 1
         done = run.count > hold and err < tol and rot < TURNED
+        if self.stall and hold == 0:  # a move that has stopped getting nearer has stalled
+            # (MAX_MOVE wasted ~90 steps: a drawer pulled to its limit, the hand then held
+            # where it cannot go)
+            run.trail.append((err, rot))
+            if len(run.trail) > STALL_STEPS:
+                e0, r0 = run.trail[-STALL_STEPS - 1]
+                done |= e0 - err < STALL_POS and r0 - rot < STALL_ROT
         if done or run.count >= MAX_MOVE:
-            run.phase, run.count = run.phase + 1, 0
+            run.phase, run.count, run.trail = run.phase + 1, 0, []
         return act, run.phase >= self.n_phases
 
     def _phase(self, env, b, d, run):
@@ -229,6 +240,8 @@ def _q_goal(env, atom: tuple, jid: int) -> float:
 
 class PandaDrawer(_Stage):
     """A drawer opened by its handle bar (the hand horizontal) or pushed shut (module doc)."""
+
+    stall = True
 
     def __init__(self, env, atom: tuple, d: mujoco.MjData):
         super().__init__(env, atom)
@@ -321,7 +334,7 @@ class PandaDrawer(_Stage):
         against the joint's limit until `MAX_MOVE` wasted ~90 steps of the episode)."""
         run = self.runs[b]
         if run.phase == 2 and (self.inside is not None or not self.pull) and self._pushed(d):
-            run.phase, run.count = 3, 0
+            run.phase, run.count, run.trail = 3, 0, []
         return super().step(env, b, d)
 
     def _in_the_way(self, env, d: mujoco.MjData, site: np.ndarray, front: np.ndarray) -> bool:
@@ -408,6 +421,8 @@ class PandaDrawer(_Stage):
 
 class PandaKnob(_Stage):
     """A knob turned by its ridge (module doc)."""
+
+    stall = True
 
     n_phases = 6
 

@@ -103,7 +103,7 @@ class PandaDoor(PA._Stage):
     def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
         run = self.runs[b]
         if run.phase == 2 and self._past(d):
-            run.phase, run.count = 3, 0
+            run.phase, run.count, run.trail = 3, 0, []
         return super().step(env, b, d)
 
 
