@@ -73,6 +73,7 @@ def test_osc_torques_are_osc_arm_torques():
     )  # fmt: skip
 
 
+@pytest.mark.slow  # MJX's body-tree kinematics: ~30 s op by op, ~100 s to jit at the suite's -O0
 def test_robot_only_dynamics_are_the_scenes():
     """The arm's inertia block, site Jacobians, bias forces and site pose from the robot-only
     MJX model equal native MuJoCo's on the whole scene (moving arm, objects at LIBERO's stored
@@ -88,18 +89,21 @@ def test_robot_only_dynamics_are_the_scenes():
     nat = osc._dynamics(m, [d], idx)
     rm = mjx.put_model(robot, impl="jax")
     ridx = osc.ArmIndex.of(robot, PD.ARM_JOINTS, "tcp", PD.ARM_ACTUATORS, [])
-    rd = mjx.make_data(rm).replace(
-        qpos=jnp.asarray(d.qpos[: robot.nq]), qvel=jnp.asarray(d.qvel[: robot.nv])
-    )
-    rd = mjx.fwd_velocity(rm, mjx.fwd_position(rm, rd))
+    body = int(robot.site_bodyid[ridx.site])
+
+    def dynamics(qpos, qvel):  # what the controller reads
+        rd = PM.arm_dynamics(rm, qpos, qvel)
+        jp, jr = mjx.jac(rm, rd, rd.site_xpos[ridx.site], body)
+        return mjx.full_m(rm, rd), jp, jr, rd.qfrc_bias, rd.site_xpos[ridx.site]
+
+    full, jp, jr, bias, site = (np.asarray(x) for x in dynamics(
+        jnp.asarray(d.qpos[: robot.nq]), jnp.asarray(d.qvel[: robot.nv])))  # fmt: skip
     dof = ridx.dof
-    jp, jr = mjx.jac(rm, rd, rd.site_xpos[ridx.site], int(robot.site_bodyid[ridx.site]))
-    full = np.asarray(mjx.full_m(rm, rd))[np.ix_(dof, dof)]
-    np.testing.assert_allclose(full, nat["mass"][0], atol=1e-4)
-    np.testing.assert_allclose(np.asarray(jp)[dof].T, nat["jp"][0], atol=1e-5)
-    np.testing.assert_allclose(np.asarray(jr)[dof].T, nat["jr"][0], atol=1e-5)
-    np.testing.assert_allclose(np.asarray(rd.qfrc_bias)[dof], nat["bias"][0], atol=1e-3)
-    np.testing.assert_allclose(rd.site_xpos[ridx.site], d.site_xpos[idx.site], atol=1e-5)
+    np.testing.assert_allclose(full[np.ix_(dof, dof)], nat["mass"][0], atol=1e-4)
+    np.testing.assert_allclose(jp[dof].T, nat["jp"][0], atol=1e-5)
+    np.testing.assert_allclose(jr[dof].T, nat["jr"][0], atol=1e-5)
+    np.testing.assert_allclose(bias[dof], nat["bias"][0], atol=1e-3)
+    np.testing.assert_allclose(site, d.site_xpos[idx.site], atol=1e-5)
 
 
 def test_bad_backend_is_a_one_line_error():

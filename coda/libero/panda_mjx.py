@@ -128,6 +128,16 @@ def osc_torques(
     return jnp.clip(tau + null.T @ pose, limit[:, 0], limit[:, 1])
 
 
+def arm_dynamics(rm: mjx.Model, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
+    """The robot-only model's data at (qpos, qvel) with what the controller reads and nothing
+    else: kinematics and the site, the composite inertia (`mjx.full_m`), `cdof` (`mjx.jac`),
+    and the bias forces `qfrc_bias` (gravity, Coriolis: RNE without acceleration)."""
+    rd = mjx.make_data(rm).replace(qpos=qpos, qvel=qvel)
+    rd = mjx.com_pos(rm, mjx.kinematics(rm, rd))
+    rd = mjx.crb(rm, rd)
+    return mjx.rne(rm, mjx.com_vel(rm, rd))
+
+
 def robot_spec(task: S.LiberoTask) -> mujoco.MjSpec:
     """The task's Panda (arm, gripper, mount where LIBERO has one) alone, at its base pose."""
     spec = mujoco.MjSpec()
@@ -227,8 +237,7 @@ class PandaMJX:
     def _dynamics(self, qpos: jax.Array, qvel: jax.Array) -> Snapshot:
         """The arm's inertia block, site Jacobians, bias forces and site pose at one world's
         robot state (the robot-only model)."""
-        rd = mjx.make_data(self.rm).replace(qpos=qpos[: self.nq], qvel=qvel[: self.nv])
-        rd = mjx.fwd_velocity(self.rm, mjx.fwd_position(self.rm, rd))
+        rd = arm_dynamics(self.rm, qpos[: self.nq], qvel[: self.nv])
         dof = self.ridx.dof
         full = mjx.full_m(self.rm, rd)
         jp, jr = mjx.jac(self.rm, rd, rd.site_xpos[self.ridx.site], self.rbody)
