@@ -23,7 +23,6 @@ rerun with other outcomes is kept beside it as `summary.rerun.json` and reported
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -81,15 +80,13 @@ def copy_cells(src: str, dst: str, skip: tuple[str, ...] = ()) -> list[str]:
 
 
 def load_study(spec: str):
-    """The study config `FILE[:ARG]` (as `launch.study --config=` takes it), with this
-    repository's `coda` on the path."""
-    path, _, arg = spec.partition(":")
+    """The study config `FILE[:ARG]` (FILE relative to this repository), loaded as
+    `launch.study --config=` loads it (`launch.cli.check_config_arg`)."""
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
-    mspec = importlib.util.spec_from_file_location("study_config", os.path.join(REPO, path))
-    module = importlib.util.module_from_spec(mspec)
-    mspec.loader.exec_module(module)
-    return module.get_config(arg or None)
+    from launch.cli import check_config_arg
+
+    return check_config_arg(os.path.join(REPO, spec))
 
 
 def starts_needed(config, workdir: str, store: str) -> list[str]:

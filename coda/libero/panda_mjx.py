@@ -193,7 +193,9 @@ class PandaMJX:
         if not (np.array_equal(self.ridx.qpos, self.idx.qpos) and robot.nv == S.ROBOT_NV):
             raise ValueError(f"{name}: the scene's robot dofs are not its first {robot.nv}")
         self.limit = jnp.asarray(self.model.actuator_ctrlrange[self.idx.motors])
-        self.franges = jnp.asarray(self.model.actuator_ctrlrange[self.idx.fingers])
+        franges = self.model.actuator_ctrlrange[self.idx.fingers]  # the fingers' targets:
+        self.fmid = jnp.asarray(franges.mean(axis=1))  # the middle + half-width · command
+        self.fhalf = jnp.asarray(0.5 * (franges[:, 1] - franges[:, 0]))  # (`osc.finger_targets`)
         self.initial_joint = jnp.asarray(PD.INIT_QPOS)
         self.snapshot = self._snapshot()
         extra = {"naconmax": max_contacts, "njmax": max_constraints} if impl == "warp" else {}
@@ -266,9 +268,8 @@ class PandaMJX:
         )  # fmt: skip
         sign = jnp.sign(action[6])
         grip = jnp.clip(c.gripper + jnp.array([-1.0, 1.0]) * self.cfg.gripper_speed * sign, -1, 1)
-        mid = 0.5 * (self.franges[:, 1] + self.franges[:, 0])
-        half = 0.5 * (self.franges[:, 1] - self.franges[:, 0])
-        ctrl = d.ctrl.at[self.idx.motors].set(tau).at[self.idx.fingers].set(mid + half * grip)
+        fingers = self.fmid + self.fhalf * grip
+        ctrl = d.ctrl.at[self.idx.motors].set(tau).at[self.idx.fingers].set(fingers)
         d = mjx.step(self.m, d.replace(ctrl=ctrl))
         return (d, c.replace(gripper=grip)), None
 
