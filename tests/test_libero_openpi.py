@@ -249,8 +249,8 @@ def test_hold_and_random_act_on_the_panda(tmp_path, libero_data):
 
 def test_planner_acts_on_the_panda(tmp_path, libero_data):
     """policy=planner on robot=panda: `panda_chain.PandaPlanner` under LIBERO's protocol
-    (libero_object's first task succeeds; libero_10's last, which closes a microwave door, is
-    not scripted: the actor holds still, the episode fails, the evaluation goes on)."""
+    (libero_object's first task succeeds; libero_10's last, cut at 5 steps, fails and the
+    evaluation goes on)."""
     fields = {"suite": "libero_object", "init_states": 1, "panda.batch": 1,
               "panda.max_steps": 200, "panda.wait_steps": 10}  # fmt: skip
     res = EP.evaluate(_panda_config("planner", **fields), tmp_path)

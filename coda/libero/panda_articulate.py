@@ -177,6 +177,7 @@ class _Stage:
 
     n_phases = 0
     stall = False  # a move ends once it stalls (`STALL_STEPS`): drawers and knobs
+    signed = False  # the closing axis's sign as `_phase` gives it (else the nearer one)
 
     def __init__(self, env, atom: tuple):
         self.atom = atom
@@ -190,7 +191,7 @@ class _Stage:
         if run.phase >= self.n_phases:
             return pose_action(env, d, d.site_xpos[env.idx.site].copy(), OPEN)[0], True
         target, grip, approach, closing, tol, hold = self._phase(env, b, d, run)
-        act, err, rot = pose_action(env, d, target, grip, approach, closing)
+        act, err, rot = pose_action(env, d, target, grip, approach, closing, self.signed)
         run.count += 1
         done = run.count > hold and err < tol and rot < TURNED
         if self.stall and hold == 0:  # a move that has stopped getting nearer has stalled

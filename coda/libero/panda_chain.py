@@ -23,7 +23,7 @@ import numpy as np
 
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_planner as PP
-from coda.libero.panda_door import PandaDoor, no_room_above
+from coda.libero.panda_door import door_stage, no_room_above
 from coda.libero.panda_insert import PandaInsert
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import (
@@ -55,7 +55,9 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
     """The Panda stage of one goal atom: an articulation, a plate push or a pick-and-place."""
     if atom[0] == "joint":
         jid = PA._joint_of(env, atom)[0]
-        return PandaDoor(env, atom, d) if PA.is_door(env, jid, d) else PA.articulation(env, atom, d)
+        if PA.is_door(env, jid, d):
+            return door_stage(env, atom, d)
+        return PA.articulation(env, atom, d)
     if no_room_above(env, atom, d) is not None:  # no room for a hand from above
         return PandaInsert(env, atom, d)  # by its handle, from the side; or the reason why not
     push = PA.plate_push(env, atom, d, PP.tips_below(env, d))

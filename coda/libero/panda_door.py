@@ -1,10 +1,14 @@
-"""A hinged door (a microwave's) pushed shut by LIBERO's Panda.
+"""A hinged door (a microwave's) pushed shut or pulled open by LIBERO's Panda.
 
 `PandaDoor` makes a ("joint", ...) atom of a door true by pushing the door's face, the closed
 fingers pointing down, along the arc the door turns on: the push point sits a fixed share of
 the door's width out from the hinge and, each step, a little ahead of where the door is
-(`LEAD`), on the side it moves away from. Opening a door would need its inner face or its
-handle: refused, with the reason. `no_room_above` says when an object cannot be carried into
+(`LEAD`), on the side it moves away from. `PandaDoorOpen` opens one by its vertical handle
+bar: the fingers, pointing down, close on the bar across the door's radius (below the bar's
+upper stand-off, the palm over its top), then the grasp point is carried round the hinge a
+little ahead of the door's angle (`OPEN_LEAD`), the hand turning with the door, until the
+atom holds; let go, up. A door without such a bar is refused with the reason (`door_stage`).
+`no_room_above` says when an object cannot be carried into
 an enclosed region from above (a microwave: 14 cm high inside, a 10 cm mug held from above
 does not fit); `panda_insert` then carries it in by its handle, the hand pointing into the
 opening.
@@ -18,11 +22,13 @@ import numpy as np
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_planner as PP
 from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.planner_articulated import _door_bar
 
 PUSH_AT = 0.6  # the push point's distance from the hinge, as a share of the door's width
 LEAD = 0.25  # rad: the push point's lead over the door's angle along the turn
 DOOR_GAP = 0.01  # m: between the closed fingers and the door's face, coming down
 PAST = 0.02  # rad: a push ends this far past the atom's bound (or at the joint's limit)
+OPEN_LEAD = 0.12  # rad: the held bar's target ahead of the door's angle, opening
 
 
 def _rz(a: float) -> np.ndarray:
@@ -47,8 +53,8 @@ class PandaDoor(PA._Stage):
         closed = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
         if abs(self.q_goal - closed) > abs(self.q0 - closed):
             raise ValueError(
-                f"door {m.joint(self.jid).name}: opening a door (its inner face or "
-                "handle) is not scripted for the Panda"
+                f"door {m.joint(self.jid).name}: PandaDoor pushes a door shut; "
+                "opening one is PandaDoorOpen's (door_stage)"
             )
         self.anchor = d.xanchor[self.jid].copy()
         boxes = [g for g in collision_geoms(m, body) if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX]
@@ -104,6 +110,90 @@ class PandaDoor(PA._Stage):
         run = self.runs[b]
         if run.phase == 2 and self._past(d):
             run.phase, run.count, run.trail = 3, 0, []
+        return super().step(env, b, d)
+
+
+def door_stage(env, atom: tuple, d: mujoco.MjData) -> PA._Stage:
+    """The stage of a door's atom: pushed shut (`PandaDoor`) or opened by its handle bar."""
+    jid = PA._joint_of(env, atom)[0]
+    q_goal, q0 = PA._q_goal(env, atom, jid), float(d.qpos[env.model.jnt_qposadr[jid]])
+    lo, hi = (float(v) for v in env.model.jnt_range[jid])
+    closed = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
+    if abs(q_goal - closed) > abs(q0 - closed):
+        return PandaDoorOpen(env, atom, d)
+    return PandaDoor(env, atom, d)
+
+
+class PandaDoorOpen(PA._Stage):
+    """A door about a vertical hinge pulled open by its handle bar (module doc)."""
+
+    n_phases = 6
+    signed = True  # the closing sign chosen for the whole turn (`_closing`)
+
+    def __init__(self, env, atom: tuple, d: mujoco.MjData):
+        super().__init__(env, atom)
+        m = env.model
+        self.jid, self.qadr, body = PA._joint_of(env, atom)
+        self.q_goal = PA._q_goal(env, atom, self.jid)
+        self.q0 = float(d.qpos[self.qadr])
+        self.sign = float(np.sign(d.xaxis[self.jid][2]))  # +1: q grows turning about +z
+        self.anchor = d.xanchor[self.jid].copy()
+        bar = _door_bar(m, d, body, self.anchor, PP.PALM_ABOVE + PP.PALM_CLEAR)
+        if bar is None:
+            raise ValueError(
+                f"door {m.joint(self.jid).name}: opening needs a vertical handle bar to hold; "
+                "this door has none"
+            )
+        self.grasp = bar
+        self.closing0 = PA.horizontal(bar - self.anchor)  # across the bar: along the radius
+        self.range = tuple(float(v) for v in m.jnt_range[self.jid])
+
+    def _turned(self, d) -> float:
+        """The door's turn about +z since the stage began (rad)."""
+        return (float(d.qpos[self.qadr]) - self.q0) * self.sign
+
+    def _closing(self, env, d, run) -> np.ndarray:
+        """Of ±closing0, the one whose hand turn, the door's whole turn added, leaves the
+        wrist inside its range (`PA.wrist_turn`)."""
+        if "c" not in run.fixed:
+            _, c_c = PA.hand_axes(env, d)
+            total = (self.q_goal - float(d.qpos[self.qadr])) * self.sign
+            cs = (self.closing0, -self.closing0)
+            turns = [float(np.arctan2(np.cross(c_c, c)[2], c_c @ c)) + total for c in cs]
+            run.fixed["c"] = cs[turns.index(PA.wrist_turn(env, d, turns))]
+        return run.fixed["c"]
+
+    def _past(self, d: mujoco.MjData) -> bool:
+        q = float(d.qpos[self.qadr])
+        past = PA.past_bound(self.atom, q)
+        at_limit = min(abs(q - self.range[0]), abs(q - self.range[1])) < 0.005
+        return past > PAST or (past > 0 and at_limit)
+
+    def _phase(self, env, b, d, run):
+        c = self._closing(env, d, run)
+        site = d.site_xpos[env.idx.site].copy()
+        if run.phase == 0:
+            return self.grasp + PA.UP * PA.HOVER, PA.OPEN, PA.DOWN, c, PA.REACHED, 0
+        if run.phase == 1:
+            return self.grasp, PA.OPEN, PA.DOWN, c, PA.FINE, 0
+        if run.phase == 2:
+            return run.fixed.setdefault("at", site), PA.CLOSE, PA.DOWN, c, PA.REACHED, PA.GRIP_STEPS
+        if run.phase == 3:  # the bar round the hinge, ahead of the door, the hand turning with it
+            toward = float(np.sign(self.q_goal - self.q0)) * self.sign
+            rz = _rz(self._turned(d) + toward * OPEN_LEAD)
+            p = self.anchor + rz @ (self.grasp - self.anchor)
+            p[2] = self.grasp[2]
+            run.fixed["end"] = (site, rz @ c)
+            return p, PA.CLOSE, PA.DOWN, rz @ c, PA.REACHED, 10**6
+        p, ce = run.fixed.get("end", (site, c))
+        if run.phase == 4:
+            return p, PA.OPEN, PA.DOWN, ce, PA.REACHED, PA.GRIP_STEPS
+        return p + PA.UP * PA.HOVER, PA.OPEN, PA.DOWN, ce, PA.REACHED, 0
+
+    def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
+        run = self.runs[b]
+        if run.phase == 3 and self._past(d):
+            run.phase, run.count, run.trail = 4, 0, []
         return super().step(env, b, d)
 
 

@@ -312,10 +312,16 @@ def _geom_boxes(m: mujoco.MjModel, d: mujoco.MjData, body: int):
     ]
 
 
-def _door_bar(m: mujoco.MjModel, d: mujoco.MjData, body: int, anchor: np.ndarray):
+def _door_bar(
+    m: mujoco.MjModel,
+    d: mujoco.MjData,
+    body: int,
+    anchor: np.ndarray,
+    below: float = PALM_BOTTOM + BAR_CLEAR,
+):
     """World grasp point [3] on a door's vertical handle bar (a capsule / cylinder standing
-    upright, the part's geom farthest from the hinge), the tcp low enough that the pads hold
-    the bar's top and the palm clears it; None without such a bar."""
+    upright, the part's geom farthest from the hinge), the tcp `below` the bar's top: low
+    enough that the pads hold the bar's top and the palm clears it; None without such a bar."""
     best, far = None, -1.0
     for g in collision_geoms(m, body):
         kind = int(m.geom_type[g])
@@ -329,7 +335,7 @@ def _door_bar(m: mujoco.MjModel, d: mujoco.MjData, body: int, anchor: np.ndarray
             radius, half = float(m.geom_size[g][0]), float(m.geom_size[g][1])
             extra = radius if kind == int(mujoco.mjtGeom.mjGEOM_CAPSULE) else 0.0
             top = float(d.geom_xpos[g][2]) + half + extra
-            best, far = np.array([*d.geom_xpos[g][:2], top - PALM_BOTTOM - BAR_CLEAR]), r
+            best, far = np.array([*d.geom_xpos[g][:2], top - below]), r
     return best
 
 
