@@ -25,6 +25,7 @@ from coda.libero import panda_articulate as PA
 from coda.libero import panda_planner as PP
 from coda.libero.panda_door import door_stage, no_room_above
 from coda.libero.panda_insert import PandaInsert
+from coda.libero.panda_slide import slide_in
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import (
     drawer_limits,
@@ -58,6 +59,9 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
         if PA.is_door(env, jid, d):
             return door_stage(env, atom, d)
         return PA.articulation(env, atom, d)
+    slide = slide_in(env, atom, d)  # standing on the region's floor, under a ceiling
+    if slide is not None:
+        return slide
     if no_room_above(env, atom, d) is not None:  # no room for a hand from above
         return PandaInsert(env, atom, d)  # by its handle, from the side; or the reason why not
     push = PA.plate_push(env, atom, d, PP.tips_below(env, d))

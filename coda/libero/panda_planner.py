@@ -337,8 +337,10 @@ class PandaPickPlace:
             lo, hi = world_box(d, env.model, handle[0])  # handle (a hollow one by its wall)
             plan.handle_z = float(lo[2] + hi[2]) / 2
             return (lo[:2] + hi[:2]) / 2, _wrap(handle[1] - current), False
+        own = []  # a rim grasp's fingers stay off the object's own handle (a pan's)
         if handle is not None:  # a mug: the walls of its body (the handle's side is air)
             corners = geom_corners(d, env.model, np.setdiff1d(geoms, handle[0]))
+            own = [handle[0]]
         if plan.side is None:
             z = corners[:, 2].max() - RIM_BELOW_TOP
             # nearest the hand's start first: a far wall stretches the arm, and the near wall
@@ -349,21 +351,22 @@ class PandaPickPlace:
             plan.side = order[0]
             for i in order:
                 xy, want, rim = grasp_of(corners, current, i)
-                if not rim or self._hand_clear(env, d, xy, want, z):
+                if not rim or self._hand_clear(env, d, xy, want, z, self.others + own):
                     plan.side = i
                     break
         xy, want, rim = grasp_of(corners, current, plan.side)
         return xy, _wrap(want - current), rim
 
-    def _hand_clear(self, env, d: mujoco.MjData, xy: np.ndarray, yaw: float, z: float) -> bool:
+    def _hand_clear(self, env, d, xy: np.ndarray, yaw: float, z: float, groups=None) -> bool:
         """Whether the hand, its site at (xy, z) and its fingers closing along `yaw`, is clear
-        of every other body: the palm of their tops, the open fingers of their sides."""
+        of every other body (or of `groups` of geoms): the palm of their tops, the open
+        fingers of their sides."""
         u = np.array([np.cos(yaw), np.sin(yaw)])
         parts = (
             (HAND_HALF, HAND_THICK, z + PALM_ABOVE),  # the palm
             (FINGER_REACH, FINGER_HALF, z - FINGER_BELOW),  # the open fingers
         )
-        for geoms in self.others:
+        for geoms in self.others if groups is None else groups:
             lo, hi = world_box(d, env.model, geoms)
             for reach, half, low in parts:
                 if hi[2] > low and near_segment(

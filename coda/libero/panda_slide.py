@@ -1,0 +1,118 @@
+"""An object with a handle slid along its support into a low In region by LIBERO's Panda.
+
+"Put the frying pan under the cabinet shelf" (LIBERO-90, kitchen scene 9): the region lies on
+the table under the shelf's lower board, 9 cm above the table; the pan is 6 cm tall with its
+handle, its handle 26 cm long. Lowered from above it lands on the board; a hand cannot go in
+with it. But the pan already stands on the region's floor (the table), so it need not be lifted:
+`PandaSlide` takes the end of its handle, the fingers pointing down and closing across it, and
+drags it along the table (`LIFT` up, so part of its weight is on the hand) until its origin is
+at the region's centre, the hand staying out from under the board; let go, up.
+
+`slide_in(env, atom, d)` returns the stage when that is the way: an In region of a body that
+has a ceiling over the region's centre, no floor of its own under the centre above the object's
+bottom (the object stands on the region's floor: "on the cabinet shelf", the board, is not
+the pan's), room under the ceiling for the object, a
+handle to hold (`panda_planner.handle_of`), and the hand's end point out from under the ceiling
+by the hand's half thickness. Else None (the other stages are tried, or the reason is given).
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from coda.libero import panda_articulate as PA
+from coda.libero import panda_planner as PP
+from coda.libero.geoms import collision_geoms, geom_half_extents
+
+LIFT = 0.005  # m: the handle lifted this much before the drag (the object's weight on the hand)
+HANDLE_INSET = 0.015  # m: the grasp point inside the handle's outer end
+UNDER_CLEAR = 0.01  # m: between the object's top and the ceiling it goes under
+SAME_FLOOR = 0.01  # m: an owner geom's top this far over the object's bottom is a floor between
+SLID = 0.01  # m: the drag ends with the object's origin this near the region's centre (xy)
+
+
+def _region(env, atom: tuple, d: mujoco.MjData):
+    """(owner body id, region centre [3], region half extents [3], world) of an In atom."""
+    names = env.pt.layout.body_names
+    owner = env.model.body(names[atom[2]]).id
+    rb = d.xmat[owner].reshape(3, 3)
+    return owner, d.xpos[owner] + rb @ np.asarray(atom[3]), np.abs(rb) @ np.asarray(atom[5])
+
+
+def slide_in(env, atom: tuple, d: mujoco.MjData) -> PandaSlide | None:
+    """A `PandaSlide` when an In atom is done by sliding its object under a ceiling (module
+    doc), else None."""
+    if atom[0] != "in_region" or atom[2] < 0:
+        return None
+    m, names = env.model, env.pt.layout.body_names
+    owner, c, _ = _region(env, atom, d)
+    geoms = PP.body_geoms(m, names[atom[1]])
+    lo, hi = PP.world_box(d, m, geoms)
+    ceiling, roof = np.inf, None
+    for g in collision_geoms(m, owner):
+        gc, ext = d.geom_xpos[g], geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
+        if (np.abs(gc[:2] - c[:2]) >= ext[:2]).any():  # not over the region's centre
+            continue
+        if gc[2] + ext[2] <= c[2]:  # under the region's centre: a floor of the owner's
+            if gc[2] + ext[2] > lo[2] + SAME_FLOOR:
+                return None  # the region's floor is not what the object stands on
+        elif gc[2] - ext[2] >= c[2] and gc[2] - ext[2] < ceiling:
+            ceiling, roof = float(gc[2] - ext[2]), (gc.copy(), ext)
+    if ceiling < hi[2] + UNDER_CLEAR:
+        return None  # no room under the ceiling
+    handle = PP.handle_of(d, m, geoms, 0.0)
+    if roof is None or handle is None:
+        return None
+    stage = PandaSlide(env, atom, d, handle[0], handle[1])
+    end = stage.grasp[:2] + stage.offset  # the hand's end point: out from under the roof
+    if (np.abs(end - roof[0][:2]) < roof[1][:2] + PP.HAND_THICK).all():
+        return None
+    return stage
+
+
+class PandaSlide(PA._Stage):
+    """An object dragged by its handle along its support into a region (module doc)."""
+
+    n_phases = 7
+    stall = True
+
+    def __init__(self, env, atom: tuple, d: mujoco.MjData, part: np.ndarray, yaw: float):
+        super().__init__(env, atom)
+        m, names = env.model, env.pt.layout.body_names
+        self.obj = m.body(names[atom[1]]).id
+        _, self.centre, _ = _region(env, atom, d)
+        far = max(
+            part, key=lambda g: float(np.linalg.norm(d.geom_xpos[g][:2] - d.xpos[self.obj][:2]))
+        )
+        out = PA.horizontal(d.geom_xpos[far] - d.xpos[self.obj])
+        self.grasp = d.geom_xpos[far] + out * (
+            float(np.abs(d.geom_xmat[far].reshape(3, 3) @ m.geom_size[far]) @ np.abs(out))
+            - HANDLE_INSET
+        )
+        self.grasp[2] = float(d.geom_xpos[far][2])
+        self.closing = np.array([np.cos(yaw), np.sin(yaw), 0.0])
+        self.offset = self.centre[:2] - d.xpos[self.obj][:2]  # the drag, xy
+
+    def _phase(self, env, b, d, run):
+        site = d.site_xpos[env.idx.site].copy()
+        c = self.closing
+        if run.phase == 0:
+            return self.grasp + PA.UP * PA.HOVER, PA.OPEN, PA.DOWN, c, PA.REACHED, 0
+        if run.phase == 1:
+            return self.grasp, PA.OPEN, PA.DOWN, c, PA.FINE, 0
+        if run.phase == 2:
+            return run.fixed.setdefault("at", site), PA.CLOSE, PA.DOWN, c, PA.REACHED, PA.GRIP_STEPS
+        if run.phase == 3:
+            return run.fixed["at"] + PA.UP * LIFT, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0
+        if run.phase == 4:  # the object's origin to the region's centre, re-aimed every step
+            left = self.centre[:2] - d.xpos[self.obj][:2]
+            p = site.copy()
+            p[:2] += left
+            p[2] = run.fixed["at"][2] + LIFT
+            run.fixed["end"] = p
+            return p, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0 if np.linalg.norm(left) < SLID else 10**6
+        p = run.fixed.get("end", site)
+        if run.phase == 5:
+            return p, PA.OPEN, PA.DOWN, c, PA.REACHED, PA.GRIP_STEPS
+        return p + PA.UP * PA.HOVER, PA.OPEN, PA.DOWN, c, PA.REACHED, 0
