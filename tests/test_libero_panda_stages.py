@@ -12,7 +12,7 @@ from coda.libero import panda_articulate as PA
 from coda.libero import panda_chain as PC
 from coda.libero import panda_planner as PP
 from coda.libero import suites
-from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
 from coda.libero.panda_door import no_room_above
 from coda.libero.panda_env import PandaEnv
@@ -520,3 +520,30 @@ def test_a_move_that_stops_getting_nearer_ends_before_the_move_limit():
         steps += 1
     assert PA.STALL_STEPS < steps < PA.MAX_MOVE // 2
     assert env.datas[0].site_xpos[env.idx.site][2] < top - 0.1  # it did go down first
+
+
+@pytest.mark.parametrize(
+    "task, init",
+    [
+        ("STUDY_SCENE3_pick_up_the_book_and_place_it_in_the_right_compartment_of_the_caddy", 0),
+        ("STUDY_SCENE2_pick_up_the_book_and_place_it_in_the_front_compartment_of_the_caddy", 0),
+    ],
+)
+def test_a_book_goes_into_a_compartment_midway_between_its_walls(task, init):
+    """The caddy's compartments are not centred on their regions' sites (the right one's walls
+    are 6 mm farther on one side; the front region's site stands on end, its frame turned);
+    a standing book 11.6 cm long in a 12.6 cm compartment, put at the site, came down on one
+    wall's top, tipped and stayed there (both states failed every try). Aimed midway between
+    the walls (`geoms.between_walls`), it goes in at the first try."""
+    env = _settled("libero_90", suites.tasks("libero_90").index(task), init)
+    plan = PC.PandaPlanner(env)
+    stage = plan.stages[0]
+    site = env.datas[0].site(stage.plans[0].target)
+    mid = between_walls(env.model, env.datas[0], site.id, np.asarray(stage.atom[5]))
+    assert np.linalg.norm(mid - site.xpos[:2]) > 0.003  # not the site's centre
+    ok = np.zeros(1, bool)
+    for _ in range(200):
+        ok |= env.step(plan.act(env))[1]
+        if ok[0]:
+            break
+    assert ok[0] and plan.chains[0].tries == 0

@@ -40,3 +40,41 @@ def body_half(m: mujoco.MjModel, d: mujoco.MjData, body: int) -> np.ndarray:
     if box is None:
         return np.full(3, 1e-3)
     return np.maximum(np.maximum(-box[0], box[1]), 1e-3)
+
+
+WALL_REACH = 0.03  # m: a container's walls are looked for this far outside its region
+
+
+def between_walls(m: mujoco.MjModel, d: mujoco.MjData, site: int, half: np.ndarray) -> np.ndarray:
+    """The xy [2] midway between the inner faces of the walls round an In region (site
+    `site`, half extents `half` in its frame): its owner's collision geoms that cross the
+    region's mid-height, nearest the site's centre on either side along each of the site's two
+    most horizontal axes (within the region's extent plus `WALL_REACH`). Along an axis without
+    a wall on both sides, the site's own coordinate. A caddy's compartment is not centred on
+    its region's site: an object nearly as long as the compartment is wide, put at the site,
+    came down on the top of one wall."""
+    c, rot = d.site_xpos[site], d.site_xmat[site].reshape(3, 3)
+    cols = sorted(range(3), key=lambda i: abs(rot[2, i]))[:2]  # LIBERO turns some sites on end
+    axes = [rot[:2, i] / max(float(np.linalg.norm(rot[:2, i])), 1e-9) for i in cols]
+    reach = [float(half[i]) for i in cols]
+    faces = [[-np.inf, np.inf], [-np.inf, np.inf]]  # per axis: (the - side's, the + side's)
+    for g in collision_geoms(m, int(m.site_bodyid[site])):
+        ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))  # world-aligned
+        rel = d.geom_xpos[g] - c
+        if abs(rel[2]) >= ext[2]:  # not across the region's mid-height: a floor, a lid
+            continue
+        along = [float(rel[:2] @ u) for u in axes]
+        size = [float(np.abs(ext[:2]) @ np.abs(u)) for u in axes]
+        for k in (0, 1):
+            o = 1 - k
+            if (
+                abs(along[o]) >= size[o] + reach[o]
+                or abs(along[k]) > reach[k] + WALL_REACH + size[k]
+            ):
+                continue  # beside the region along the other axis, or too far along this one
+            if along[k] - size[k] >= 0:
+                faces[k][1] = min(faces[k][1], along[k] - size[k])
+            elif along[k] + size[k] <= 0:
+                faces[k][0] = max(faces[k][0], along[k] + size[k])
+    mid = [(lo + hi) / 2 if np.isfinite(lo + hi) else 0.0 for lo, hi in faces]
+    return c[:2] + mid[0] * axes[0] + mid[1] * axes[1]

@@ -30,7 +30,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda as PD
-from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
 from coda.libero.planner_geometry import drawer_limits
 
@@ -298,8 +298,14 @@ class PandaPickPlace:
             c = (lo[:2] + hi[:2]) / 2
             if (np.abs(rot.T @ (c - p[:2])) <= half + SPOT_NEAR).all():
                 taken.append(c)
-        if not taken or not half.any():
-            return p[:2].copy()
+        if not taken or not half.any():  # an In region: between its walls (`between_walls`)
+            site = d.site(plan.target)
+            inside = self.atom is not None and self.atom[0] == "in_region"
+            return (
+                between_walls(env.model, d, site.id, np.asarray(self.atom[5]))
+                if inside
+                else p[:2].copy()
+            )
         grid = np.stack(np.meshgrid(*[np.linspace(-h, h, 7) for h in half * SPOT_USE]), -1)
         cand = p[:2] + grid.reshape(-1, 2) @ rot.T
         gap = np.min([np.linalg.norm(cand - c, axis=1) for c in taken], axis=0)
