@@ -1,17 +1,18 @@
 """A LIBERO goal as a chain of Panda stages.
 
 `PandaPlanner` orders a goal's atoms (`planner_geometry.execution_atoms`: open / turn on
-first, then placements, then close / turn off) and runs one stage per atom: drawers, knobs and
-pushed plates (`panda_articulate`) or a pick-and-place (`panda_planner.PandaPickPlace`). A stage
-whose atom already holds is skipped; one that ends with its atom false runs again (`TRIES` in
-all); between two runs the hand goes back to its start pose (the arm's posture recovers). An In
+first, then placements, then close / turn off; a drawer that only closes is shut first,
+`closes_first`) and runs one stage per atom: drawers, knobs and pushed plates
+(`panda_articulate`) or a pick-and-place (`panda_planner.PandaPickPlace`). A stage whose atom
+already holds is skipped; one that ends with its atom false runs again (`TRIES` in all);
+between two runs the hand goes back to its start pose (the arm's posture recovers). An In
 placement into a drawer that leaves the object too little room is preceded by a pull of that
 drawer (`room_atom`). Each environment builds its own atoms and stages from its own state, so
-an episode's plan does not depend on the batch it runs in. A door is pushed shut
-(`panda_door`); opening one is refused with the reason (policy=planner then holds still). An
-object going into a region too low for a hand above it (a microwave) is carried in by its
-handle with the hand pitched down from horizontal (`panda_insert`), or refused with the
-reason.
+an episode's plan does not depend on the batch it runs in. A door is pushed shut or pulled
+open by its handle bar (`panda_door`). An object going into a region too low for a hand above
+it (a microwave) is carried in by its handle with the hand pitched down from horizontal
+(`panda_insert`), or refused with the reason; one already standing on the floor of a region
+under a shelf is dragged in by its handle (`panda_slide`).
 """
 
 from __future__ import annotations
@@ -109,6 +110,39 @@ def room_atom(env, atoms: tuple, atom: tuple, d: mujoco.MjData) -> tuple | None:
     return ("joint", "<", float(bound), op[3], True)
 
 
+def closes_first(env, atoms: tuple, d: mujoco.MjData) -> tuple:
+    """`atoms` with the drawers that only close moved to the front: a closing push ends with
+    the hand above the cabinet, a pull with it in front (after kitchen scene 4's pull of the
+    top drawer, link 6 met the wine rack on the way back and the bottom drawer was never
+    shut). A drawer another atom opens or places into keeps its order (open, place, close)."""
+    m, lay = env.model, env.pt.layout
+
+    def shuts(a) -> bool:
+        if a[0] != "joint":
+            return False
+        jid = m.joint(lay.joint_names[a[3][0]]).id
+        q = float(d.qpos[m.jnt_qposadr[jid]])
+        return m.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE and abs(
+            PA._q_goal(env, a, jid)
+        ) < abs(q)
+
+    def used(a) -> bool:  # another atom opens this drawer or puts something in it
+        for b in atoms:
+            op = (
+                drawer_open_atom(m, lay.body_names, lay.joint_names, b)
+                if b[0] == "in_region"
+                else None
+            )
+            if b is not a and (
+                (b[0] == "joint" and b[3] == a[3]) or (op is not None and op[3] == a[3])
+            ):
+                return True
+        return False
+
+    first = [a for a in atoms if shuts(a) and not used(a)]
+    return tuple(first + [a for a in atoms if all(a is not f for f in first)])
+
+
 def with_room(env, atoms: tuple, d: mujoco.MjData) -> tuple:
     """`atoms` with a `room_atom` before each In placement into a drawer that needs one."""
     out = []
@@ -141,7 +175,7 @@ class PandaPlanner:
             # its outcome depended on which initial states shared its batch
             self.per_env = []
             for d in env.datas:
-                mine = with_room(env, base, d)
+                mine = with_room(env, closes_first(env, base, d), d)
                 stages = [stage_for(env, a, k == 0, d) for k, a in enumerate(mine)]
                 # several objects into one region: each to its own slot (the first of two
                 # moka pots at the burner's centre left the second only its edge)
