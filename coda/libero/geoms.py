@@ -42,14 +42,6 @@ def body_half(m: mujoco.MjModel, d: mujoco.MjData, body: int) -> np.ndarray:
     return np.maximum(np.maximum(-box[0], box[1]), 1e-3)
 
 
-def near_segment(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray, r: float):
-    """Whether the segment a -> b (xy) passes within `r` of the box [lo, hi] (xy)."""
-    t = np.linspace(0.0, 1.0, 41)[:, None]
-    p = a + t * (b - a)
-    gap = np.maximum(np.maximum(lo - p, p - hi), 0.0)
-    return bool((np.linalg.norm(gap, axis=1) <= r).any())
-
-
 WALL_REACH = 0.03  # m: a container's walls are looked for this far outside its region
 
 

@@ -30,9 +30,8 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda as PD
-from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents, near_segment
+from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
-from coda.libero.panda_beside import shift_for
 from coda.libero.planner_geometry import drawer_limits
 
 OPEN, CLOSE = -1.0, 1.0
@@ -107,8 +106,6 @@ class Plan:
     home_xy: np.ndarray | None = None  # the hand's xy at its environment's first step
     turned: bool = False  # the hand turned the held object to fit its container
     origin: np.ndarray | None = None  # grasp site xy - the object's origin xy, once held
-    beside: np.ndarray | None = None  # the shift to come down at beside an overhang (`beside`)
-    inside: bool = False  # down beside it: moving in at the grasp's height
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -229,6 +226,14 @@ def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: f
 
 def _centre(corners: np.ndarray) -> np.ndarray:
     return (corners[:, :2].min(axis=0) + corners[:, :2].max(axis=0)) / 2
+
+
+def near_segment(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray, r: float):
+    """Whether the segment a -> b (xy) passes within `r` of the box [lo, hi] (xy)."""
+    t = np.linspace(0.0, 1.0, 41)[:, None]
+    p = a + t * (b - a)
+    gap = np.maximum(np.maximum(lo - p, p - hi), 0.0)
+    return bool((np.linalg.norm(gap, axis=1) <= r).any())
 
 
 class PandaPickPlace:
@@ -456,19 +461,11 @@ class PandaPickPlace:
         site = d.site_xpos[env.idx.site]
         if plan.phase in (1, 2):
             gxy, yaw, rim = self._grasp(env, d, plan)
-            plan.grasp_z = self._grasp_z(env, d, plan, bottom, top, rim)
-            if plan.beside is None:  # an overhang over the grasp: come down beside it
-                plan.beside = shift_for(self, env, d, gxy, yaw, plan.grasp_z, top)
             if plan.phase == 1:  # above the object
                 far = np.linalg.norm(gxy - site[:2]) > REACHED
-                return np.r_[gxy + plan.beside, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
-            down = np.r_[gxy + plan.beside, plan.grasp_z]  # down (beside), then in
-            plan.inside |= bool(plan.beside.any()) and np.linalg.norm(down - site) < REACHED
-            return (
-                (np.r_[gxy, plan.grasp_z] if plan.inside or not plan.beside.any() else down),
-                OPEN,
-                0.0,
-            )
+                return np.r_[gxy, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
+            plan.grasp_z = self._grasp_z(env, d, plan, bottom, top, rim)  # down to the grasp
+            return np.r_[gxy, plan.grasp_z], OPEN, 0.0
         yaw = self._align_yaw(env, d, plan) if plan.phase == 5 else 0.0
         plan.turned |= yaw != 0.0
         return (*self._move(env, d, plan, site, bottom), yaw)
@@ -562,9 +559,7 @@ class PandaPickPlace:
         waiting = plan.phase in (0, 3, 7)
         limit = SETTLE_STEPS if plan.phase == 0 else GRIP_STEPS if waiting else MAX_MOVE
         reached = np.linalg.norm(err) < REACHED and abs(yaw) < ALIGNED
-        if (
-            plan.phase in (2, 6) and not plan.inside
-        ):  # a descent ends where it stalls too: the palm on a tall
+        if plan.phase in (2, 6):  # a descent ends where it stalls too: the palm on a tall
             # object's top; a carried object on what is under it (a drawer's cabinet)
             plan.heights.append(float(d.site_xpos[env.idx.site][2]))
             n, tol = STALL
