@@ -97,9 +97,12 @@ def markdown(res: dict, command: str) -> str:
         for name, c in r["primary"].items():
             ci = f"[{_pts(c['ci'][0])}, {_pts(c['ci'][1])}]"
             rej = "yes" if c["p_holm"] < 0.05 else "no"
+            ph = f"{c['p_holm']:.3g}"
+            if c.get("degenerate"):  # the same difference in every seed: no t statistic
+                ph, rej = "undefined (same difference in every seed)", "no (no test)"
             lines += [
                 f"| {suite} | {name} | {_pts(c['mean'])} | {100 * c['se']:.1f} | {ci} | "
-                f"{c['p_holm']:.3g} | {rej} |"
+                f"{ph} | {rej} |"
             ]
     lines += ["", f"## Standard LIBERO: {METHOD} − {BC} (registered secondary, 2-point margin)", ""]
     lines += ["| suite | difference (pts) | s.e. | 95 % CI | within the margin? |"]

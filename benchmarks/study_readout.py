@@ -106,9 +106,12 @@ def markdown(res: dict, command: str, registration: str) -> str:
     for key, r in fam.items():
         lo, hi = r["ci"]
         rej = "yes" if r.get("p_holm", math.nan) < 0.05 else "no"
+        p, ph = f"{r['p']:.3g}", f"{r.get('p_holm', math.nan):.3g}"
+        if r.get("degenerate"):  # `coda.study.paired`: the same difference in every seed
+            p, ph, rej = "undefined (same difference in every seed)", "–", "no (no test)"
         lines.append(
             f"| {key} | {r['n']} | {_pts(r['mean'])} | {100 * r['se']:.1f} | "
-            f"[{_pts(lo)}, {_pts(hi)}] | {r['p']:.3g} | {r.get('p_holm', math.nan):.3g} | {rej} |"
+            f"[{_pts(lo)}, {_pts(hi)}] | {p} | {ph} | {rej} |"
         )
     suites = res["suites"]
     lines += [

@@ -76,3 +76,17 @@ def test_a_registered_family_widens_for_every_metric_and_pair_and_holm_adjusts_o
     ps = [got[k]["p"] for k in got]
     assert [got[k]["p_holm"] for k in got] == pytest.approx(holm(ps), abs=1e-12)
     assert got["ood_tasks: coda − dr"]["seeds"] == [0, 1, 2]
+
+
+def test_the_same_difference_in_every_seed_is_not_a_test():
+    """Three seeds that each differ by exactly one episode in 100 (the float subtraction
+    leaves an s.e. of ~4e-18) have no spread to scale a t statistic by: p is NaN, the row is
+    marked degenerate and nothing is rejected; equal arms give p = 1."""
+    values = {"a": {0: 0.05, 1: 0.06, 2: 0.04}, "b": {0: 0.06, 1: 0.07, 2: 0.05}}
+    row = paired_differences(values, "a", ["b"])["b"]
+    assert row["se"] < 1e-12 and row["mean"] == pytest.approx(-0.01, abs=1e-9)
+    assert math.isnan(row["p"]) and row["degenerate"] and not row["excludes_zero"]
+    fam = paired_family({"m": values}, [("a", "b")])["m: a − b"]
+    assert math.isnan(fam["p"]) and math.isnan(fam["p_holm"]) and not fam["excludes_zero"]
+    same = paired_differences({"a": values["a"], "b": dict(values["a"])}, "a", ["b"])["b"]
+    assert same["p"] == 1.0 and not same["excludes_zero"]
