@@ -346,7 +346,7 @@ class PandaPickPlace:
         own = []  # a rim grasp's fingers stay off the object's own handle (a pan's)
         if handle is not None:  # a mug: the walls of its body (the handle's side is air)
             corners = geom_corners(d, env.model, np.setdiff1d(geoms, handle[0]))
-            own = [handle[0]]
+            own = [np.array([g]) for g in handle[0]]
         if plan.side is None:
             z = corners[:, 2].max() - RIM_BELOW_TOP
             # nearest the hand's start first: a far wall stretches the arm, and the near wall
@@ -357,22 +357,28 @@ class PandaPickPlace:
             plan.side = order[0]
             for i in order:
                 xy, want, rim = grasp_of(corners, current, i)
-                if not rim or self._hand_clear(env, d, xy, want, z, self.others + own):
+                if not rim or self._hand_clear(env, d, xy, want, z, outer=own):
                     plan.side = i
                     break
         xy, want, rim = grasp_of(corners, current, plan.side)
         return xy, _wrap(want - current), rim
 
-    def _hand_clear(self, env, d, xy: np.ndarray, yaw: float, z: float, groups=None) -> bool:
+    def _hand_clear(self, env, d, xy: np.ndarray, yaw: float, z: float, outer=()) -> bool:
         """Whether the hand, its site at (xy, z) and its fingers closing along `yaw`, is clear
-        of every other body (or of `groups` of geoms): the palm of their tops, the open
-        fingers of their sides."""
+        of every other body: the palm of their tops, the open fingers of their sides; and the
+        outer finger of a rim grasp (`yaw` points out of the object) of the `outer` geoms
+        (the object's own handle: a pan's, which the finger came down on; a mug's beside it)."""
         u = np.array([np.cos(yaw), np.sin(yaw)])
+        tip = xy + (FINGER_REACH - FINGER_HALF) * u  # the outer finger (`grasp_of`: u outwards)
+        for g in outer:
+            lo, hi = world_box(d, env.model, g)
+            if hi[2] > z - FINGER_BELOW and near_segment(lo[:2], hi[:2], tip, tip, FINGER_HALF):
+                return False
         parts = (
             (HAND_HALF, HAND_THICK, z + PALM_ABOVE),  # the palm
             (FINGER_REACH, FINGER_HALF, z - FINGER_BELOW),  # the open fingers
         )
-        for geoms in self.others if groups is None else groups:
+        for geoms in self.others:
             lo, hi = world_box(d, env.model, geoms)
             for reach, half, low in parts:
                 if hi[2] > low and near_segment(
