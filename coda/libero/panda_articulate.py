@@ -208,6 +208,17 @@ class _Stage:
     def _phase(self, env, b, d, run):
         raise NotImplementedError
 
+    def _take(self, run: _Run, grasp: np.ndarray, site: np.ndarray, closing: np.ndarray):
+        """Phases 0-2 of a stage that takes a point from above, the fingers down: over it
+        (`HOVER`), down onto it, close; None after them."""
+        if run.phase == 0:
+            return grasp + UP * HOVER, OPEN, DOWN, closing, REACHED, 0
+        if run.phase == 1:
+            return grasp, OPEN, DOWN, closing, FINE, 0
+        if run.phase == 2:
+            return run.fixed.setdefault("at", site), CLOSE, DOWN, closing, REACHED, GRIP_STEPS
+        return None
+
 
 def _joint_of(env, atom: tuple):
     """(joint id, qpos address, moving body id) of a ("joint", ...) atom."""
@@ -472,12 +483,8 @@ class PandaKnob(_Stage):
     def _phase(self, env, b, d, run):
         c = self._closing(env, d, run)
         site = d.site_xpos[env.idx.site].copy()
-        if run.phase == 0:
-            return self.grasp + UP * HOVER, OPEN, DOWN, c, REACHED, 0
-        if run.phase == 1:
-            return self.grasp, OPEN, DOWN, c, FINE, 0
-        if run.phase == 2:
-            return run.fixed.setdefault("at", site), CLOSE, DOWN, c, REACHED, GRIP_STEPS
+        if (took := self._take(run, self.grasp, site, c)) is not None:
+            return took
         if run.phase == 3:  # turn: the grasp point round the axis, the hand with it
             total = run.fixed.setdefault("total", self._turn_total(d))
             ang = run.fixed["ang"] = min(abs(total), run.fixed.get("ang", 0.0) + KNOB_STEP)

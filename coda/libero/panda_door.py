@@ -49,9 +49,7 @@ class PandaDoor(PA._Stage):
         self.sign = float(np.sign(d.xaxis[self.jid][2]))  # +1: q grows turning about +z
         self.turn = float(np.sign(self.q_goal - self.q0)) * self.sign  # about +z, to the goal
         self.range = tuple(float(v) for v in m.jnt_range[self.jid])
-        lo, hi = self.range
-        closed = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
-        if abs(self.q_goal - closed) > abs(self.q0 - closed):
+        if _opens(m, self.jid, self.q_goal, self.q0):
             raise ValueError(
                 f"door {m.joint(self.jid).name}: PandaDoor pushes a door shut; "
                 "opening one is PandaDoorOpen's (door_stage)"
@@ -116,12 +114,17 @@ class PandaDoor(PA._Stage):
 def door_stage(env, atom: tuple, d: mujoco.MjData) -> PA._Stage:
     """The stage of a door's atom: pushed shut (`PandaDoor`) or opened by its handle bar."""
     jid = PA._joint_of(env, atom)[0]
-    q_goal, q0 = PA._q_goal(env, atom, jid), float(d.qpos[env.model.jnt_qposadr[jid]])
-    lo, hi = (float(v) for v in env.model.jnt_range[jid])
-    closed = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
-    if abs(q_goal - closed) > abs(q0 - closed):
+    q0 = float(d.qpos[env.model.jnt_qposadr[jid]])
+    if _opens(env.model, jid, PA._q_goal(env, atom, jid), q0):
         return PandaDoorOpen(env, atom, d)
     return PandaDoor(env, atom, d)
+
+
+def _opens(m: mujoco.MjModel, jid: int, q_goal: float, q0: float) -> bool:
+    """Whether a door's goal lies farther from shut than where it is now."""
+    lo, hi = (float(v) for v in m.jnt_range[jid])
+    closed = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
+    return abs(q_goal - closed) > abs(q0 - closed)
 
 
 class PandaDoorOpen(PA._Stage):
@@ -172,12 +175,8 @@ class PandaDoorOpen(PA._Stage):
     def _phase(self, env, b, d, run):
         c = self._closing(env, d, run)
         site = d.site_xpos[env.idx.site].copy()
-        if run.phase == 0:
-            return self.grasp + PA.UP * PA.HOVER, PA.OPEN, PA.DOWN, c, PA.REACHED, 0
-        if run.phase == 1:
-            return self.grasp, PA.OPEN, PA.DOWN, c, PA.FINE, 0
-        if run.phase == 2:
-            return run.fixed.setdefault("at", site), PA.CLOSE, PA.DOWN, c, PA.REACHED, PA.GRIP_STEPS
+        if (took := self._take(run, self.grasp, site, c)) is not None:
+            return took
         if run.phase == 3:  # the bar round the hinge, ahead of the door, the hand turning with it
             toward = float(np.sign(self.q_goal - self.q0)) * self.sign
             rz = _rz(self._turned(d) + toward * OPEN_LEAD)

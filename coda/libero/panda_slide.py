@@ -33,11 +33,10 @@ SLID = 0.01  # m: the drag ends with the object's origin this near the region's 
 
 
 def _region(env, atom: tuple, d: mujoco.MjData):
-    """(owner body id, region centre [3], region half extents [3], world) of an In atom."""
+    """(owner body id, region centre [3], world) of an In atom."""
     names = env.pt.layout.body_names
     owner = env.model.body(names[atom[2]]).id
-    rb = d.xmat[owner].reshape(3, 3)
-    return owner, d.xpos[owner] + rb @ np.asarray(atom[3]), np.abs(rb) @ np.asarray(atom[5])
+    return owner, d.xpos[owner] + d.xmat[owner].reshape(3, 3) @ np.asarray(atom[3])
 
 
 def slide_in(env, atom: tuple, d: mujoco.MjData) -> PandaSlide | None:
@@ -46,7 +45,7 @@ def slide_in(env, atom: tuple, d: mujoco.MjData) -> PandaSlide | None:
     if atom[0] != "in_region" or atom[2] < 0:
         return None
     m, names = env.model, env.pt.layout.body_names
-    owner, c, _ = _region(env, atom, d)
+    owner, c = _region(env, atom, d)
     geoms = PP.body_geoms(m, names[atom[1]])
     lo, hi = PP.world_box(d, m, geoms)
     ceiling, roof = np.inf, None
@@ -81,7 +80,7 @@ class PandaSlide(PA._Stage):
         super().__init__(env, atom)
         m, names = env.model, env.pt.layout.body_names
         self.obj = m.body(names[atom[1]]).id
-        _, self.centre, _ = _region(env, atom, d)
+        _, self.centre = _region(env, atom, d)
         far = max(
             part, key=lambda g: float(np.linalg.norm(d.geom_xpos[g][:2] - d.xpos[self.obj][:2]))
         )
@@ -97,12 +96,8 @@ class PandaSlide(PA._Stage):
     def _phase(self, env, b, d, run):
         site = d.site_xpos[env.idx.site].copy()
         c = self.closing
-        if run.phase == 0:
-            return self.grasp + PA.UP * PA.HOVER, PA.OPEN, PA.DOWN, c, PA.REACHED, 0
-        if run.phase == 1:
-            return self.grasp, PA.OPEN, PA.DOWN, c, PA.FINE, 0
-        if run.phase == 2:
-            return run.fixed.setdefault("at", site), PA.CLOSE, PA.DOWN, c, PA.REACHED, PA.GRIP_STEPS
+        if (took := self._take(run, self.grasp, site, c)) is not None:
+            return took
         if run.phase == 3:
             return run.fixed["at"] + PA.UP * LIFT, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0
         if run.phase == 4:  # the object's origin to the region's centre, re-aimed every step
