@@ -24,11 +24,26 @@ NOOP = np.array([[0.0] * 6 + [-1.0]])
 
 
 def _settled(suite: str, k: int, init: int = 0) -> PandaEnv:
-    env = PandaEnv(suite, suites.tasks(suite)[k], n_envs=1)
-    env.reset([init])
+    return _batch(suite, suites.tasks(suite)[k], [init])
+
+
+def _batch(suite: str, task: str, inits: list[int]) -> PandaEnv:
+    """One environment per initial state of the named task, after LIBERO's no-op steps."""
+    env = PandaEnv(suite, task, n_envs=len(inits))
+    env.reset(inits)
     for _ in range(10):  # LIBERO's protocol: no-op steps first
-        env.step(NOOP)
+        env.step(np.repeat(NOOP, len(inits), axis=0))
     return env
+
+
+def _all_succeed(env: PandaEnv, planner, suite: str) -> bool:
+    """Whether every environment succeeds within the suite's step cap."""
+    done = np.zeros(env.n_envs, bool)
+    for _ in range(suites.step_cap(suite)):
+        done |= env.step(planner.act(env))[1]
+        if done.all():
+            break
+    return bool(done.all())
 
 
 @pytest.fixture(scope="module")
@@ -270,18 +285,10 @@ def test_a_door_is_pushed_shut_and_what_is_not_scripted_is_refused_with_the_reas
     until it is shut, from initial states 0 and 1 (its door opened 90 and 105 deg). Carrying a
     mug into the microwave whose handle points into it (the hand would have to turn it on the
     way) is refused in one line (policy=planner then holds still)."""
-    env = PandaEnv("libero_90", "KITCHEN_SCENE6_close_the_microwave", n_envs=2)
-    env.reset([0, 1])
-    for _ in range(10):
-        env.step(np.repeat(NOOP, 2, axis=0))
+    env = _batch("libero_90", "KITCHEN_SCENE6_close_the_microwave", [0, 1])
     planner = PC.PandaPlanner(env)
     assert [type(s).__name__ for s in planner.stages] == ["PandaDoor"]
-    done = np.zeros(2, bool)
-    for _ in range(suites.step_cap("libero_90")):
-        done |= env.step(planner.act(env))[1]
-        if done.all():
-            break
-    assert done.all()
+    assert _all_succeed(env, planner, "libero_90")
     mug = PandaEnv("libero_10", suites.tasks("libero_10")[9], n_envs=1)
     mug.reset([0])
     d = mug.datas[0]
@@ -297,10 +304,7 @@ def test_a_door_is_pulled_open_by_its_handle_bar_and_one_without_a_bar_is_refuse
     vertical handle bar and carry it round the hinge until LIBERO's Open holds, within
     LIBERO-90's step cap; the hand turns with the door (its closing axis stays along the door's
     radius). The same door with its bar made a box has nothing to hold: refused in one line."""
-    env = PandaEnv("libero_90", "KITCHEN_SCENE7_open_the_microwave", n_envs=2)
-    env.reset([0, 1])
-    for _ in range(10):
-        env.step(np.repeat(NOOP, 2, axis=0))
+    env = _batch("libero_90", "KITCHEN_SCENE7_open_the_microwave", [0, 1])
     planner = PC.PandaPlanner(env)
     [stage] = planner.stages
     assert type(stage).__name__ == "PandaDoorOpen"
@@ -555,21 +559,13 @@ def test_a_drawer_that_only_closes_is_shut_before_another_is_pulled():
     its way back link 6 met the wine rack: the bottom drawer was never shut (0 of 10 states).
     A drawer no other atom opens or fills is shut first; both states succeed. The order of a
     drawer that is filled and then shut is kept."""
-    k = suites.tasks("libero_90").index(
-        "KITCHEN_SCENE4_close_the_bottom_drawer_of_the_cabinet_and_open_the_top_drawer"
-    )
-    env = PandaEnv("libero_90", suites.tasks("libero_90")[k], n_envs=2)
-    env.reset([1, 2])
-    for _ in range(10):
-        env.step(np.repeat(NOOP, 2, axis=0))
+    env = _batch(
+        "libero_90", "KITCHEN_SCENE4_close_the_bottom_drawer_of_the_cabinet_and_open_the_top_drawer",
+        [1, 2],
+    )  # fmt: skip
     plan = PC.PandaPlanner(env)
     assert [a[1] for a in plan.atoms] == [">", "<"]  # shut, then pull
-    done = np.zeros(2, bool)
-    for _ in range(suites.step_cap("libero_90")):
-        done |= env.step(plan.act(env))[1]
-        if done.all():
-            break
-    assert done.all()
+    assert _all_succeed(env, plan, "libero_90")
     filled = _settled(
         "libero_90",
         suites.tasks("libero_90").index(
@@ -583,17 +579,9 @@ def test_a_mug_is_still_taken_by_its_wall_beside_its_handle():
     """The rule that keeps a rim grasp's fingers off the object's own handle reads the outer
     finger only: read over the whole hand, it also turned mugs away from the wall beside their
     handle, and libero_10's two mugs on two plates failed from states 0 and 5 (both succeed)."""
-    k = suites.tasks("libero_10").index(
-        "LIVING_ROOM_SCENE5_put_the_white_mug_on_the_left_plate_and_put_the_yellow_and_white_mug_on_the_right_plate"
+    env = _batch(
+        "libero_10",
+        "LIVING_ROOM_SCENE5_put_the_white_mug_on_the_left_plate_and_put_the_yellow_and_white_mug_on_the_right_plate",
+        [0, 5],
     )
-    env = PandaEnv("libero_10", suites.tasks("libero_10")[k], n_envs=2)
-    env.reset([0, 5])
-    for _ in range(10):
-        env.step(np.repeat(NOOP, 2, axis=0))
-    plan = PC.PandaPlanner(env)
-    done = np.zeros(2, bool)
-    for _ in range(suites.step_cap("libero_10")):
-        done |= env.step(plan.act(env))[1]
-        if done.all():
-            break
-    assert done.all()
+    assert _all_succeed(env, PC.PandaPlanner(env), "libero_10")
