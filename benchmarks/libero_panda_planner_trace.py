@@ -22,6 +22,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP  # noqa: E402
 from coda.libero import suites  # noqa: E402
 from coda.libero.panda_env import PandaEnv  # noqa: E402
@@ -37,7 +38,7 @@ def trace(suite: str, name: str) -> list[str]:
     for t in range(STEPS):
         _, ok = env.step(plan.act(env))
         d, p = env.datas[0], plan.plans[0]
-        _, bottom, top = PP._extent(d, env.model, plan.geoms[p.obj])
+        _, bottom, top = PO.extent(d, env.model, plan.geoms[p.obj])
         gap = float(d.qpos[env.fingers[0]] - d.qpos[env.fingers[1]])
         site_z = float(d.site_xpos[env.idx.site][2])
         row = f"  step {t:3d} phase {p.phase} site z {site_z:.3f} object bottom {bottom:.3f} "

@@ -10,6 +10,7 @@ import pytest
 from coda.libero import osc, suites
 from coda.libero import panda as PD
 from coda.libero import panda_env as E
+from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero import scene as S
 
@@ -238,17 +239,17 @@ def test_a_bowl_is_taken_by_its_wall_and_a_box_across_its_width():
     tie, towards the current direction); a 14 cm round footprint (wider than the fingers open
     everywhere) by the wall of the side asked for, the fingers closing towards the centre."""
     box = np.c_[np.array([[x, y] for x in (-0.03, 0.03) for y in (-0.015, 0.015)]), np.zeros(4)]
-    xy, yaw, rim = PP.grasp_of(box + [0.5, 0.1, 0.0], current=0.0)
+    xy, yaw, rim = PO.grasp_of(box + [0.5, 0.1, 0.0], current=0.0)
     np.testing.assert_allclose(xy, [0.5, 0.1], atol=1e-6)
-    assert not rim and abs(PP._wrap(yaw - np.pi / 2)) < np.deg2rad(10.0)  # the width tie
+    assert not rim and abs(PO.wrap(yaw - np.pi / 2)) < np.deg2rad(10.0)  # the width tie
     a = np.linspace(0.0, 2 * np.pi, 36, endpoint=False)
     bowl = np.c_[0.07 * np.cos(a) + 0.5, 0.07 * np.sin(a), np.zeros_like(a)]
-    xy, yaw, rim = PP.grasp_of(bowl, current=0.0, side=0)  # the wall nearest the robot (-x)
-    assert rim and abs(PP._wrap(yaw)) < 1e-6
-    np.testing.assert_allclose(xy, [0.5 - 0.07 + PP.RIM_INSET, 0.0], atol=1e-6)
-    xy, yaw, rim = PP.grasp_of(bowl, current=0.0, side=2)  # the +y wall
-    np.testing.assert_allclose(xy, [0.5, 0.07 - PP.RIM_INSET], atol=1e-6)
-    assert abs(PP._wrap(yaw - np.pi / 2)) < 1e-6
+    xy, yaw, rim = PO.grasp_of(bowl, current=0.0, side=0)  # the wall nearest the robot (-x)
+    assert rim and abs(PO.wrap(yaw)) < 1e-6
+    np.testing.assert_allclose(xy, [0.5 - 0.07 + PO.RIM_INSET, 0.0], atol=1e-6)
+    xy, yaw, rim = PO.grasp_of(bowl, current=0.0, side=2)  # the +y wall
+    np.testing.assert_allclose(xy, [0.5, 0.07 - PO.RIM_INSET], atol=1e-6)
+    assert abs(PO.wrap(yaw - np.pi / 2)) < 1e-6
 
 
 def _width(corners: np.ndarray, yaw: float) -> float:
@@ -264,14 +265,14 @@ def test_the_closing_direction_is_across_the_narrowest_width():
     rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
     box = np.array([[x, y] for x in (-0.04, 0.04) for y in (-0.02, 0.02)]) @ rot.T
     corners = np.c_[box, np.zeros(4)]
-    yaw = PP.closing_yaw(corners, current=0.0)
-    assert _width(corners, yaw) <= 0.04 + PP.WIDTH_TIE + 1e-6
-    assert abs(PP._wrap(yaw - np.deg2rad(120.0))) < np.deg2rad(10.0)
+    yaw = PO.closing_yaw(corners, current=0.0)
+    assert _width(corners, yaw) <= 0.04 + PO.WIDTH_TIE + 1e-6
+    assert abs(PO.wrap(yaw - np.deg2rad(120.0))) < np.deg2rad(10.0)
     square = np.c_[np.array([[x, y] for x in (-0.03, 0.03) for y in (-0.03, 0.03)]), np.zeros(4)]
     current = np.deg2rad(80.0)  # nearer 90 (a 10 degree turn) than 0 (80 degrees)
-    yaw = PP.closing_yaw(square, current)
-    assert _width(square, yaw) <= 0.06 + PP.WIDTH_TIE + 1e-6
-    assert abs(PP._wrap(yaw - current)) <= np.deg2rad(10.0)
+    yaw = PO.closing_yaw(square, current)
+    assert _width(square, yaw) <= 0.06 + PO.WIDTH_TIE + 1e-6
+    assert abs(PO.wrap(yaw - current)) <= np.deg2rad(10.0)
 
 
 def test_scripted_planner_refuses_goals_it_cannot_plan():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from coda.libero import panda_chain as PC
-from coda.libero import panda_planner as PP
+from coda.libero import panda_outline as PO
 from coda.libero import suites
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.panda_env import PandaEnv
@@ -60,7 +60,7 @@ def test_the_pan_is_dragged_under_the_shelf_by_its_handle_without_being_lifted()
     assert done.all()
     assert rise < 0.02
     for d in env.datas:
-        assert PP.world_box(d, m, PP.body_geoms(m, PAN))[1][2] < board
+        assert PO.world_box(d, m, PO.body_geoms(m, PAN))[1][2] < board
 
 
 def _shelf_boards(env):

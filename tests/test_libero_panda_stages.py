@@ -10,6 +10,7 @@ import pytest
 from coda.libero import panda as PD
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_chain as PC
+from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero import suites
 from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents
@@ -229,23 +230,23 @@ def test_a_solid_object_too_wide_to_close_on_has_a_handle_a_bowl_does_not():
     d, m = env.datas[0], env.model
     planner = PC.PandaPlanner(env)
     mug = planner.stages[0].geoms[planner.stages[0].plans[0].obj]
-    part, _, solid = PP.handle_of(d, m, mug, 0.0)
+    part, _, solid = PO.handle_of(d, m, mug, 0.0)
     assert 0 < len(part) < len(mug) and not solid
     env = _settled("libero_10", 2)  # the moka pot
     d, m = env.datas[0], env.model
     pot = PC.PandaPlanner(env).stages[1]
     geoms = pot.geoms[pot.plans[0].obj]
-    part, yaw, solid = PP.handle_of(d, m, geoms, 0.0)
+    part, yaw, solid = PO.handle_of(d, m, geoms, 0.0)
     assert solid and 0 < len(part) < len(geoms)
-    lo, hi = PP.world_box(d, m, part)
-    body_lo, body_hi = PP.world_box(d, m, geoms)
+    lo, hi = PO.world_box(d, m, part)
+    body_lo, body_hi = PO.world_box(d, m, geoms)
     u = np.array([np.cos(yaw), np.sin(yaw)])
     assert abs((hi[:2] - lo[:2]) @ np.abs(u)) < 0.03  # narrow across the closing direction
     centre = (body_lo[:2] + body_hi[:2]) / 2
     assert np.linalg.norm((lo[:2] + hi[:2]) / 2 - centre) > 0.04  # off the body
     env = _settled("libero_goal", 1)  # the bowl
     bowl = PC.PandaPlanner(env).stages[0]
-    assert PP.handle_of(env.datas[0], env.model, bowl.geoms[bowl.plans[0].obj], 0.0) is None
+    assert PO.handle_of(env.datas[0], env.model, bowl.geoms[bowl.plans[0].obj], 0.0) is None
 
 
 class _Scripted:

@@ -40,6 +40,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda as PD
+from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
@@ -272,7 +273,7 @@ class PandaDrawer(_Stage):
         self.depth = float(np.abs(self.outward) @ ext)  # the bar's half depth along the motion
         self.top = float(ext[2])
         self.along = np.cross(UP, horizontal(self.outward))  # the bar's direction
-        objects = [PP.body_geoms(m, n) for n, _ in env.pt.task.problem.objects]
+        objects = [PO.body_geoms(m, n) for n, _ in env.pt.task.problem.objects]
         self.movable = [g for g in objects if len(g)]
         self.inside = None  # the pull done by pushing the front wall from inside (a low handle)
         # a shutting push's height and contact face (from the handle's centre, along outward):
@@ -358,11 +359,11 @@ class PandaDrawer(_Stage):
         wine bottle beside the start of libero_goal's way to the top drawer is passed above)."""
         low = float(self._h(d)[2]) - HAND_SPAN
         for geoms in self.movable:
-            lo, hi = PP.world_box(d, env.model, geoms)
+            lo, hi = PO.world_box(d, env.model, geoms)
             if (
                 hi[2] > low
-                and PP.near_segment(lo[:2], hi[:2], front[:2], front[:2], FRONT)  # near the point
-                and PP.near_segment(lo[:2], hi[:2], site[:2], front[:2], WAY_WIDTH)
+                and PO.near_segment(lo[:2], hi[:2], front[:2], front[:2], FRONT)  # near the point
+                and PO.near_segment(lo[:2], hi[:2], site[:2], front[:2], WAY_WIDTH)
             ):
                 return True
         return False

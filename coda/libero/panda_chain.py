@@ -23,6 +23,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda_articulate as PA
+from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.panda_door import door_stage, no_room_above
 from coda.libero.panda_insert import PandaInsert
@@ -102,7 +103,7 @@ def room_atom(env, atoms: tuple, atom: tuple, d: mujoco.MjData) -> tuple | None:
     mujoco.mj_kinematics(m, at)
     owner, obj = (m.body(lay.body_names[atom[i]]).id for i in (2, 1))
     _, o, face, wall, _ = drawer_limits(m, at, jid, owner, obj, atom)
-    pts = PP.geom_corners(at, m, PP.body_geoms(m, lay.body_names[atom[1]])) @ o
+    pts = PO.geom_corners(at, m, PO.body_geoms(m, lay.body_names[atom[1]])) @ o
     short = float(pts.max() - pts.min()) + 2 * PP.DRAWER_MARGIN - (wall - face)
     bound = max(q - short, lo + ROOM_TOL)  # the drawer opens towards q < 0 (drawer_limits)
     if not np.isfinite(short) or short <= 0 or bound >= q:

@@ -20,6 +20,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda_articulate as PA
+from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.planner_articulated import _door_bar
@@ -220,7 +221,7 @@ def no_room_above(env, atom: tuple, d: mujoco.MjData) -> str | None:
             floor = max(floor, float(gc[2] + ext[2]))
         elif gc[2] - ext[2] >= c[2]:
             ceiling = min(ceiling, float(gc[2] - ext[2]))
-    lo, hi = PP.world_box(d, m, PP.body_geoms(m, names[atom[1]]))
+    lo, hi = PO.world_box(d, m, PO.body_geoms(m, names[atom[1]]))
     room = ceiling - max(floor, c[2] - float((np.abs(rb) @ np.asarray(atom[5]))[2]))
     if room >= float(hi[2] - lo[2]) + ENCLOSED_CLEAR:
         return None

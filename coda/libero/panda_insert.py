@@ -21,7 +21,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda_articulate as PA
-from coda.libero.panda_planner import body_geoms
+from coda.libero.panda_outline import body_geoms
 from coda.libero.planner_insert import FLOOR_GAP, enclosure, handle_parts, object_geoms
 
 FACING = np.cos(np.deg2rad(30.0))  # the handle's direction within 30° of the opening's normal

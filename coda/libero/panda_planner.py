@@ -32,6 +32,18 @@ import numpy as np
 from coda.libero import panda as PD
 from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
+from coda.libero.panda_outline import (
+    RIM_SIDES,
+    body_geoms,
+    centre_xy,
+    extent,
+    geom_corners,
+    grasp_of,
+    handle_of,
+    near_segment,
+    world_box,
+    wrap,
+)
 from coda.libero.planner_geometry import drawer_limits
 
 OPEN, CLOSE = -1.0, 1.0
@@ -45,31 +57,15 @@ STALL = (5, 0.001)  # a descent that moved less than 1 mm over 5 steps met the o
 PLACE_ABOVE = 0.0  # m above the target the object's bottom is released
 REACHED = 0.01  # m: a waypoint is reached
 ALIGNED = np.deg2rad(2.0)  # the hand's yaw is aligned within this
-WIDTH_TIE = 0.005  # m: widths this close count as equal (the turn then is the smaller one)
 GRIP_STEPS = 10  # steps holding still while the fingers close / open (robosuite: 8 to close)
 MAX_MOVE = 80  # steps a move may take before the plan gives up
 DRAWER_MARGIN = 0.01  # m: kept between an object placed in a drawer and what bounds it
 ORIGIN_MARGIN = 0.02  # m: a placed object's origin this far inside its region's extent
 OVERHANG_CLEAR = 0.015  # m: a held object's outline clear of an overhang before it rises
 EXIT_RISE = 0.01  # m: the held object's slide out from under an overhang, this far up
-RIM_WIDTH = 0.07  # m: an object wider than this everywhere is taken by its rim wall (a bowl)
-RIM_INSET = 0.004  # m: the grasp site inside the object's outline for a rim grasp
 RIM_BELOW_TOP = 0.025  # m: the grasp site under the rim for a rim grasp
-SOLID_CORE = 0.5  # an object is solid when its core geom reaches this share of its height
 SPOT_NEAR = 0.05  # m: an object this near a region's extent stands in it (takes room)
 SPOT_USE = 0.8  # the share of a region's half extent a placement may move off its centre
-HANDLE_REACH = 0.02  # m: geoms this near the outermost one's distance from the core, and
-HANDLE_SPAN = 0.05  # m: this near the outermost one itself, are its handle
-HANDLE_SHARE = 0.3  # a handle is at most this share of an object's geoms (moka pot: 4 / 15)
-HOLLOW_HANDLE_SHARE = 0.15  # of a hollow one's (a mug's: 3 / 39; a tilted bowl's side: 9 / 40)
-HANDLE_OUT = 0.02  # m: how much farther than the median geom a handle reaches (a bowl's wall
-# pieces are all about as far)
-RIM_SIDES = (
-    (-1.0, 0.0),
-    (0.0, -1.0),
-    (0.0, 1.0),
-    (1.0, 0.0),
-)  # the walls of a rim grasp (tried nearest the hand's start first)
 HAND_HALF = 0.11  # m: the hand's half length along the fingers' closing axis
 HAND_THICK = 0.04  # m: the hand's half thickness across it (with a margin)
 PALM_ABOVE = 0.03  # m: the palm's underside above the grasp site
@@ -78,8 +74,6 @@ FINGER_REACH = 0.055  # m: the open fingers' outer faces from the grasp site
 FINGER_HALF = 0.015  # m: the fingers' half width across the closing axis (with a margin)
 FINGER_BELOW = 0.02  # m: the fingertips' reach under the grasp site (with a margin)
 GRIPPER_PREFIX = "gripper0_"  # the gripper's bodies (robosuite's names, `coda.libero.panda`)
-_ANGLES = np.deg2rad(np.arange(0.0, 180.0, 2.0))  # closing directions tried for the width
-_SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
 
 
 @dataclasses.dataclass
@@ -128,114 +122,6 @@ def goal_of(task) -> tuple[str, str] | None:
     return goal[0][1], goal[0][2]
 
 
-def body_geoms(model: mujoco.MjModel, prefix: str) -> np.ndarray:
-    """Colliding geom ids of the bodies named `prefix` or `prefix/...` (an object's parts)."""
-    bodies = [
-        b
-        for b in range(model.nbody)
-        if model.body(b).name == prefix or model.body(b).name.startswith(prefix + "/")
-    ]
-    return np.concatenate([collision_geoms(model, b) for b in bodies] or [np.zeros(0, int)])
-
-
-def world_box(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray):
-    """(lo [3], hi [3]) of the world-aligned box around `geoms`."""
-    lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
-    for g in geoms:
-        half = geom_half_extents(model, g, d.geom_xmat[g].reshape(3, 3))
-        lo = np.minimum(lo, d.geom_xpos[g] - half)
-        hi = np.maximum(hi, d.geom_xpos[g] + half)
-    return lo, hi
-
-
-def _extent(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray):
-    """(xy centre, bottom z, top z) of the world box around `geoms`."""
-    lo, hi = world_box(d, model, geoms)
-    return (lo[:2] + hi[:2]) / 2, float(lo[2]), float(hi[2])
-
-
-def geom_corners(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray) -> np.ndarray:
-    """World corners [8 n, 3] of `geoms`' bounding boxes in their own frames (a rotated
-    object's footprint, not its world-aligned box)."""
-    pts = []
-    for g in geoms:
-        c, h = model.geom_aabb[g, :3], model.geom_aabb[g, 3:]
-        pts.append(d.geom_xpos[g] + (c + _SIGNS * h) @ d.geom_xmat[g].reshape(3, 3).T)
-    return np.concatenate(pts)
-
-
-def _wrap(a: float) -> float:
-    """An angle between two closing directions (which are lines: modulo pi) in [-pi/2, pi/2)."""
-    return float((a + np.pi / 2) % np.pi - np.pi / 2)
-
-
-def narrowest(corners: np.ndarray, current: float) -> tuple[float, float]:
-    """(yaw, width): the closing direction (rad) across the object's narrowest horizontal
-    width, and that width; of widths within `WIDTH_TIE` of the narrowest, the direction
-    nearest `current`."""
-    u = np.stack([np.cos(_ANGLES), np.sin(_ANGLES)], axis=1)
-    proj = corners[:, :2] @ u.T
-    width = proj.max(axis=0) - proj.min(axis=0)
-    ok = np.flatnonzero(width <= width.min() + WIDTH_TIE)
-    i = min(ok, key=lambda i: abs(_wrap(_ANGLES[i] - current)))
-    return float(_ANGLES[i]), float(width[i])
-
-
-def closing_yaw(corners: np.ndarray, current: float) -> float:
-    """The closing direction (yaw, rad) of `narrowest`."""
-    return narrowest(corners, current)[0]
-
-
-def grasp_of(corners: np.ndarray, current: float, side: int = 0):
-    """(grasp site xy, closing yaw, rim): across the narrowest width at the footprint's
-    centre; for an object wider than `RIM_WIDTH` everywhere (a bowl), the fingers straddle
-    its wall on `RIM_SIDES[side]`, closing towards the centre."""
-    yaw, width = narrowest(corners, current)
-    centre = _centre(corners)
-    if width <= RIM_WIDTH:
-        return centre, yaw, False
-    u = np.asarray(RIM_SIDES[side])
-    half = (corners[:, :2].max(axis=0) - corners[:, :2].min(axis=0)) / 2
-    wall = centre + u * (half - RIM_INSET)
-    return wall, float(np.arctan2(u[1], u[0])), True
-
-
-def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: float):
-    """(handle geoms, closing yaw, solid) of an object: the geoms about as far from its core
-    (its geom of largest footprint) as the outermost one and near it, when that one sticks
-    out (`HANDLE_OUT`) and they are narrow enough to close on (a moka pot's or a mug's
-    handle; a bowl's wall pieces, all about as far, are not);
-    solid: the core reaches `SOLID_CORE` of the object's height (a moka pot, not a mug or a
-    bowl, whose core is the floor). None without such a part."""
-    lo, hi = world_box(d, m, geoms)
-    boxes = [world_box(d, m, np.array([g])) for g in geoms]
-    core = max(boxes, key=lambda b: float(np.prod(b[1][:2] - b[0][:2])))
-    centre = (core[0][:2] + core[1][:2]) / 2
-    dist = np.array([np.linalg.norm((b[0][:2] + b[1][:2]) / 2 - centre) for b in boxes])
-    mid = np.array([(b[0][:2] + b[1][:2]) / 2 for b in boxes])
-    near = np.linalg.norm(mid - mid[int(np.argmax(dist))], axis=1) <= HANDLE_SPAN
-    part = np.asarray(geoms)[(dist >= dist.max() - HANDLE_REACH) & near]
-    yaw, width = narrowest(geom_corners(d, m, part), current)
-    if width > RIM_WIDTH or dist.max() - np.median(dist) < HANDLE_OUT:
-        return None
-    solid = bool(core[1][2] >= lo[2] + SOLID_CORE * (hi[2] - lo[2]))
-    if len(part) > (HANDLE_SHARE if solid else HOLLOW_HANDLE_SHARE) * len(geoms):
-        return None  # a tilted bowl's raised side, not a handle
-    return part, yaw, solid
-
-
-def _centre(corners: np.ndarray) -> np.ndarray:
-    return (corners[:, :2].min(axis=0) + corners[:, :2].max(axis=0)) / 2
-
-
-def near_segment(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray, r: float):
-    """Whether the segment a -> b (xy) passes within `r` of the box [lo, hi] (xy)."""
-    t = np.linspace(0.0, 1.0, 41)[:, None]
-    p = a + t * (b - a)
-    gap = np.maximum(np.maximum(lo - p, p - hi), 0.0)
-    return bool((np.linalg.norm(gap, axis=1) <= r).any())
-
-
 class PandaPickPlace:
     """One plan per environment of a `PandaEnv`; `act(env)` -> actions [B, 7]."""
 
@@ -279,7 +165,7 @@ class PandaPickPlace:
                     plan.spot = self._free_spot(env, d, plan, p)
             p[:2] = plan.spot
             return p[:2], float(p[2])
-        xy, _, top = _extent(d, env.model, self.geoms[plan.target])
+        xy, _, top = extent(d, env.model, self.geoms[plan.target])
         return xy, top
 
     def _free_spot(self, env, d: mujoco.MjData, plan: Plan, p: np.ndarray) -> np.ndarray:
@@ -342,7 +228,7 @@ class PandaPickPlace:
         if handle is not None and handle[2]:  # too wide to close on: a solid one by its
             lo, hi = world_box(d, env.model, handle[0])  # handle (a hollow one by its wall)
             plan.handle_z = float(lo[2] + hi[2]) / 2
-            return (lo[:2] + hi[:2]) / 2, _wrap(handle[1] - current), False
+            return (lo[:2] + hi[:2]) / 2, wrap(handle[1] - current), False
         own = []  # a rim grasp's fingers stay off the object's own handle (a pan's)
         if handle is not None:  # a mug: the walls of its body (the handle's side is air)
             corners = geom_corners(d, env.model, np.setdiff1d(geoms, handle[0]))
@@ -361,7 +247,7 @@ class PandaPickPlace:
                     plan.side = i
                     break
         xy, want, rim = grasp_of(corners, current, plan.side)
-        return xy, _wrap(want - current), rim
+        return xy, wrap(want - current), rim
 
     def _hand_clear(self, env, d, xy: np.ndarray, yaw: float, z: float, outer=()) -> bool:
         """Whether the hand, its site at (xy, z) and its fingers closing along `yaw`, is clear
@@ -463,7 +349,7 @@ class PandaPickPlace:
     def _waypoint(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float, float]:
         """(site target [3], gripper command, turn about the vertical) of the plan's phase;
         the hand turns only on the way to above the object."""
-        _, bottom, top = _extent(d, env.model, self.geoms[plan.obj])
+        _, bottom, top = extent(d, env.model, self.geoms[plan.obj])
         site = d.site_xpos[env.idx.site]
         if plan.phase in (1, 2):
             gxy, yaw, rim = self._grasp(env, d, plan)
@@ -493,7 +379,7 @@ class PandaPickPlace:
             return 0.0
         want = 0.0 if short == 0 else np.pi / 2  # the fingers close across the short axis
         now = float(np.arctan2(c[1], c[0]))
-        turns = [_wrap(want - now), _wrap(want + np.pi - now)]
+        turns = [wrap(want - now), wrap(want + np.pi - now)]
         return min(turns, key=abs)
 
     def _move(self, env, d: mujoco.MjData, plan: Plan, site: np.ndarray, bottom: float):
@@ -504,7 +390,7 @@ class PandaPickPlace:
             plan.hang = float(site[2] - bottom)
             if plan.on_other is None:  # what it stands on, before the fingers take its weight
                 plan.on_other = self._touches_other(d, plan)
-            plan.offset = site[:2] - _centre(geom_corners(d, env.model, self.geoms[plan.obj]))
+            plan.offset = site[:2] - centre_xy(geom_corners(d, env.model, self.geoms[plan.obj]))
             plan.origin = site[:2] - d.body(plan.obj).xpos[:2]
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
@@ -512,7 +398,7 @@ class PandaPickPlace:
             # the centre as it hangs while the hand turns it to fit a container (`_align_yaw`),
             # then kept for the descent (a tilt on the way down moves the outline's centre,
             # not the object)
-            plan.offset = site[:2] - _centre(geom_corners(d, env.model, self.geoms[plan.obj]))
+            plan.offset = site[:2] - centre_xy(geom_corners(d, env.model, self.geoms[plan.obj]))
             plan.origin = site[:2] - d.body(plan.obj).xpos[:2]
         txy = self._origin_inside(d, plan, txy + plan.offset)  # the centre over the target's
         if plan.phase == 4:  # lift (out from under an overhang first, just off the table)

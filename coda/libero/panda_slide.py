@@ -22,6 +22,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda_articulate as PA
+from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.geoms import collision_geoms, geom_half_extents
 
@@ -46,8 +47,8 @@ def slide_in(env, atom: tuple, d: mujoco.MjData) -> PandaSlide | None:
         return None
     m, names = env.model, env.pt.layout.body_names
     owner, c = _region(env, atom, d)
-    geoms = PP.body_geoms(m, names[atom[1]])
-    lo, hi = PP.world_box(d, m, geoms)
+    geoms = PO.body_geoms(m, names[atom[1]])
+    lo, hi = PO.world_box(d, m, geoms)
     ceiling, roof = np.inf, None
     for g in collision_geoms(m, owner):
         gc, ext = d.geom_xpos[g], geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
@@ -60,7 +61,7 @@ def slide_in(env, atom: tuple, d: mujoco.MjData) -> PandaSlide | None:
             ceiling, roof = float(gc[2] - ext[2]), (gc.copy(), ext)
     if ceiling < hi[2] + UNDER_CLEAR:
         return None  # no room under the ceiling
-    handle = PP.handle_of(d, m, geoms, 0.0)
+    handle = PO.handle_of(d, m, geoms, 0.0)
     if roof is None or handle is None:
         return None
     stage = PandaSlide(env, atom, d, handle[0], handle[1])
