@@ -42,6 +42,18 @@ def body_half(m: mujoco.MjModel, d: mujoco.MjData, body: int) -> np.ndarray:
     return np.maximum(np.maximum(-box[0], box[1]), 1e-3)
 
 
+def region_axes(d: mujoco.MjData, site: int, half: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(axes [2, 2], reach [2]) of a region on the table: its site's two most horizontal axes
+    as unit xy columns, and the region's half extents along them. LIBERO turns some region
+    sites on end (the shelf's and the caddy's front: half sizes (0.035, 0.086, 0.156) in the
+    site's frame, (0.156, 0.086, 0.035) in the world), so the site's first two axes are not
+    always the horizontal ones."""
+    rot = d.site_xmat[site].reshape(3, 3)
+    cols = sorted(range(3), key=lambda i: abs(rot[2, i]))[:2]
+    axes = np.stack([rot[:2, i] / max(float(np.linalg.norm(rot[:2, i])), 1e-9) for i in cols], 1)
+    return axes, np.array([float(half[i]) for i in cols])
+
+
 WALL_REACH = 0.03  # m: a container's walls are looked for this far outside its region
 
 
@@ -53,10 +65,9 @@ def between_walls(m: mujoco.MjModel, d: mujoco.MjData, site: int, half: np.ndarr
     a wall on both sides, the site's own coordinate. A caddy's compartment is not centred on
     its region's site: an object nearly as long as the compartment is wide, put at the site,
     came down on the top of one wall."""
-    c, rot = d.site_xpos[site], d.site_xmat[site].reshape(3, 3)
-    cols = sorted(range(3), key=lambda i: abs(rot[2, i]))[:2]  # LIBERO turns some sites on end
-    axes = [rot[:2, i] / max(float(np.linalg.norm(rot[:2, i])), 1e-9) for i in cols]
-    reach = [float(half[i]) for i in cols]
+    c = d.site_xpos[site]
+    frame, reach = region_axes(d, site, half)
+    axes = [frame[:, 0], frame[:, 1]]
     faces = [[-np.inf, np.inf], [-np.inf, np.inf]]  # per axis: (the - side's, the + side's)
     for g in collision_geoms(m, int(m.site_bodyid[site])):
         ext = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))  # world-aligned

@@ -12,7 +12,8 @@ an episode's plan does not depend on the batch it runs in. A door is pushed shut
 open by its handle bar (`panda_door`). An object going into a region too low for a hand above
 it (a microwave) is carried in by its handle with the hand pitched down from horizontal
 (`panda_insert`), or refused with the reason; one already standing on the floor of a region
-under a shelf is dragged in by its handle (`panda_slide`).
+under a shelf is dragged in by its handle (`panda_slide`); one too tall to stand in its drawer
+with its origin inside the region is put at one end and pushed over to lie (`panda_lay`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.panda_door import door_stage, no_room_above
 from coda.libero.panda_insert import PandaInsert
+from coda.libero.panda_lay import lay_down
 from coda.libero.panda_slide import slide_in
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import (
@@ -78,7 +80,7 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
         raise ValueError(f"no Panda stage for atom kind {atom[0]!r}")
     stage = PP.PandaPickPlace(env, goal, settle=first)
     stage.atom = atom
-    return stage
+    return lay_down(env, atom, d, stage) or stage  # too tall to stand in its drawer: laid
 
 
 def room_atom(env, atoms: tuple, atom: tuple, d: mujoco.MjData) -> tuple | None:

@@ -30,7 +30,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda as PD
-from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents
+from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents, region_axes
 from coda.libero.osc import OSCConfig
 from coda.libero.panda_outline import (
     RIM_SIDES,
@@ -145,6 +145,7 @@ class PandaPickPlace:
         self.drawer = _drawer_of(m, target) if is_site else None
         self.atom = None  # the goal atom, when a `PandaPlanner` stage
         self.slot: tuple = ()  # (x, y) in the region's frame: its place in a shared region
+        self.shift = 0.0  # m: a drawer spot moved along the drawer's width (`panda_lay`)
 
     def begin(self, env, b: int, again: bool = False) -> None:
         """Start (`again`: over, without the settle) in environment b (a `PandaPlanner` stage)."""
@@ -173,25 +174,25 @@ class PandaPickPlace:
         region's centre, or, for a surface (an On region) where objects already stand, its
         point farthest from them within its extent. Into a container (an In region: a basket)
         objects go to the middle (moved towards a wall, they land on its rim)."""
-        on = self.atom is not None and self.atom[0] == "on_region"
-        half = np.asarray(self.atom[5][:2]) if on else np.zeros(2)
-        rot = d.site(plan.target).xmat.reshape(3, 3)[:2, :2]
+        site = d.site(plan.target)
         if self.slot:
-            return p[:2] + rot @ np.asarray(self.slot)
-        taken = []
-        for geoms in self.movable:
-            lo, hi = world_box(d, env.model, geoms)
-            c = (lo[:2] + hi[:2]) / 2
-            if (np.abs(rot.T @ (c - p[:2])) <= half + SPOT_NEAR).all():
-                taken.append(c)
-        if not taken or not half.any():  # an In region: between its walls (`between_walls`)
-            site = d.site(plan.target)
+            return p[:2] + site.xmat.reshape(3, 3)[:2, :2] @ np.asarray(self.slot)
+        if self.atom is None or self.atom[0] != "on_region":  # an In region: between its walls
             inside = self.atom is not None and self.atom[0] == "in_region"
             return (
                 between_walls(env.model, d, site.id, np.asarray(self.atom[5]))
                 if inside
                 else p[:2].copy()
             )
+        rot, half = region_axes(d, site.id, np.asarray(self.atom[5]))  # some stand on end
+        taken = []
+        for geoms in self.movable:
+            lo, hi = world_box(d, env.model, geoms)
+            c = (lo[:2] + hi[:2]) / 2
+            if (np.abs(rot.T @ (c - p[:2])) <= half + SPOT_NEAR).all():
+                taken.append(c)
+        if not taken or not half.any():
+            return p[:2].copy()
         grid = np.stack(np.meshgrid(*[np.linspace(-h, h, 7) for h in half * SPOT_USE]), -1)
         cand = p[:2] + grid.reshape(-1, 2) @ rot.T
         gap = np.min([np.linalg.norm(cand - c, axis=1) for c in taken], axis=0)
@@ -215,7 +216,7 @@ class PandaPickPlace:
             t = float(np.clip(0.0, lo + DRAWER_MARGIN, hi - DRAWER_MARGIN))
         else:
             t = (lo + hi) / 2 if np.isfinite(lo + hi) else 0.0
-        return (c + o * t)[:2]
+        return (c + o * t + np.array([-o[1], o[0], 0.0]) * self.shift)[:2]
 
     def _grasp(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float, bool]:
         """`grasp_of` the object now, and the turn (rad, about the vertical) to its yaw; a
@@ -427,8 +428,8 @@ class PandaPickPlace:
         down centred on the stove's 15 cm region, its origin outside)."""
         if self.atom is None or self.atom[0] not in ("on_region", "in_region"):
             return sxy
-        rot = d.site(plan.target).xmat.reshape(3, 3)[:2, :2]
-        half = np.maximum(np.asarray(self.atom[5][:2]) - ORIGIN_MARGIN, 0.0)
+        rot, reach = region_axes(d, d.site(plan.target).id, np.asarray(self.atom[5]))
+        half = np.maximum(reach - ORIGIN_MARGIN, 0.0)
         local = rot.T @ (sxy - plan.origin - d.site(plan.target).xpos[:2])
         return sxy + rot @ (np.clip(local, -half, half) - local)
 
