@@ -15,8 +15,9 @@ the first side (nearest the hand's start first) where the hand and the open fing
 neighbours. Position actions point at the
 phase's waypoint (`(target - site) / 0.05`, clipped: OSC_POSE's goal lands on the waypoint
 once within 5 cm); rotation actions turn the hand about the world's vertical only; the gripper
-command is the phase's. Not handled: a bowl lying tilted against what it slid off, a hand
-whose way down to a grasp passes under an overhang (an opened drawer beside the object).
+command is the phase's. Where the hand's exact shape would meet an overhang on the way down
+(an opened drawer's handle over the object), it comes down beside it and moves in at the
+grasp's height (`panda_beside`). Not handled: a bowl lying tilted against what it slid off.
 
 Used for recorded episodes that succeed (`benchmarks/libero_reference/scripted_episodes.py`):
 the fidelity benchmark replays them in LIBERO itself and compares success.
@@ -32,6 +33,7 @@ import numpy as np
 from coda.libero import panda as PD
 from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents, region_axes
 from coda.libero.osc import OSCConfig
+from coda.libero.panda_beside import Clearance, beside
 from coda.libero.panda_outline import (
     RIM_SIDES,
     body_geoms,
@@ -56,6 +58,7 @@ TIP_MARGIN = 0.004  # m between the fingertips' lowest point and the table at th
 STALL = (5, 0.001)  # a descent that moved less than 1 mm over 5 steps met the object's top
 PLACE_ABOVE = 0.0  # m above the target the object's bottom is released
 REACHED = 0.01  # m: a waypoint is reached
+DOWN_TILT = np.deg2rad(10.0)  # the hand this near straight down reads its way beside an overhang
 ALIGNED = np.deg2rad(2.0)  # the hand's yaw is aligned within this
 GRIP_STEPS = 10  # steps holding still while the fingers close / open (robosuite: 8 to close)
 MAX_MOVE = 80  # steps a move may take before the plan gives up
@@ -100,6 +103,8 @@ class Plan:
     home_xy: np.ndarray | None = None  # the hand's xy at its environment's first step
     turned: bool = False  # the hand turned the held object to fit its container
     origin: np.ndarray | None = None  # grasp site xy - the object's origin xy, once held
+    beside: np.ndarray | None = None  # the shift to come down at beside an overhang (`beside`)
+    inside: bool = False  # down beside it: moving in at the grasp's height
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -354,14 +359,35 @@ class PandaPickPlace:
         site = d.site_xpos[env.idx.site]
         if plan.phase in (1, 2):
             gxy, yaw, rim = self._grasp(env, d, plan)
-            if plan.phase == 1:  # above the object
+            plan.grasp_z = self._grasp_z(env, d, plan, bottom, top, rim)
+            if plan.beside is None and self._points_down(env, d):  # an overhang over the
+                plan.beside = self._beside(env, d, plan, gxy, yaw, top)  # grasp: beside it
+            shift = np.zeros(2) if plan.beside is None else plan.beside
+            if plan.phase == 1:  # above the object (or beside it)
                 far = np.linalg.norm(gxy - site[:2]) > REACHED
-                return np.r_[gxy, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
-            plan.grasp_z = self._grasp_z(env, d, plan, bottom, top, rim)  # down to the grasp
+                return np.r_[gxy + shift, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
+            down = np.r_[gxy + shift, plan.grasp_z]  # down to the grasp (beside it, then in)
+            plan.inside |= bool(shift.any()) and np.linalg.norm(down - site) < REACHED
+            if shift.any() and not plan.inside:
+                return down, OPEN, 0.0
             return np.r_[gxy, plan.grasp_z], OPEN, 0.0
         yaw = self._align_yaw(env, d, plan) if plan.phase == 5 else 0.0
         plan.turned |= yaw != 0.0
         return (*self._move(env, d, plan, site, bottom), yaw)
+
+    @staticmethod
+    def _points_down(env, d: mujoco.MjData) -> bool:
+        """The hand points within `DOWN_TILT` of straight down (not turning out of a pull)."""
+        a = d.site_xpos[env.idx.site] - d.xpos[env.hand]
+        return float(-a[2] / max(float(np.linalg.norm(a)), 1e-9)) > np.cos(DOWN_TILT)
+
+    def _beside(self, env, d, plan: Plan, gxy: np.ndarray, turn: float, top: float):
+        """`panda_beside.beside` for the hand turned by `turn` (rad) from now: the shift [2]
+        to come down at, zeros where it comes straight down."""
+        a = float(np.arctan2(*d.xaxis[self.finger_joint][1::-1])) + turn
+        clear = Clearance(env, d, set(self.geoms[plan.obj].tolist()))
+        shift = beside(clear, gxy, np.array([np.cos(a), np.sin(a)]), plan.grasp_z, top + CLEAR)
+        return np.zeros(2) if shift is None else shift
 
     def _align_yaw(self, env, d: mujoco.MjData, plan: Plan) -> float:
         """The turn (rad, about the vertical) that lays a held object's long side along an In
@@ -452,8 +478,8 @@ class PandaPickPlace:
         waiting = plan.phase in (0, 3, 7)
         limit = SETTLE_STEPS if plan.phase == 0 else GRIP_STEPS if waiting else MAX_MOVE
         reached = np.linalg.norm(err) < REACHED and abs(yaw) < ALIGNED
-        if plan.phase in (2, 6):  # a descent ends where it stalls too: the palm on a tall
-            # object's top; a carried object on what is under it (a drawer's cabinet)
+        if plan.phase in (2, 6) and not plan.inside:  # a descent ends where it stalls too:
+            # the palm on a tall object's top; a carried object on what is under it (a drawer)
             plan.heights.append(float(d.site_xpos[env.idx.site][2]))
             n, tol = STALL
             reached |= len(plan.heights) > n and plan.heights[-n - 1] - plan.heights[-1] < tol
