@@ -7,7 +7,8 @@ no-op steps), move above the object while turning the hand about the vertical so
 close across the object's narrowest horizontal width, descend to its middle (no lower than the
 fingertips allow over the table, and with the palm kept over a tall object's top), close, lift,
 carry the object's centre above the target (a site: a region, a drawer's pulled-out part, a
-surface's free point; or a body: the top of a plate) high enough that the hanging object clears
+surface's free point; or a body: the top of a plate, with the object's origin as it hangs over
+the plate's, which ν's On reads) high enough that the hanging object clears
 everything near the way, lower until it touches, open, lift. An object wider than the fingers
 open everywhere is taken by its handle when solid (a moka pot), else by its wall, 2.5 cm under
 the rim (a bowl; a mug by its body's wall, the handle left out), the fingers straddling it on
@@ -427,7 +428,11 @@ class PandaPickPlace:
             # not the object)
             plan.offset = site[:2] - centre_xy(geom_corners(d, env.model, self.geoms[plan.obj]))
             plan.origin = site[:2] - d.body(plan.obj).xpos[:2]
-        txy = self._origin_inside(d, plan, txy + plan.offset)  # the centre over the target's
+        if plan.target_is_site:
+            txy = self._origin_inside(d, plan, txy + plan.offset)  # the centre over the target's
+        else:  # ν's On over an object reads the two origins (within 3 cm): origin over origin
+            # as it hangs now (a mug held by its wall hangs tilted, its origin ~4 cm off)
+            txy = d.body(plan.target).xpos[:2] + site[:2] - d.body(plan.obj).xpos[:2]
         if plan.phase == 4:  # lift (out from under an overhang first, just off the table)
             plan.carry_z = plan.carry_z or self._carry_z(env, d, plan)
             if plan.exit is None:
