@@ -43,6 +43,7 @@ from coda.libero.panda_outline import (
     geom_corners,
     grasp_of,
     handle_of,
+    narrowest,
     near_segment,
     world_box,
     wrap,
@@ -399,14 +400,15 @@ class PandaPickPlace:
             return 0.0
         half = np.abs(d.site(plan.target).xmat.reshape(3, 3)) @ np.asarray(self.atom[5])
         c = d.xaxis[self.finger_joint][:2]
-        c = c / max(float(np.linalg.norm(c)), 1e-9)
-        along = np.array([-c[1], c[0]])
-        pts = geom_corners(d, env.model, self.geoms[plan.obj])[:, :2]
+        corners = geom_corners(d, env.model, self.geoms[plan.obj])
+        # the object's own thin direction as it hangs, not the fingers' (a book taken 10°
+        # off its thickness came down 10° turned onto a wall of a compartment 8 mm longer)
+        now, _ = narrowest(corners, float(np.arctan2(c[1], c[0])))
+        along = np.array([-np.sin(now), np.cos(now)])
         short = int(np.argmin(half[:2]))
-        if np.ptp(pts @ along) <= 2 * half[short] or half[1 - short] < 1.2 * half[short]:
+        if np.ptp(corners[:, :2] @ along) <= 2 * half[short] or half[1 - short] < 1.2 * half[short]:
             return 0.0
-        want = 0.0 if short == 0 else np.pi / 2  # the fingers close across the short axis
-        now = float(np.arctan2(c[1], c[0]))
+        want = 0.0 if short == 0 else np.pi / 2  # its thin side across the short axis
         turns = [wrap(want - now), wrap(want + np.pi - now)]
         return min(turns, key=abs)
 
@@ -477,6 +479,9 @@ class PandaPickPlace:
         target, grip, yaw = self._waypoint(env, d, plan)
         err = target - d.site_xpos[env.idx.site]
         out[:3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)
+        if plan.turned and plan.phase in (5, 6):  # turned to fit a narrow container: the
+            # hand is righted too (the held object hangs as the hand points)
+            out[3:5] = np.clip(_untilt(env, d)[:2] / OSCConfig.max_delta_rot, -1.0, 1.0)
         out[5] = np.clip(yaw / OSCConfig.max_delta_rot, -1.0, 1.0)
         out[6] = grip
         plan.count += 1
@@ -493,6 +498,22 @@ class PandaPickPlace:
         if moved and plan.phase < 8:
             plan.phase, plan.count, plan.heights = plan.phase + 1, 0, []
         return out, finished
+
+
+def _untilt(env, d: mujoco.MjData) -> np.ndarray:
+    """Axis-angle [3] (world) that turns the hand from its pointing now to straight down.
+    OSC_POSE's delta rotation is about the hand's present orientation, so a hand tipped by a
+    contact or an off-centre load stays tipped unless turned back (a book held 8° tipped came
+    down onto the wall of a caddy's compartment 3 mm longer than it). Righting every carry
+    lost episodes: near a cabinet the arm, straightened, could not reach the carry height."""
+    a = d.site_xpos[env.idx.site] - d.xpos[env.hand]
+    a = a / max(float(np.linalg.norm(a)), 1e-9)
+    down = np.array([0.0, 0.0, -1.0])
+    axis = np.cross(a, down)
+    sin = float(np.linalg.norm(axis))
+    if sin < 1e-9:
+        return np.zeros(3)
+    return axis / sin * float(np.arctan2(sin, float(a @ down)))
 
 
 def _finger_geoms(m: mujoco.MjModel) -> np.ndarray:
