@@ -21,6 +21,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from coda.libero import panda as PD
 from coda.libero.geoms import collision_geoms
 
 ARM_LINKS = ("link6",)  # the arm's links tested beside the hand (robosuite's names)
@@ -81,10 +82,14 @@ class Clearance:
 
     @staticmethod
     def frame(env, d: mujoco.MjData) -> np.ndarray:
-        """[3, 3] columns: the closing axis, across it, up (the hand pointing down)."""
-        from coda.libero.panda_articulate import hand_axes
-
-        ap, cl = hand_axes(env, d)
+        """[3, 3] columns: the closing axis, across it, up (the hand pointing down): the
+        hand's pointing (wrist to grasp site) and its left finger's joint axis, as
+        `panda_articulate.hand_axes` reads them (not imported: it imports the planner)."""
+        ap = d.site_xpos[env.idx.site] - d.xpos[env.hand]
+        ap = ap / np.linalg.norm(ap)
+        cl = d.xaxis[env.model.joint(PD.FINGER_JOINTS[0]).id].copy()
+        cl = cl - ap * (ap @ cl)
+        cl = cl / np.linalg.norm(cl)
         return np.stack([cl, np.cross(ap, cl), -ap], axis=1)
 
     def gap(self, p, closing, margin: float = MARGIN, obj: bool = False) -> float:
