@@ -65,6 +65,7 @@ ALIGNED = np.deg2rad(2.0)  # the hand's yaw is aligned within this
 GRIP_STEPS = 10  # steps holding still while the fingers close / open (robosuite: 8 to close)
 MAX_MOVE = 80  # steps a move may take before the plan gives up
 DRAWER_MARGIN = 0.01  # m: kept between an object placed in a drawer and what bounds it
+SWING = 0.08  # m: a held object's origin swings at most this far from where it was taken
 ORIGIN_MARGIN = 0.02  # m: a placed object's origin this far inside its region's extent
 OVERHANG_CLEAR = 0.015  # m: a held object's outline clear of an overhang before it rises
 EXIT_RISE = 0.01  # m: the held object's slide out from under an overhang, this far up
@@ -433,8 +434,12 @@ class PandaPickPlace:
         if plan.target_is_site:
             txy = self._origin_inside(d, plan, txy + plan.offset)  # the centre over the target's
         else:  # ν's On over an object reads the two origins (within 3 cm): origin over origin
-            # as it hangs now (a mug held by its wall hangs tilted, its origin ~4 cm off)
-            txy = d.body(plan.target).xpos[:2] + site[:2] - d.body(plan.obj).xpos[:2]
+            # as it hangs now (a mug held by its wall hangs tilted, its origin ~4 cm off); as
+            # at the grasp when it does not follow the hand (a missed grasp: chased, the
+            # object's place ran away with the hand)
+            now = site[:2] - d.body(plan.obj).xpos[:2]
+            held = np.linalg.norm(now - plan.origin) < SWING
+            txy = d.body(plan.target).xpos[:2] + (now if held else plan.origin)
         if plan.phase == 4:  # lift (out from under an overhang first, just off the table)
             plan.carry_z = plan.carry_z or self._carry_z(env, d, plan)
             if plan.exit is None:
