@@ -72,6 +72,7 @@ ARM_JOINTS = tuple(f"robot0_joint{i}" for i in range(1, 8))
 ARM_ACTUATORS = tuple(f"robot0_torq_j{i}" for i in range(1, 8))
 FINGER_JOINTS = ("gripper/left_finger", "gripper/right_finger")  # as renamed (RENAME)
 FINGER_ACTUATORS = ("gripper0_gripper_finger_joint1", "gripper0_gripper_finger_joint2")
+GRIPPER_PREFIX = "gripper0_"  # the gripper's bodies (robosuite's prefix)
 HAND_BODY = "robot0_right_hand"  # robosuite's `eef_name`: `robot0_eef_quat` is its orientation
 RENAME = {  # robosuite's (prefixed) names -> the names our state sensors read
     "gripper0_grip_site": "tcp",

@@ -44,6 +44,7 @@ from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
+from coda.libero.panda_env import hand_axes  # the hand's axes, read where the env is
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import object_box
 from coda.libero.planner_push import pushable
@@ -90,16 +91,6 @@ PLATE_PRESS = 0.015  # m: the push's aim under the floor: pressed on the floor, 
 # rides up over them)
 PUSH_SPEED = 0.5  # a plate push's largest xy action (of OSC_POSE's 1): z is held while it moves
 PLATE_HIGH = 0.08  # m: above a plate's top before coming down into it
-
-
-def hand_axes(env, d: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
-    """(approach, closing): unit vectors of the hand's pointing (wrist to grasp site) and of
-    its fingers' closing axis (the left finger's joint axis), world frame."""
-    a = d.site_xpos[env.idx.site] - d.xpos[env.hand]
-    a = a / np.linalg.norm(a)
-    c = d.xaxis[env.model.joint(PD.FINGER_JOINTS[0]).id].copy()
-    c = c - a * (a @ c)
-    return a, c / np.linalg.norm(c)
 
 
 def wrist_turn(env, d: mujoco.MjData, turns) -> float:

@@ -23,9 +23,10 @@ import numpy as np
 
 from coda.libero import panda as PD
 from coda.libero.geoms import collision_geoms
+from coda.libero.panda_env import hand_axes
+from coda.libero.panda_outline import CORNER_SIGNS
 
 ARM_LINKS = ("link6",)  # the arm's links tested beside the hand (robosuite's names)
-GRIPPER_PREFIX = "gripper0_"  # the gripper's bodies (robosuite's names, `coda.libero.panda`)
 MARGIN = 0.005  # m: kept between the hand and another body along a way found for it
 LOW, LOW_MARGIN = 0.01, 0.002  # m: within LOW of the grasp's height, this margin only
 STEP, MAX_SHIFT = 0.01, 0.25  # m: the shifts tried across the closing axis
@@ -43,7 +44,7 @@ class Clearance:
         hand = [
             g
             for b in range(m.nbody)
-            if m.body(b).name.startswith(GRIPPER_PREFIX)
+            if m.body(b).name.startswith(PD.GRIPPER_PREFIX)
             for g in collision_geoms(m, b)
         ]
         frame = self.frame(env, d)
@@ -52,9 +53,9 @@ class Clearance:
             (g, frame.T @ (d.geom_xpos[g] - site), frame.T @ d.geom_xmat[g].reshape(3, 3))
             for g in hand
         ]
-        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+        box = m.geom_aabb  # per geom: its box's centre and half sizes, in its own frame
         self.below = -min(  # m: how far the hand reaches under its site, pointing down
-            float((pos + (m.geom_aabb[g, :3] + signs * m.geom_aabb[g, 3:]) @ rot.T)[:, 2].min())
+            float((pos + (box[g, :3] + CORNER_SIGNS * box[g, 3:]) @ rot.T)[:, 2].min())
             for g, pos, rot in self.hand
         )
         # the forearm's last link, beside the wrist: kept as it stands in the world (the hand
@@ -82,14 +83,8 @@ class Clearance:
 
     @staticmethod
     def frame(env, d: mujoco.MjData) -> np.ndarray:
-        """[3, 3] columns: the closing axis, across it, up (the hand pointing down): the
-        hand's pointing (wrist to grasp site) and its left finger's joint axis, as
-        `panda_articulate.hand_axes` reads them (not imported: it imports the planner)."""
-        ap = d.site_xpos[env.idx.site] - d.xpos[env.hand]
-        ap = ap / np.linalg.norm(ap)
-        cl = d.xaxis[env.model.joint(PD.FINGER_JOINTS[0]).id].copy()
-        cl = cl - ap * (ap @ cl)
-        cl = cl / np.linalg.norm(cl)
+        """[3, 3] columns: the closing axis, across it, up (the hand pointing down)."""
+        ap, cl = hand_axes(env, d)
         return np.stack([cl, np.cross(ap, cl), -ap], axis=1)
 
     def gap(self, p, closing, margin: float = MARGIN, obj: bool = False) -> float:

@@ -198,3 +198,13 @@ class PandaEnv:
             "agentview_image": frames[:, 0, ::-1],
             "robot0_eye_in_hand_image": frames[:, 1, ::-1],
         }
+
+
+def hand_axes(env, d: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
+    """(approach, closing): unit vectors of the hand's pointing (wrist to grasp site) and of
+    its fingers' closing axis (the left finger's joint axis), world frame."""
+    a = d.site_xpos[env.idx.site] - d.xpos[env.hand]
+    a = a / np.linalg.norm(a)
+    c = d.xaxis[env.model.joint(PD.FINGER_JOINTS[0]).id].copy()
+    c = c - a * (a @ c)
+    return a, c / np.linalg.norm(c)

@@ -31,7 +31,7 @@ RIM_SIDES = (
     (1.0, 0.0),
 )  # the walls of a rim grasp (tried nearest the hand's start first)
 _ANGLES = np.deg2rad(np.arange(0.0, 180.0, 2.0))  # closing directions tried for the width
-_SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+CORNER_SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
 
 
 def body_geoms(model: mujoco.MjModel, prefix: str) -> np.ndarray:
@@ -66,7 +66,7 @@ def geom_corners(d: mujoco.MjData, model: mujoco.MjModel, geoms: np.ndarray) -> 
     pts = []
     for g in geoms:
         c, h = model.geom_aabb[g, :3], model.geom_aabb[g, 3:]
-        pts.append(d.geom_xpos[g] + (c + _SIGNS * h) @ d.geom_xmat[g].reshape(3, 3).T)
+        pts.append(d.geom_xpos[g] + (c + CORNER_SIGNS * h) @ d.geom_xmat[g].reshape(3, 3).T)
     return np.concatenate(pts)
 
 

@@ -35,6 +35,7 @@ from coda.libero import panda as PD
 from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents, region_axes
 from coda.libero.osc import OSCConfig
 from coda.libero.panda_beside import Clearance, beside
+from coda.libero.panda_env import hand_axes
 from coda.libero.panda_outline import (
     RIM_SIDES,
     body_geoms,
@@ -79,7 +80,6 @@ PALM_CLEAR = 0.008  # m: the palm over a tall object's top at the grasp
 FINGER_REACH = 0.055  # m: the open fingers' outer faces from the grasp site
 FINGER_HALF = 0.015  # m: the fingers' half width across the closing axis (with a margin)
 FINGER_BELOW = 0.02  # m: the fingertips' reach under the grasp site (with a margin)
-GRIPPER_PREFIX = "gripper0_"  # the gripper's bodies (robosuite's names, `coda.libero.panda`)
 
 
 @dataclasses.dataclass
@@ -381,8 +381,7 @@ class PandaPickPlace:
     @staticmethod
     def _points_down(env, d: mujoco.MjData) -> bool:
         """The hand points within `DOWN_TILT` of straight down (not turning out of a pull)."""
-        a = d.site_xpos[env.idx.site] - d.xpos[env.hand]
-        return float(-a[2] / max(float(np.linalg.norm(a)), 1e-9)) > np.cos(DOWN_TILT)
+        return float(-hand_axes(env, d)[0][2]) > np.cos(DOWN_TILT)
 
     def _beside(self, env, d, plan: Plan, gxy: np.ndarray, turn: float, top: float):
         """`panda_beside.beside` for the hand turned by `turn` (rad) from now: the shift [2]
@@ -511,8 +510,7 @@ def _untilt(env, d: mujoco.MjData) -> np.ndarray:
     contact or an off-centre load stays tipped unless turned back (a book held 8° tipped came
     down onto the wall of a caddy's compartment 3 mm longer than it). Righting every carry
     lost episodes: near a cabinet the arm, straightened, could not reach the carry height."""
-    a = d.site_xpos[env.idx.site] - d.xpos[env.hand]
-    a = a / max(float(np.linalg.norm(a)), 1e-9)
+    a = hand_axes(env, d)[0]
     down = np.array([0.0, 0.0, -1.0])
     axis = np.cross(a, down)
     sin = float(np.linalg.norm(axis))
@@ -524,7 +522,7 @@ def _untilt(env, d: mujoco.MjData) -> np.ndarray:
 def _finger_geoms(m: mujoco.MjModel) -> np.ndarray:
     """Colliding geoms of the gripper's finger bodies (fingers and their tips)."""
     names = [m.body(b).name for b in range(m.nbody)]
-    tips = [b for b, n in enumerate(names) if n.startswith(GRIPPER_PREFIX) and "finger" in n]
+    tips = [b for b, n in enumerate(names) if n.startswith(PD.GRIPPER_PREFIX) and "finger" in n]
     return np.concatenate([collision_geoms(m, b) for b in tips])
 
 
