@@ -9,11 +9,10 @@ import pytest
 from coda.libero import panda_chain as PC
 from coda.libero import panda_outline as PO
 from coda.libero import suites
-from coda.libero.panda_env import PandaEnv
+from tests.panda_episodes import batch
 
 pytestmark = pytest.mark.usefixtures("libero_data")
 
-NOOP = np.array([[0.0] * 6 + [-1.0]])
 FRONT = "STUDY_SCENE3_pick_up_the_book_and_place_it_in_the_front_compartment_of_the_caddy"
 
 
@@ -23,10 +22,7 @@ def test_the_book_goes_into_the_front_compartment_squared_and_upright():
     put it onto a wall (states 14 and 34 failed). Turned by its own outline, the hand righted,
     it goes in, its footprint within 2° of the compartment's axes on the way down."""
     inits = (14, 34)
-    env = PandaEnv("libero_90", FRONT, n_envs=len(inits))
-    env.reset(list(inits))
-    for _ in range(10):  # LIBERO's protocol: no-op steps first
-        env.step(np.repeat(NOOP, len(inits), axis=0))
+    env = batch("libero_90", FRONT, inits)
     planner = PC.PandaPlanner(env)
     done = np.zeros(len(inits), bool)
     yaws: list[list[float]] = [[] for _ in inits]

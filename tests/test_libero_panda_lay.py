@@ -9,23 +9,13 @@ import pytest
 from coda.libero import panda_chain as PC
 from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
-from coda.libero import suites
 from coda.libero.geoms import region_axes
-from coda.libero.panda_env import PandaEnv
 from coda.libero.panda_lay import PandaLayDown
+from tests.panda_episodes import all_succeed, batch
 
 pytestmark = pytest.mark.usefixtures("libero_data")
 
-NOOP = np.array([[0.0] * 6 + [-1.0]])
 KETCHUP = "KITCHEN_SCENE5_put_the_ketchup_in_the_top_drawer_of_the_cabinet"
-
-
-def _settled(task: str, inits) -> PandaEnv:
-    env = PandaEnv("libero_90", task, n_envs=len(inits))
-    env.reset(list(inits))
-    for _ in range(10):  # LIBERO's protocol: no-op steps first
-        env.step(np.repeat(NOOP, len(inits), axis=0))
-    return env
 
 
 def _in_stages(env, b: int = 0) -> list:
@@ -38,16 +28,11 @@ def test_the_ketchup_is_laid_down_in_the_drawer_and_the_goal_holds():
     put in standing, its origin stays over the region (the goal false). From states 0 and 5
     (both failed before): placed at the drawer's far end, pushed over towards the near one,
     it lies with its origin inside the region and the goal holds within the step cap."""
-    env = _settled(KETCHUP, (0, 5))
+    env = batch("libero_90", KETCHUP, (0, 5))
     planner = PC.PandaPlanner(env)
     stage = [[s for s in planner.per_env[b][1] if isinstance(s, PandaLayDown)] for b in (0, 1)]
     assert [len(s) for s in stage] == [1, 1]
-    done = np.zeros(2, bool)
-    for _ in range(suites.step_cap("libero_90")):
-        done |= env.step(planner.act(env))[1]
-        if done.all():
-            break
-    assert done.all()
+    assert all_succeed(env, planner, "libero_90")
     assert all(stage[b][0].runs[b].phase >= 2 for b in (0, 1))  # by the push, not by chance
     m = env.model
     for d in env.datas:
@@ -58,7 +43,7 @@ def test_the_ketchup_is_laid_down_in_the_drawer_and_the_goal_holds():
 def test_the_laid_object_goes_to_the_far_end_and_is_pushed_along_the_drawer():
     """The placement's spot is moved along the drawer's width (perpendicular to its pull),
     away from the push's direction, and the push points away from the hand's start."""
-    env = _settled(KETCHUP, (0,))
+    env = batch("libero_90", KETCHUP, (0,))
     d = env.datas[0]
     stage = next(s for s in _in_stages(env) if isinstance(s, PandaLayDown))
     place = stage.place
@@ -81,7 +66,7 @@ def test_the_laid_object_goes_to_the_far_end_and_is_pushed_along_the_drawer():
 def test_objects_whose_origin_fits_the_drawer_are_not_laid(task):
     """A bowl (5 cm) and the wine bottle (15.7 cm, but its origin at its bottom) fit the
     region standing: a plain pick-and-place, its spot not moved."""
-    env = _settled(task, (0,))
+    env = batch("libero_90", task, (0,))
     stages = _in_stages(env)
     assert stages and all(type(s) is PP.PandaPickPlace and s.shift == 0.0 for s in stages)
 
@@ -90,7 +75,7 @@ def test_region_axes_reads_a_site_turned_on_end():
     """A cabinet drawer's region site has its x axis pointing down: half sizes
     (0.03, 0.076, 0.102) in its frame are 0.102 along world x and 0.076 along world y. The
     two horizontal axes come back as unit xy columns with those half extents."""
-    env = _settled(KETCHUP, (0,))
+    env = batch("libero_90", KETCHUP, (0,))
     d, m = env.datas[0], env.model
     site = m.site("white_cabinet_1_top_region").id
     half = m.site_size[site]

@@ -7,12 +7,10 @@ import numpy as np
 import pytest
 
 from coda.libero import panda_chain as PC
-from coda.libero import suites
-from coda.libero.panda_env import PandaEnv
+from tests.panda_episodes import all_succeed, batch
 
 pytestmark = pytest.mark.usefixtures("libero_data")
 
-NOOP = np.array([[0.0] * 6 + [-1.0]])
 MUG = "LIVING_ROOM_SCENE5_put_the_red_mug_on_the_right_plate"
 
 
@@ -22,17 +20,9 @@ def test_a_mug_held_by_its_wall_lands_with_its_origin_over_the_plates():
     centre), it landed 4 cm off the plate's origin and On stayed false (states 1 and 9).
     Aimed by its origin as it hangs, both succeed, the origins within ν's 3 cm."""
     inits = (1, 9)
-    env = PandaEnv("libero_90", MUG, n_envs=len(inits))
-    env.reset(list(inits))
-    for _ in range(10):  # LIBERO's protocol: no-op steps first
-        env.step(np.repeat(NOOP, len(inits), axis=0))
+    env = batch("libero_90", MUG, inits)
     planner = PC.PandaPlanner(env)
-    done = np.zeros(len(inits), bool)
-    for _ in range(suites.step_cap("libero_90")):
-        done |= env.step(planner.act(env))[1]
-        if done.all():
-            break
-    assert done.all()
+    assert all_succeed(env, planner, "libero_90")
     for d in env.datas:
         gap = d.body("red_coffee_mug_1").xpos[:2] - d.body("plate_2").xpos[:2]
         assert float(np.linalg.norm(gap)) < 0.03

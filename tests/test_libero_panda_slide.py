@@ -10,22 +10,13 @@ from coda.libero import panda_chain as PC
 from coda.libero import panda_outline as PO
 from coda.libero import suites
 from coda.libero.geoms import collision_geoms, geom_half_extents
-from coda.libero.panda_env import PandaEnv
 from coda.libero.panda_slide import slide_in
 from coda.libero.planner_geometry import execution_atoms
+from tests.panda_episodes import batch
 
 pytestmark = pytest.mark.usefixtures("libero_data")
 
-NOOP = np.array([[0.0] * 6 + [-1.0]])
 PAN = "chefmate_8_frypan_1"
-
-
-def _settled(task: str, inits) -> PandaEnv:
-    env = PandaEnv("libero_90", task, n_envs=len(inits))
-    env.reset(list(inits))
-    for _ in range(10):  # LIBERO's protocol: no-op steps first
-        env.step(np.repeat(NOOP, len(inits), axis=0))
-    return env
 
 
 def _in_atoms(env) -> list:
@@ -42,7 +33,7 @@ def test_the_pan_is_dragged_under_the_shelf_by_its_handle_without_being_lifted()
     table it ends under the lower board (its top below the board's underside), never more
     than 2 cm off the table, within LIBERO-90's step cap; the hand stays out from under the
     board."""
-    env = _settled("KITCHEN_SCENE9_put_the_frying_pan_under_the_cabinet_shelf", (0, 1))
+    env = batch("libero_90", "KITCHEN_SCENE9_put_the_frying_pan_under_the_cabinet_shelf", (0, 1))
     plan = PC.PandaPlanner(env)
     assert all(type(st[1][0]).__name__ == "PandaSlide" for st in plan.per_env)
     m = env.model
@@ -86,6 +77,6 @@ def test_a_slide_needs_the_region_floor_under_the_object_a_ceiling_and_a_handle(
     """The pan on the cabinet shelf goes onto the lower board, which the pan does not stand
     on: not a slide (dragged, it would end under the board, not on it); a book has no handle;
     the stove has no ceiling."""
-    env = _settled(task, (0,))
+    env = batch("libero_90", task, (0,))
     atoms = _in_atoms(env)
     assert all(slide_in(env, a, env.datas[0]) is None for a in atoms)

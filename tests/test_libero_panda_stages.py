@@ -18,33 +18,13 @@ from coda.libero.osc import OSCConfig
 from coda.libero.panda_door import no_room_above
 from coda.libero.panda_env import PandaEnv
 from coda.libero.planner_geometry import drawer_limits, execution_atoms
+from tests.panda_episodes import NOOP, all_succeed, batch
 
 pytestmark = pytest.mark.usefixtures("libero_data")
 
-NOOP = np.array([[0.0] * 6 + [-1.0]])
-
 
 def _settled(suite: str, k: int, init: int = 0) -> PandaEnv:
-    return _batch(suite, suites.tasks(suite)[k], [init])
-
-
-def _batch(suite: str, task: str, inits: list[int]) -> PandaEnv:
-    """One environment per initial state of the named task, after LIBERO's no-op steps."""
-    env = PandaEnv(suite, task, n_envs=len(inits))
-    env.reset(inits)
-    for _ in range(10):  # LIBERO's protocol: no-op steps first
-        env.step(np.repeat(NOOP, len(inits), axis=0))
-    return env
-
-
-def _all_succeed(env: PandaEnv, planner, suite: str) -> bool:
-    """Whether every environment succeeds within the suite's step cap."""
-    done = np.zeros(env.n_envs, bool)
-    for _ in range(suites.step_cap(suite)):
-        done |= env.step(planner.act(env))[1]
-        if done.all():
-            break
-    return bool(done.all())
+    return batch(suite, suites.tasks(suite)[k], [init])
 
 
 @pytest.fixture(scope="module")
@@ -286,10 +266,10 @@ def test_a_door_is_pushed_shut_and_what_is_not_scripted_is_refused_with_the_reas
     until it is shut, from initial states 0 and 1 (its door opened 90 and 105 deg). Carrying a
     mug into the microwave whose handle points into it (the hand would have to turn it on the
     way) is refused in one line (policy=planner then holds still)."""
-    env = _batch("libero_90", "KITCHEN_SCENE6_close_the_microwave", [0, 1])
+    env = batch("libero_90", "KITCHEN_SCENE6_close_the_microwave", [0, 1])
     planner = PC.PandaPlanner(env)
     assert [type(s).__name__ for s in planner.stages] == ["PandaDoor"]
-    assert _all_succeed(env, planner, "libero_90")
+    assert all_succeed(env, planner, "libero_90")
     mug = PandaEnv("libero_10", suites.tasks("libero_10")[9], n_envs=1)
     mug.reset([0])
     d = mug.datas[0]
@@ -305,7 +285,7 @@ def test_a_door_is_pulled_open_by_its_handle_bar_and_one_without_a_bar_is_refuse
     vertical handle bar and carry it round the hinge until LIBERO's Open holds, within
     LIBERO-90's step cap; the hand turns with the door (its closing axis stays along the door's
     radius). The same door with its bar made a box has nothing to hold: refused in one line."""
-    env = _batch("libero_90", "KITCHEN_SCENE7_open_the_microwave", [0, 1])
+    env = batch("libero_90", "KITCHEN_SCENE7_open_the_microwave", [0, 1])
     planner = PC.PandaPlanner(env)
     [stage] = planner.stages
     assert type(stage).__name__ == "PandaDoorOpen"
@@ -560,13 +540,13 @@ def test_a_drawer_that_only_closes_is_shut_before_another_is_pulled():
     its way back link 6 met the wine rack: the bottom drawer was never shut (0 of 10 states).
     A drawer no other atom opens or fills is shut first; both states succeed. The order of a
     drawer that is filled and then shut is kept."""
-    env = _batch(
+    env = batch(
         "libero_90", "KITCHEN_SCENE4_close_the_bottom_drawer_of_the_cabinet_and_open_the_top_drawer",
         [1, 2],
     )  # fmt: skip
     plan = PC.PandaPlanner(env)
     assert [a[1] for a in plan.atoms] == [">", "<"]  # shut, then pull
-    assert _all_succeed(env, plan, "libero_90")
+    assert all_succeed(env, plan, "libero_90")
     filled = _settled(
         "libero_90",
         suites.tasks("libero_90").index(
@@ -580,9 +560,9 @@ def test_a_mug_is_still_taken_by_its_wall_beside_its_handle():
     """The rule that keeps a rim grasp's fingers off the object's own handle reads the outer
     finger only: read over the whole hand, it also turned mugs away from the wall beside their
     handle, and libero_10's two mugs on two plates failed from states 0 and 5 (both succeed)."""
-    env = _batch(
+    env = batch(
         "libero_10",
         "LIVING_ROOM_SCENE5_put_the_white_mug_on_the_left_plate_and_put_the_yellow_and_white_mug_on_the_right_plate",
         [0, 5],
     )
-    assert _all_succeed(env, PC.PandaPlanner(env), "libero_10")
+    assert all_succeed(env, PC.PandaPlanner(env), "libero_10")
