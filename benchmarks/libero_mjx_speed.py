@@ -123,7 +123,7 @@ def main(argv=None) -> None:
         },
         "mjx": [],
     }
-    for n in sizes:
+    for n in sizes:  # the files are rewritten after each size: a later timeout keeps them
         out = run_mjx(mx, inits[:n], acts[:, :n])
         k = min(n, a.native_worlds)
         err = np.linalg.norm(out["site"][:, :k] - nat["site"][:, :k], axis=-1)
@@ -131,13 +131,16 @@ def main(argv=None) -> None:
             "worlds": n,
             "compile_s": out["compile"],
             "steps_per_s": n * (a.steps - 1) / out["wall"],
+            "vs_native": n * (a.steps - 1) / out["wall"] / res["native"]["steps_per_s"],
             "site_error_mm_median": float(np.median(err) * 1e3),
             "site_error_mm_max": float(err.max() * 1e3),
             "success_agreement": float((out["ok"][:, :k] == nat["ok"][:, :k]).mean()),
             "object_pos_error_mm_max": object_error_mm(mx, out["qpos"][:k], nat["qpos"]),
         })  # fmt: skip
-    for row in res["mjx"]:
-        row["vs_native"] = row["steps_per_s"] / res["native"]["steps_per_s"]
+        write(res, a)
+
+
+def write(res: dict, a) -> None:
     pathlib.Path(a.out + ".json").write_text(json.dumps(res, indent=1))
     lines = [
         f"# LIBERO's Panda on MJX ({a.impl}) vs native MuJoCo: {res['task']}",
@@ -158,7 +161,7 @@ def main(argv=None) -> None:
             f"{r['success_agreement']:.2f} |"
         )
     pathlib.Path(a.out + ".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print("\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":

@@ -174,7 +174,8 @@ class PandaMJX:
         max_constraints: int = 1024,
     ):
         """`max_contacts` / `max_constraints`: Warp's buffers per world (a world that needs
-        more drops contacts: Warp prints an overflow)."""
+        more drops contacts: Warp prints an overflow). Warp's contact buffer is one for the
+        whole batch, so a batch of B worlds gets B · `max_contacts` (`template`)."""
         if impl not in IMPLS:
             raise ValueError(f"impl {impl!r}: valid {', '.join(IMPLS)}")
         self.pt = PD.compile_panda_task(suite, name)
@@ -198,11 +199,11 @@ class PandaMJX:
         self.fhalf = jnp.asarray(0.5 * (franges[:, 1] - franges[:, 0]))  # (`osc.finger_targets`)
         self.initial_joint = jnp.asarray(PD.INIT_QPOS)
         self.snapshot = self._snapshot()
-        extra = {"naconmax": max_contacts, "njmax": max_constraints} if impl == "warp" else {}
-        self.template = mjx.put_data(self.model, mujoco.MjData(self.model), impl=impl, **extra)
+        self.max_contacts, self.max_constraints = max_contacts, max_constraints
+        self._templates: dict[int, mjx.Data] = {}
         layout, consts, sym, nu = self.pt.layout, self.pt.consts, self.pt.sym, self.pt.success
         self._nu = lambda sd: nu(decode(sd, layout, consts, jnp.zeros(sd.shape[:-1] + (6,))), sym)
-        self.step = jax.jit(self._step)
+        self._step_jit = jax.jit(self._step)
 
     def _snapshot(self) -> Snapshot:
         fingers = dict(zip(
@@ -273,10 +274,29 @@ class PandaMJX:
         d = mjx.step(self.m, d.replace(ctrl=ctrl))
         return (d, c.replace(gripper=grip)), None
 
-    def _one(self, w: World, c: Control, action: jax.Array) -> tuple[World, Control]:
-        d = self.template.replace(
-            qpos=w.qpos, qvel=w.qvel, qacc_warmstart=w.qacc_warmstart, time=w.time
-        )
+    def template(self, worlds: int) -> mjx.Data:
+        """The MJX data a batch of `worlds` starts each step from (its fields but the state's
+        are shared: vmapped over, not stacked), made once per batch size on the host and passed
+        to the jitted step (not traced into it: Warp's buffers would be constants). Warp's
+        contact buffer is the batch's, not a world's: `worlds` · `max_contacts` contacts; its
+        constraint rows are per world."""
+        if worlds not in self._templates:
+            extra = {}
+            if self.impl == "warp":
+                extra = {"naconmax": worlds * self.max_contacts, "njmax": self.max_constraints}
+            self._templates[worlds] = mjx.make_data(self.model, impl=self.impl, **extra)
+        return self._templates[worlds]
+
+    def step(
+        self, worlds: World, control: Control, actions: jax.Array
+    ) -> tuple[World, Control, jax.Array]:
+        """One 20 Hz step of every world (jitted per batch size): (worlds, control, success)."""
+        return self._step_jit(worlds, control, actions, self.template(actions.shape[0]))
+
+    def _one(
+        self, w: World, c: Control, action: jax.Array, template: mjx.Data
+    ) -> tuple[World, Control]:
+        d = template.replace(qpos=w.qpos, qvel=w.qvel, qacc_warmstart=w.qacc_warmstart, time=w.time)
         ks = jnp.arange(self.cfg.substeps)
         (d, c), _ = jax.lax.scan(functools.partial(self._substep, action), (d, c), ks)
         d = mjx.forward(self.m, d)  # the end state's sensors (ν) and kinematics
@@ -284,6 +304,8 @@ class PandaMJX:
                   d.sensordata)  # fmt: skip
         return w, c.replace(stale=jnp.zeros((), bool))
 
-    def _step(self, worlds: World, control: Control, actions: jax.Array):
-        worlds, control = jax.vmap(self._one)(worlds, control, actions)
+    def _step(self, worlds: World, control: Control, actions: jax.Array, template: mjx.Data):
+        worlds, control = jax.vmap(self._one, in_axes=(0, 0, 0, None))(
+            worlds, control, actions, template
+        )
         return worlds, control, self._nu(worlds.sensordata.astype(jnp.float32))
