@@ -209,7 +209,27 @@ def main(argv=None) -> None:
     )
     a = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    build(a.tasks.split(","), pathlib.Path(a.out), a.python_version, a.cpu, a.part_mb)
+    tasks = a.tasks.split(",")
+    for t in tasks:
+        if (err := task_error(t)) is not None:
+            p.error(f"--tasks {t!r}: {err}")
+    for tool in ("strace", "xz", "tar"):
+        if shutil.which(tool) is None:
+            p.error(f"needs {tool} on PATH (Debian package {tool})")
+    build(tasks, pathlib.Path(a.out), a.python_version, a.cpu, a.part_mb)
+
+
+def task_error(spec: str) -> str | None:
+    """Why `spec` is not a suite:task_index of LIBERO's, or None."""
+    from coda.libero import suites  # lazy: see trace()
+
+    suite, _, idx = spec.partition(":")
+    if suite not in suites.SUITES:
+        return f"unknown suite {suite!r}; suites: {', '.join(suites.SUITES)}"
+    n = len(suites.tasks(suite))
+    if not idx.isdigit() or int(idx) >= n:
+        return f"want suite:task_index with task_index in 0..{n - 1}"
+    return None
 
 
 if __name__ == "__main__":

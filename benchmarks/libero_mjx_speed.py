@@ -105,8 +105,18 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output path without extension")
     a = p.parse_args(argv)
-    name = suites.tasks(a.suite)[a.task]
-    sizes = [int(x) for x in a.worlds.split(",")]
+    if a.suite not in suites.SUITES:
+        p.error(f"unknown --suite {a.suite!r}; suites: {', '.join(suites.SUITES)}")
+    names = suites.tasks(a.suite)
+    if not 0 <= a.task < len(names):
+        p.error(f"--task {a.task}: {a.suite} has tasks 0..{len(names) - 1}")
+    name = names[a.task]
+    try:
+        sizes = [int(x) for x in a.worlds.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1 or a.native_worlds < 1 or a.steps < 2:
+        p.error("--worlds: comma-separated positive integers; --native_worlds >= 1, --steps >= 2")
     acts = actions(a.steps, max(sizes + [a.native_worlds]), a.seed)
     inits = [i % 50 for i in range(acts.shape[1])]
     nat = run_native(a.suite, name, inits[: a.native_worlds], acts[:, : a.native_worlds])
