@@ -80,6 +80,15 @@ PALM_CLEAR = 0.008  # m: the palm over a tall object's top at the grasp
 FINGER_REACH = 0.055  # m: the open fingers' outer faces from the grasp site
 FINGER_HALF = 0.015  # m: the fingers' half width across the closing axis (with a margin)
 FINGER_BELOW = 0.02  # m: the fingertips' reach under the grasp site (with a margin)
+# The Panda's shoulder-to-wrist distance peaks at elbow (joint 4) -0.45 rad and falls again
+# towards the joint's limit, -0.07 (0.7196 m -> 0.7053, read off the model). An arm pulled past
+# the peak (a far object taken low) cannot bring its wrist in: that needs the elbow past its
+# limit, and OSC, moving by the local Jacobian, presses it there. Out past the peak first.
+ELBOW_PEAK = -0.45  # rad
+ELBOW_TRAPPED = -0.30  # rad: an elbow above this, once the object is held, is past the peak
+ELBOW_UNFOLDED = -0.42  # rad: back to the peak (OSC's nullspace pull bends it on from there)
+UNFOLD_STEPS = 40  # steps the hand may move out for it
+SHOULDER = "robot0_link2"  # the body whose origin is the shoulder (joints 1 and 2)
 
 
 @dataclasses.dataclass
@@ -108,6 +117,7 @@ class Plan:
     origin: np.ndarray | None = None  # grasp site xy - the object's origin xy, once held
     beside: np.ndarray | None = None  # the shift to come down at beside an overhang (`beside`)
     inside: bool = False  # down beside it: moving in at the grasp's height
+    unfold: int = -1  # steps spent moving out to bring the elbow back past its peak; -1: never
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -458,6 +468,24 @@ class PandaPickPlace:
             return site.copy(), OPEN
         return np.r_[txy, plan.carry_z], OPEN  # lift away and wait
 
+    def _unfold(self, env, d: mujoco.MjData, plan: Plan) -> np.ndarray | None:
+        """The action's position part [3] moving the hand straight out from the shoulder, at
+        its height, while the elbow is past its peak (`ELBOW_PEAK`) with the object lifted;
+        None otherwise. Once per plan, for at most `UNFOLD_STEPS`."""
+        if plan.phase not in (5, 6, 8):
+            return None
+        elbow = d.qpos[env.idx.qpos[3]]
+        if plan.unfold < 0:
+            if elbow <= ELBOW_TRAPPED:
+                return None
+            plan.unfold = 0
+        if plan.unfold >= UNFOLD_STEPS or elbow < ELBOW_UNFOLDED:
+            plan.unfold = UNFOLD_STEPS  # done: once per plan
+            return None
+        plan.unfold += 1
+        away = d.site_xpos[env.idx.site][:2] - d.body(SHOULDER).xpos[:2]
+        return np.r_[away / np.linalg.norm(away), 0.0]
+
     def _origin_inside(self, d: mujoco.MjData, plan: Plan, sxy: np.ndarray) -> np.ndarray:
         """The grasp site's xy `sxy` (the outline's centre over the target), moved as little as
         puts the object's origin `ORIGIN_MARGIN` inside a region atom's extent: ν reads the
@@ -480,6 +508,10 @@ class PandaPickPlace:
         if plan.home_xy is None:
             plan.home_xy = d.site_xpos[env.idx.site][:2].copy()
         out = np.zeros(7)
+        if (outward := self._unfold(env, d, plan)) is not None:
+            out[:3] = outward
+            out[6] = OPEN if plan.phase == 8 else CLOSE
+            return out, False
         target, grip, yaw = self._waypoint(env, d, plan)
         err = target - d.site_xpos[env.idx.site]
         out[:3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)

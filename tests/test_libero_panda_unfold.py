@@ -1,0 +1,67 @@
+"""`coda.libero.panda_planner`: an arm pulled past its elbow's peak reach (a far object taken
+low) moves its hand out first, so that its wrist can come back in (`PandaPickPlace._unfold`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coda.libero import panda_chain as PC
+from coda.libero import panda_planner as PP
+from coda.libero.panda_env import PandaEnv
+from tests.panda_episodes import all_succeed, batch
+
+pytestmark = pytest.mark.usefixtures("libero_data")
+
+FRONT = "KITCHEN_SCENE2_put_the_black_bowl_at_the_front_on_the_plate"
+BACK = "KITCHEN_SCENE2_put_the_black_bowl_at_the_back_on_the_plate"
+
+
+def _plans(planner: PC.PandaPlanner) -> list[PP.Plan]:
+    """Each environment's own pick-and-place plans."""
+    return [
+        st.plans[b]
+        for b, (_, stages) in enumerate(planner.per_env)
+        for st in stages
+        if hasattr(st, "plans")
+    ]
+
+
+def test_the_elbows_peak_is_where_the_model_has_it():
+    """ELBOW_PEAK is the elbow angle of the longest shoulder-to-wrist distance, and the joint's
+    limit lies past it (the trap `_unfold` gets out of)."""
+    env = PandaEnv("libero_90", BACK, n_envs=1)
+    m, d = env.model, env.datas[0]
+    adr = env.idx.qpos[3]
+    angles = np.linspace(-1.0, float(m.jnt_range[m.joint("robot0_joint4").id][1]), 200)
+
+    def reach(q4: float) -> float:
+        d.qpos[:] = 0.0
+        d.qpos[adr] = q4
+        PP.mujoco.mj_kinematics(m, d)
+        return float(np.linalg.norm(d.body("robot0_link6").xpos - d.body(PP.SHOULDER).xpos))
+
+    lengths = [reach(a) for a in angles]
+    assert abs(angles[int(np.argmax(lengths))] - PP.ELBOW_PEAK) < 0.05
+    assert PP.ELBOW_UNFOLDED > PP.ELBOW_PEAK and PP.ELBOW_TRAPPED > PP.ELBOW_UNFOLDED
+    assert lengths[-1] < max(lengths) - 0.01  # at the limit the wrist is > 1 cm in from the peak
+
+
+def test_a_bowl_taken_at_the_tables_far_edge_is_carried_back():
+    """The front bowl lies at the arm's reach: taken low, the elbow passes its peak and reaches
+    its limit. Carried back from there, OSC pressed the elbow on its limit and the hand stayed
+    put (states 13 and 15 failed). Moved out first, both succeed."""
+    inits = (13, 15)
+    env = batch("libero_90", FRONT, inits)
+    planner = PC.PandaPlanner(env)
+    assert all_succeed(env, planner, "libero_90")
+    plans = _plans(planner)
+    assert len(plans) == len(inits) and all(p.unfold > 0 for p in plans)
+
+
+def test_a_bowl_within_reach_never_moves_out():
+    env = batch("libero_90", BACK, (0, 1))
+    planner = PC.PandaPlanner(env)
+    assert all_succeed(env, planner, "libero_90")
+    plans = _plans(planner)
+    assert len(plans) == 2 and all(p.unfold == -1 for p in plans)
