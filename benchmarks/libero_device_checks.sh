@@ -15,7 +15,9 @@
 # warm) and prints what is there; `run` stages too, checks every part against MANIFEST, unpacks,
 # and runs the benchmark at --worlds 1024,4096 in one process (its JSON / MD under $OUT rewritten
 # after each size, so a timeout keeps the first). DEVICE_CHECKS_SMOKE=1 shrinks the sizes (2 worlds,
-# 3 steps): the plumbing on a CPU with a `--cpu` pack (tests/test_device_pack.py).
+# 3 steps): the plumbing on a CPU, with a pack built for this machine's Python and CPU
+# (`device_pack.py --python_version=3.11 --cpu --cuda_arch=0`) and PY, PACK, STAGE set (by hand;
+# tests/test_device_pack.py tests the pack's data and parts).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-run}
