@@ -3,9 +3,11 @@ low) moves its hand out first, so that its wrist can come back in (`PandaPickPla
 
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 import pytest
 
+from coda.libero import panda as PD
 from coda.libero import panda_chain as PC
 from coda.libero import panda_planner as PP
 from coda.libero.panda_env import PandaEnv
@@ -32,13 +34,13 @@ def test_the_elbows_peak_is_where_the_model_has_it():
     limit lies past it (the trap `_unfold` gets out of)."""
     env = PandaEnv("libero_90", BACK, n_envs=1)
     m, d = env.model, env.datas[0]
-    adr = env.idx.qpos[3]
-    angles = np.linspace(-1.0, float(m.jnt_range[m.joint("robot0_joint4").id][1]), 200)
+    adr = env.idx.qpos[PP.ELBOW]
+    angles = np.linspace(-1.0, float(m.jnt_range[m.joint(PD.ARM_JOINTS[PP.ELBOW]).id][1]), 200)
 
     def reach(q4: float) -> float:
         d.qpos[:] = 0.0
         d.qpos[adr] = q4
-        PP.mujoco.mj_kinematics(m, d)
+        mujoco.mj_kinematics(m, d)
         return float(np.linalg.norm(d.body("robot0_link6").xpos - d.body(PP.SHOULDER).xpos))
 
     lengths = [reach(a) for a in angles]

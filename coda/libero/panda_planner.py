@@ -89,6 +89,7 @@ ELBOW_TRAPPED = -0.30  # rad: an elbow above this, once the object is held, is p
 ELBOW_UNFOLDED = -0.42  # rad: back to the peak (OSC's nullspace pull bends it on from there)
 UNFOLD_STEPS = 40  # steps the hand may move out for it
 SHOULDER = "robot0_link2"  # the body whose origin is the shoulder (joints 1 and 2)
+ELBOW = PD.ARM_JOINTS.index("robot0_joint4")  # the elbow's place among the arm's joints
 
 
 @dataclasses.dataclass
@@ -474,7 +475,7 @@ class PandaPickPlace:
         None otherwise. Once per plan, for at most `UNFOLD_STEPS`."""
         if plan.phase not in (5, 6, 8):
             return None
-        elbow = d.qpos[env.idx.qpos[3]]
+        elbow = d.qpos[env.idx.qpos[ELBOW]]
         if plan.unfold < 0:
             if elbow <= ELBOW_TRAPPED:
                 return None
