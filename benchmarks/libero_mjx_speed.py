@@ -19,8 +19,10 @@ Needs MuJoCo Warp (`make warp`) for `--impl=warp`.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata as md
 import json
 import pathlib
+import platform
 import sys
 import time
 
@@ -32,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from coda.libero import suites  # noqa: E402
+from coda.libero import data, suites  # noqa: E402
 from coda.libero.panda_env import PandaEnv  # noqa: E402
 from coda.libero.panda_mjx import PandaMJX  # noqa: E402
 
@@ -94,6 +96,23 @@ def object_error_mm(mx: PandaMJX, a: np.ndarray, b: np.ndarray) -> float:
     return err * 1e3
 
 
+def versions() -> dict[str, str]:
+    """What makes the figure comparable: Python, the JAX / MuJoCo / Warp stack, the data
+    packages (`data.versions`), the host CPU (native's core) and the accelerator."""
+    out = {"python": platform.python_version(), **data.versions()}
+    for name in ("jax", "jaxlib", "numpy", "mujoco-mjx", "mujoco-warp", "warp-lang"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = "missing"
+    info = pathlib.Path("/proc/cpuinfo")
+    lines = info.read_text().splitlines() if info.exists() else []
+    cpu = [ln for ln in lines if ln.startswith("model name")]
+    out["cpu"] = cpu[0].split(":", 1)[1].strip() if cpu else platform.processor()
+    out["accelerator"] = getattr(jax.devices()[0], "device_kind", str(jax.devices()[0]))
+    return out
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--suite", default="libero_goal")
@@ -126,6 +145,7 @@ def main(argv=None) -> None:
         "task": f"{a.suite}/{name}",
         "impl": a.impl,
         "device": str(jax.devices()[0]),
+        "versions": versions(),
         "steps": a.steps,
         "native": {
             "worlds": a.native_worlds,
@@ -157,6 +177,8 @@ def write(res: dict, a) -> None:
         f"# LIBERO's Panda on MJX ({a.impl}) vs native MuJoCo: {res['task']}",
         "",
         f"Command: `{res['command']}`; device {res['device']}; {a.steps} steps per world.",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in res["versions"].items()),
         "",
         f"native ({a.native_worlds} worlds, one core): {res['native']['steps_per_s']:.1f} steps/s",
         "",
