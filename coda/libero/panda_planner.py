@@ -119,6 +119,8 @@ class Plan:
     beside: np.ndarray | None = None  # the shift to come down at beside an overhang (`beside`)
     inside: bool = False  # down beside it: moving in at the grasp's height
     unfold: int = -1  # steps spent moving out to bring the elbow back past its peak; -1: never
+    reach_unfold: int = -1  # the same on the way down to the grasp (phase 2)
+    aim: np.ndarray | None = None  # phase 2's site target at its last step
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -382,9 +384,8 @@ class PandaPickPlace:
                 return np.r_[gxy + shift, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
             down = np.r_[gxy + shift, plan.grasp_z]  # down to the grasp (beside it, then in)
             plan.inside |= bool(shift.any()) and np.linalg.norm(down - site) < REACHED
-            if shift.any() and not plan.inside:
-                return down, OPEN, 0.0
-            return np.r_[gxy, plan.grasp_z], OPEN, 0.0
+            plan.aim = down if shift.any() and not plan.inside else np.r_[gxy, plan.grasp_z]
+            return plan.aim, OPEN, 0.0
         yaw = self._align_yaw(env, d, plan) if plan.phase == 5 else 0.0
         plan.turned |= yaw != 0.0
         return (*self._move(env, d, plan, site, bottom), yaw)
@@ -471,21 +472,30 @@ class PandaPickPlace:
 
     def _unfold(self, env, d: mujoco.MjData, plan: Plan) -> np.ndarray | None:
         """The action's position part [3] moving the hand straight out from the shoulder, at
-        its height, while the elbow is past its peak (`ELBOW_PEAK`) with the object lifted;
-        None otherwise. Once per plan, for at most `UNFOLD_STEPS`."""
-        if plan.phase not in (5, 6, 8):
+        its height, while the elbow is past its peak (`ELBOW_PEAK`): with the object lifted,
+        or on the way down to the grasp while the hand must still come in towards the
+        shoulder (down beside an overhang, then in at the grasp's height: a pudding box taken
+        low and far); None otherwise. Once per plan for each, for at most `UNFOLD_STEPS`."""
+        site = d.site_xpos[env.idx.site]
+        away = site[:2] - d.body(SHOULDER).xpos[:2]
+        away = away / np.linalg.norm(away)
+        if plan.phase == 2:
+            key = "reach_unfold"
+            inward = plan.aim is not None and float((plan.aim[:2] - site[:2]) @ away) < -REACHED
+        elif plan.phase in (5, 6, 8):
+            key, inward = "unfold", True
+        else:
             return None
-        elbow = d.qpos[env.idx.qpos[ELBOW]]
-        if plan.unfold < 0:
-            if elbow <= ELBOW_TRAPPED:
+        n, elbow = getattr(plan, key), d.qpos[env.idx.qpos[ELBOW]]
+        if n < 0:
+            if elbow <= ELBOW_TRAPPED or not inward:
                 return None
-            plan.unfold = 0
-        if plan.unfold >= UNFOLD_STEPS or elbow < ELBOW_UNFOLDED:
-            plan.unfold = UNFOLD_STEPS  # done: once per plan
+            n = 0
+        if n >= UNFOLD_STEPS or elbow < ELBOW_UNFOLDED:
+            setattr(plan, key, UNFOLD_STEPS)  # done: once per plan
             return None
-        plan.unfold += 1
-        away = d.site_xpos[env.idx.site][:2] - d.body(SHOULDER).xpos[:2]
-        return np.r_[away / np.linalg.norm(away), 0.0]
+        setattr(plan, key, n + 1)
+        return np.r_[away, 0.0]
 
     def _origin_inside(self, d: mujoco.MjData, plan: Plan, sxy: np.ndarray) -> np.ndarray:
         """The grasp site's xy `sxy` (the outline's centre over the target), moved as little as
@@ -511,7 +521,7 @@ class PandaPickPlace:
         out = np.zeros(7)
         if (outward := self._unfold(env, d, plan)) is not None:
             out[:3] = outward
-            out[6] = OPEN if plan.phase == 8 else CLOSE
+            out[6] = OPEN if plan.phase in (2, 8) else CLOSE
             return out, False
         target, grip, yaw = self._waypoint(env, d, plan)
         err = target - d.site_xpos[env.idx.site]
@@ -519,6 +529,8 @@ class PandaPickPlace:
         if plan.turned and plan.phase in (5, 6):  # turned to fit a narrow container: the
             # hand is righted too (the held object hangs as the hand points)
             out[3:5] = np.clip(_untilt(env, d)[:2] / OSCConfig.max_delta_rot, -1.0, 1.0)
+        elif plan.phase in (1, 2):  # on the way to the grasp: the fingers level (`_level`)
+            out[3:5] = np.clip(_level(env, d)[:2] / OSCConfig.max_delta_rot, -1.0, 1.0)
         out[5] = np.clip(yaw / OSCConfig.max_delta_rot, -1.0, 1.0)
         out[6] = grip
         plan.count += 1
@@ -550,6 +562,16 @@ def _untilt(env, d: mujoco.MjData) -> np.ndarray:
     if sin < 1e-9:
         return np.zeros(3)
     return axis / sin * float(np.arctan2(sin, float(a @ down)))
+
+
+def _level(env, d: mujoco.MjData) -> np.ndarray:
+    """Axis-angle [3] (world) that turns the fingers' closing axis level, about the hand's
+    third axis: a roll only, the pitch (about the closing axis) left to the arm. Reaching far
+    (kitchen scene 10's pudding, past the shoulder's reach pointing down) the arm tips the
+    hand; rolled 18°, one finger met the table while the other closed above the 2.7 cm box's
+    middle, which slipped out at the lift. Pitched with the fingers level, the box holds."""
+    a, c = hand_axes(env, d)
+    return np.cross(a, c) * -float(np.arcsin(np.clip(c[2], -1.0, 1.0)))
 
 
 def _finger_geoms(m: mujoco.MjModel) -> np.ndarray:
