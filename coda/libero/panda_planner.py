@@ -529,8 +529,6 @@ class PandaPickPlace:
         if plan.turned and plan.phase in (5, 6):  # turned to fit a narrow container: the
             # hand is righted too (the held object hangs as the hand points)
             out[3:5] = np.clip(_untilt(env, d)[:2] / OSCConfig.max_delta_rot, -1.0, 1.0)
-        elif plan.phase in (1, 2):  # on the way to the grasp: the fingers level (`_level`)
-            out[3:5] = np.clip(_level(env, d)[:2] / OSCConfig.max_delta_rot, -1.0, 1.0)
         out[5] = np.clip(yaw / OSCConfig.max_delta_rot, -1.0, 1.0)
         out[6] = grip
         plan.count += 1
@@ -562,16 +560,6 @@ def _untilt(env, d: mujoco.MjData) -> np.ndarray:
     if sin < 1e-9:
         return np.zeros(3)
     return axis / sin * float(np.arctan2(sin, float(a @ down)))
-
-
-def _level(env, d: mujoco.MjData) -> np.ndarray:
-    """Axis-angle [3] (world) that turns the fingers' closing axis level, about the hand's
-    third axis: a roll only, the pitch (about the closing axis) left to the arm. Reaching far
-    (kitchen scene 10's pudding, past the shoulder's reach pointing down) the arm tips the
-    hand; rolled 18°, one finger met the table while the other closed above the 2.7 cm box's
-    middle, which slipped out at the lift. Pitched with the fingers level, the box holds."""
-    a, c = hand_axes(env, d)
-    return np.cross(a, c) * -float(np.arcsin(np.clip(c[2], -1.0, 1.0)))
 
 
 def _finger_geoms(m: mujoco.MjModel) -> np.ndarray:
