@@ -1,5 +1,6 @@
 """`coda.libero.panda_planner`: an arm pulled past its elbow's peak reach (a far object taken
-low) moves its hand out first, so that its wrist can come back in (`PandaPickPlace._unfold`)."""
+low, or come down to beside one) moves its hand out first, so that its wrist can come back in
+(`PandaPickPlace._unfold`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ pytestmark = pytest.mark.usefixtures("libero_data")
 
 FRONT = "KITCHEN_SCENE2_put_the_black_bowl_at_the_front_on_the_plate"
 BACK = "KITCHEN_SCENE2_put_the_black_bowl_at_the_back_on_the_plate"
+PUDDING = "KITCHEN_SCENE10_put_the_chocolate_pudding_in_the_top_drawer_of_the_cabinet_and_close_it"
 
 
 def _plans(planner: PC.PandaPlanner) -> list[PP.Plan]:
@@ -66,4 +68,18 @@ def test_a_bowl_within_reach_never_moves_out():
     planner = PC.PandaPlanner(env)
     assert all_succeed(env, planner, "libero_90")
     plans = _plans(planner)
-    assert len(plans) == 2 and all(p.unfold == -1 for p in plans)
+    assert len(plans) == 2 and all(p.unfold == -1 and p.reach_unfold == -1 for p in plans)
+
+
+def test_a_box_taken_from_beside_an_overhang_at_the_arms_reach():
+    """Kitchen 10's pudding lies under the open top drawer: the hand comes down beside it,
+    6-7 cm farther out (`panda_beside`), and moves in at the grasp's height. Down there the
+    elbow reached its limit and the hand could not come in; the fingers closed beside the box
+    and the episode ran out on a second try (states 2 and 13 failed). Moved out first on the
+    way down, both succeed."""
+    inits = (2, 13)
+    env = batch("libero_90", PUDDING, inits)
+    planner = PC.PandaPlanner(env)
+    assert all_succeed(env, planner, "libero_90")
+    plans = _plans(planner)
+    assert len(plans) == len(inits) and all(p.reach_unfold > 0 for p in plans)
