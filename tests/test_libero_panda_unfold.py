@@ -1,6 +1,6 @@
-"""`coda.libero.panda_planner`: an arm pulled past its elbow's peak reach (a far object taken
+"""`coda.libero.panda_reach`: an arm pulled past its elbow's peak reach (a far object taken
 low, or come down to beside one) moves its hand out first, so that its wrist can come back in
-(`PandaPickPlace._unfold`)."""
+(`panda_reach.unfold`, asked by `panda_planner.PandaPickPlace` at every step)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from coda.libero import panda as PD
 from coda.libero import panda_chain as PC
 from coda.libero import panda_planner as PP
+from coda.libero import panda_reach as PR
 from coda.libero.panda_env import PandaEnv
 from tests.panda_episodes import all_succeed, batch
 
@@ -33,21 +34,21 @@ def _plans(planner: PC.PandaPlanner) -> list[PP.Plan]:
 
 def test_the_elbows_peak_is_where_the_model_has_it():
     """ELBOW_PEAK is the elbow angle of the longest shoulder-to-wrist distance, and the joint's
-    limit lies past it (the trap `_unfold` gets out of)."""
+    limit lies past it (the trap `unfold` gets out of)."""
     env = PandaEnv("libero_90", BACK, n_envs=1)
     m, d = env.model, env.datas[0]
-    adr = env.idx.qpos[PP.ELBOW]
-    angles = np.linspace(-1.0, float(m.jnt_range[m.joint(PD.ARM_JOINTS[PP.ELBOW]).id][1]), 200)
+    adr = env.idx.qpos[PR.ELBOW]
+    angles = np.linspace(-1.0, float(m.jnt_range[m.joint(PD.ARM_JOINTS[PR.ELBOW]).id][1]), 200)
 
     def reach(q4: float) -> float:
         d.qpos[:] = 0.0
         d.qpos[adr] = q4
         mujoco.mj_kinematics(m, d)
-        return float(np.linalg.norm(d.body("robot0_link6").xpos - d.body(PP.SHOULDER).xpos))
+        return float(np.linalg.norm(d.body("robot0_link6").xpos - d.body(PR.SHOULDER).xpos))
 
     lengths = [reach(a) for a in angles]
-    assert abs(angles[int(np.argmax(lengths))] - PP.ELBOW_PEAK) < 0.05
-    assert PP.ELBOW_UNFOLDED > PP.ELBOW_PEAK and PP.ELBOW_TRAPPED > PP.ELBOW_UNFOLDED
+    assert abs(angles[int(np.argmax(lengths))] - PR.ELBOW_PEAK) < 0.05
+    assert PR.ELBOW_UNFOLDED > PR.ELBOW_PEAK and PR.ELBOW_TRAPPED > PR.ELBOW_UNFOLDED
     assert lengths[-1] < max(lengths) - 0.01  # at the limit the wrist is > 1 cm in from the peak
 
 

@@ -32,6 +32,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda as PD
+from coda.libero import panda_reach as PR
 from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents, region_axes
 from coda.libero.osc import OSCConfig
 from coda.libero.panda_beside import Clearance, beside
@@ -80,16 +81,6 @@ PALM_CLEAR = 0.008  # m: the palm over a tall object's top at the grasp
 FINGER_REACH = 0.055  # m: the open fingers' outer faces from the grasp site
 FINGER_HALF = 0.015  # m: the fingers' half width across the closing axis (with a margin)
 FINGER_BELOW = 0.02  # m: the fingertips' reach under the grasp site (with a margin)
-# The Panda's shoulder-to-wrist distance peaks at elbow (joint 4) -0.45 rad and falls again
-# towards the joint's limit, -0.07 (0.7196 m -> 0.7053, read off the model). An arm pulled past
-# the peak (a far object taken low) cannot bring its wrist in: that needs the elbow past its
-# limit, and OSC, moving by the local Jacobian, presses it there. Out past the peak first.
-ELBOW_PEAK = -0.45  # rad
-ELBOW_TRAPPED = -0.30  # rad: an elbow above this, once the object is held, is past the peak
-ELBOW_UNFOLDED = -0.42  # rad: back to the peak (OSC's nullspace pull bends it on from there)
-UNFOLD_STEPS = 40  # steps the hand may move out for it
-SHOULDER = "robot0_link2"  # the body whose origin is the shoulder (joints 1 and 2)
-ELBOW = PD.ARM_JOINTS.index("robot0_joint4")  # the elbow's place among the arm's joints
 
 
 @dataclasses.dataclass
@@ -118,7 +109,7 @@ class Plan:
     origin: np.ndarray | None = None  # grasp site xy - the object's origin xy, once held
     beside: np.ndarray | None = None  # the shift to come down at beside an overhang (`beside`)
     inside: bool = False  # down beside it: moving in at the grasp's height
-    unfold: int = -1  # steps spent moving out to bring the elbow back past its peak; -1: never
+    unfold: int = -1  # steps spent moving out to bring the elbow back (`panda_reach`); -1: never
     reach_unfold: int = -1  # the same on the way down to the grasp (phase 2)
     aim: np.ndarray | None = None  # phase 2's site target at its last step
 
@@ -470,33 +461,6 @@ class PandaPickPlace:
             return site.copy(), OPEN
         return np.r_[txy, plan.carry_z], OPEN  # lift away and wait
 
-    def _unfold(self, env, d: mujoco.MjData, plan: Plan) -> np.ndarray | None:
-        """The action's position part [3] moving the hand straight out from the shoulder, at
-        its height, while the elbow is past its peak (`ELBOW_PEAK`): with the object lifted,
-        or on the way down to the grasp while the hand must still come in towards the
-        shoulder (down beside an overhang, then in at the grasp's height: a pudding box taken
-        low and far); None otherwise. Once per plan for each, for at most `UNFOLD_STEPS`."""
-        site = d.site_xpos[env.idx.site]
-        away = site[:2] - d.body(SHOULDER).xpos[:2]
-        away = away / np.linalg.norm(away)
-        if plan.phase == 2:
-            key = "reach_unfold"
-            inward = plan.aim is not None and float((plan.aim[:2] - site[:2]) @ away) < -REACHED
-        elif plan.phase in (5, 6, 8):
-            key, inward = "unfold", True
-        else:
-            return None
-        n, elbow = getattr(plan, key), d.qpos[env.idx.qpos[ELBOW]]
-        if n < 0:
-            if elbow <= ELBOW_TRAPPED or not inward:
-                return None
-            n = 0
-        if n >= UNFOLD_STEPS or elbow < ELBOW_UNFOLDED:
-            setattr(plan, key, UNFOLD_STEPS)  # done: once per plan
-            return None
-        setattr(plan, key, n + 1)
-        return np.r_[away, 0.0]
-
     def _origin_inside(self, d: mujoco.MjData, plan: Plan, sxy: np.ndarray) -> np.ndarray:
         """The grasp site's xy `sxy` (the outline's centre over the target), moved as little as
         puts the object's origin `ORIGIN_MARGIN` inside a region atom's extent: ν reads the
@@ -519,7 +483,7 @@ class PandaPickPlace:
         if plan.home_xy is None:
             plan.home_xy = d.site_xpos[env.idx.site][:2].copy()
         out = np.zeros(7)
-        if (outward := self._unfold(env, d, plan)) is not None:
+        if (outward := PR.unfold(env, d, plan)) is not None:  # the elbow past its peak
             out[:3] = outward
             out[6] = OPEN if plan.phase in (2, 8) else CLOSE
             return out, False
