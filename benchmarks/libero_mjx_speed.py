@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
+from benchmarks.loop_equality import machine  # noqa: E402
 from coda.libero import data, suites  # noqa: E402
 from coda.libero.panda_env import PandaEnv  # noqa: E402
 from coda.libero.panda_mjx import PandaMJX  # noqa: E402
@@ -105,10 +106,7 @@ def versions() -> dict[str, str]:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
             out[name] = "missing"
-    info = pathlib.Path("/proc/cpuinfo")
-    lines = info.read_text().splitlines() if info.exists() else []
-    cpu = [ln for ln in lines if ln.startswith("model name")]
-    out["cpu"] = cpu[0].split(":", 1)[1].strip() if cpu else platform.processor()
+    out["cpu"] = machine()["cpu"] or platform.processor()  # the model name /proc/cpuinfo gives
     out["accelerator"] = getattr(jax.devices()[0], "device_kind", str(jax.devices()[0]))
     return out
 

@@ -22,8 +22,12 @@ BACK = "KITCHEN_SCENE2_put_the_black_bowl_at_the_back_on_the_plate"
 PUDDING = "KITCHEN_SCENE10_put_the_chocolate_pudding_in_the_top_drawer_of_the_cabinet_and_close_it"
 
 
-def _plans(planner: PC.PandaPlanner) -> list[PP.Plan]:
-    """Each environment's own pick-and-place plans."""
+def _succeeded_plans(task: str, inits: tuple[int, ...]) -> list[PP.Plan]:
+    """The planner's episodes of `task` from `inits` (LIBERO's protocol); each must succeed.
+    Each environment's own pick-and-place plans, as they ended."""
+    env = batch("libero_90", task, inits)
+    planner = PC.PandaPlanner(env)
+    assert all_succeed(env, planner, "libero_90")
     return [
         st.plans[b]
         for b, (_, stages) in enumerate(planner.per_env)
@@ -57,18 +61,12 @@ def test_a_bowl_taken_at_the_tables_far_edge_is_carried_back():
     its limit. Carried back from there, OSC pressed the elbow on its limit and the hand stayed
     put (states 13 and 15 failed). Moved out first, both succeed."""
     inits = (13, 15)
-    env = batch("libero_90", FRONT, inits)
-    planner = PC.PandaPlanner(env)
-    assert all_succeed(env, planner, "libero_90")
-    plans = _plans(planner)
+    plans = _succeeded_plans(FRONT, inits)
     assert len(plans) == len(inits) and all(p.unfold > 0 for p in plans)
 
 
 def test_a_bowl_within_reach_never_moves_out():
-    env = batch("libero_90", BACK, (0, 1))
-    planner = PC.PandaPlanner(env)
-    assert all_succeed(env, planner, "libero_90")
-    plans = _plans(planner)
+    plans = _succeeded_plans(BACK, (0, 1))
     assert len(plans) == 2 and all(p.unfold == -1 and p.reach_unfold == -1 for p in plans)
 
 
@@ -79,8 +77,5 @@ def test_a_box_taken_from_beside_an_overhang_at_the_arms_reach():
     and the episode ran out on a second try (states 2 and 13 failed). Moved out first on the
     way down, both succeed."""
     inits = (2, 13)
-    env = batch("libero_90", PUDDING, inits)
-    planner = PC.PandaPlanner(env)
-    assert all_succeed(env, planner, "libero_90")
-    plans = _plans(planner)
+    plans = _succeeded_plans(PUDDING, inits)
     assert len(plans) == len(inits) and all(p.reach_unfold > 0 for p in plans)
