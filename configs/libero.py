@@ -11,10 +11,15 @@ random | hold | a trained run: `--config.policy=<launch.main workdir>` (its last
 or `<workdir>/checkpoints/round_000k` (coda.loop.acting; a run trained with
 sim.source=libero:<suite>, configs/libero_loop.py).
 
-Robots: floating (our floating gripper: every policy above) | panda (LIBERO's Franka Panda under
-OSC_POSE, LIBERO's protocol, coda.libero.evaluate_panda: hold, random, or an openpi pi0.5
-checkpoint `--config.policy=openpi:<dir>`, README "Evaluating an openpi pi0.5 LIBERO
-checkpoint"; perturbations none or LIBERO-PRO's).
+Robots: panda, the default (LIBERO's Franka Panda under OSC_POSE, LIBERO's protocol,
+coda.libero.evaluate_panda: planner, hold, random, or an openpi pi0.5 checkpoint
+`--config.policy=openpi:<dir>`, README "Evaluating an openpi pi0.5 LIBERO checkpoint";
+perturbations none or LIBERO-PRO's) | floating (our floating gripper: planner, random, hold, a
+trained CoDA run, every perturbation above).
+
+Cost: the Panda planner over a suite's 500 episodes takes ~9 (libero_goal) to ~22 min
+(libero_10) on one CPU core (benchmarks/results/libero_panda_planner_*_50.json's wall_seconds);
+`smoke` (2 episodes of 20 steps, one GIF) ~10 s.
 """
 
 from ml_collections import ConfigDict
@@ -25,7 +30,7 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.suite = "libero_spatial"  # the LIBERO suite evaluated (list above)
     c.perturbation = "none"  # LIBERO-PRO / LIBERO-Plus perturbation (list above); none = off
     c.policy = "planner"  # the acting policy: planner | random | hold | a run folder | openpi:<dir>
-    c.robot = "floating"  # floating (our gripper) | panda (LIBERO's Panda; above)
+    c.robot = "panda"  # panda (LIBERO's Panda) | floating (our gripper; above)
     c.tokenizer = ""  # openpi: paligemma_tokenizer.model; "" = in <dir> / $CODA_PALIGEMMA_TOKENIZER
     c.tasks = ""  # "" = every task of the suite; else task ids, e.g. "0,3"
     c.init_states = 0  # initial states per task; 0 = all 50 (all from init_offset on)
@@ -54,7 +59,8 @@ def get_config(arg: str | None = None) -> ConfigDict:
     if arg == "smoke":
         c.tasks = "0"
         c.init_states = 2
-        c.num_chunks = 2
+        c.num_chunks = 2  # robot=floating's episode length
+        c.panda.max_steps = 20  # robot=panda's
         c.gifs = 1
     elif arg not in (None, ""):
         raise ValueError(f"unknown config variant {arg!r}; valid: '', 'smoke'")

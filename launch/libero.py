@@ -3,13 +3,14 @@
 -> per-task and per-suite success over the fixed initial states (results.json, results.md) and
 agent-view GIFs of each task's first episodes (gifs/; `--config.gifs=0` turns them off).
 
-`--config.policy=<run folder>` evaluates a trained policy (a `launch.main` workdir's last
-complete round, or `<run>/checkpoints/round_000k`). `--config.robot=panda` evaluates on LIBERO's
-Panda with LIBERO's protocol (coda.libero.evaluate_panda): `hold`, `random`, or an openpi pi0.5
-checkpoint, `--config.policy=openpi:<dir>` (README: "Evaluating an openpi pi0.5 LIBERO
-checkpoint"). A misspelt suite, perturbation, robot or policy, a task id or initial-state offset
-out of range, an incomplete checkpoint: one line naming the valid values or the missing files,
-no traceback."""
+The robot is LIBERO's Panda with LIBERO's protocol (coda.libero.evaluate_panda): `planner`,
+`hold`, `random`, or an openpi pi0.5 checkpoint, `--config.policy=openpi:<dir>` (README:
+"Evaluating an openpi pi0.5 LIBERO checkpoint"). `--config.robot=floating` evaluates our
+floating gripper (coda.libero.evaluate), which also takes a trained CoDA run,
+`--config.policy=<run folder>` (a `launch.main` workdir's last complete round, or
+`<run>/checkpoints/round_000k`). A misspelt suite, perturbation, robot or policy, a policy or
+perturbation the robot does not take, a task id or initial-state offset out of range, an
+incomplete checkpoint: one line naming the valid values or the missing files, no traceback."""
 
 from __future__ import annotations
 

@@ -315,18 +315,23 @@ def test_libero_config_and_its_refusals():
     with pytest.raises(ValueError, match="random"):
         E.make_policy("pi0", 10)
     cfg = cfg_mod.get_config()
-    assert E.config_problems(cfg) == []
-    for field, value, says in (
-        ("suite", "libero_spatail", "suite='libero_spatail' is unknown (valid: "),
-        ("perturbation", "swapp", "perturbation='swapp' is unknown (valid: none, swap"),
-        ("policy", "plannr", "policy='plannr' is unknown (valid: planner, random, hold"),
-        ("tasks", "3,12", "tasks='3,12' must be comma-separated task ids in [0, 10)"),
-        ("tasks", "a", "tasks='a' must be"),
-        ("init_offset", 50, "init_offset=50 outside [0, 50)"),
-        ("init_states", -1, "init_states=-1 must be an integer >= 0"),
-    ):
+    assert cfg.robot == "panda" and E.config_problems(cfg) == []  # LIBERO's robot by default
+    floating = "policy='plannr' is unknown (valid: planner, random, hold"
+    for arm, field, value, says in (
+        ("panda", "suite", "libero_spatail", "suite='libero_spatail' is unknown (valid: "),
+        ("panda", "perturbation", "swapp", "perturbation='swapp' is unknown (valid: none, swap"),
+        ("panda", "policy", "plannr", "policy='plannr' cannot act on robot=panda (valid: planner"),
+        ("panda", "policy", "runs/x", "is a CoDA run, trained on our floating gripper: add "
+         "--config.robot=floating"),
+        ("panda", "perturbation", "layout1", "LIBERO-Plus's with --config.robot=floating"),
+        ("floating", "policy", "plannr", floating),
+        ("panda", "tasks", "3,12", "tasks='3,12' must be comma-separated task ids in [0, 10)"),
+        ("panda", "tasks", "a", "tasks='a' must be"),
+        ("floating", "init_offset", 50, "init_offset=50 outside [0, 50)"),
+        ("panda", "init_states", -1, "init_states=-1 must be an integer >= 0"),
+    ):  # fmt: skip
         bad = cfg_mod.get_config()
-        bad[field] = value
+        bad.robot, bad[field] = arm, value
         got = E.config_problems(bad)
         assert len(got) == 1 and says in got[0] and "\n" not in got[0], (field, got)
     with pytest.raises(ValueError, match="layout1"):
@@ -350,7 +355,7 @@ def test_evaluation_command_runs_a_perturbed_suite_natively(tmp_path):
     from coda.libero.evaluate import evaluate
 
     cfg = cfg_mod.get_config("smoke")
-    cfg.perturbation = "swap"
+    cfg.robot, cfg.perturbation = "floating", "swap"
     res = evaluate(cfg, tmp_path)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["episodes"] == 2 and saved["per_task"][0]["init_indices"] == [0, 1]

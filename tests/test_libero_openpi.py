@@ -97,7 +97,7 @@ def policy(ckpt) -> OP.OpenpiLiberoPolicy:
 def _panda_config(policy: str, **fields):
     base = {"robot": "panda", "policy": policy, "tasks": "0", "init_states": 2,
             "panda.batch": 2, "panda.image_size": 64, "panda.max_steps": 7,
-            "panda.wait_steps": 2}  # fmt: skip
+            "panda.wait_steps": 2, "gifs": 0}  # fmt: skip
     base.update({f"openpi.{k}": v for k, v in TINY.items()})
     base.update(fields)
     return _config(**base)
@@ -250,11 +250,22 @@ def test_hold_and_random_act_on_the_panda(tmp_path, libero_data):
 def test_planner_acts_on_the_panda(tmp_path, libero_data):
     """policy=planner on robot=panda: `panda_chain.PandaPlanner` under LIBERO's protocol
     (libero_object's first task succeeds; libero_10's last, cut at 5 steps, fails and the
-    evaluation goes on)."""
-    fields = {"suite": "libero_object", "init_states": 1, "panda.batch": 1,
+    evaluation goes on). The first episode's GIF runs from the settled start to its success."""
+    from PIL import Image
+
+    fields = {"suite": "libero_object", "init_states": 1, "panda.batch": 1, "gifs": 1,
               "panda.max_steps": 200, "panda.wait_steps": 10}  # fmt: skip
     res = EP.evaluate(_panda_config("planner", **fields), tmp_path)
     assert [r["success"] for r in res["per_episode"]] == [True]
+    name = "gifs/task00_ep00_success.gif"
+    assert res["gif_note"] is None and res["per_task"][0]["gifs"] == [name]
+    gif = Image.open(tmp_path / name)
+    frames = len(range(0, res["per_episode"][0]["steps"] + 1, EP.GIF_STRIDE)) + 1
+    assert gif.size == (128, 128) and 2 <= gif.n_frames <= frames  # equal frames merge
+    first = np.asarray(gif.convert("RGB"))
+    gif.seek(gif.n_frames - 1)
+    last = np.asarray(gif.convert("RGB"))
+    assert np.abs(first.astype(int) - last).mean() > 1.0  # the arm moved and the object too
     fields.update({"suite": "libero_10", "tasks": "9", "panda.max_steps": 5})
     res = EP.evaluate(_panda_config("planner", **fields), tmp_path / "door")
     assert [r["success"] for r in res["per_episode"]] == [False]
@@ -281,7 +292,7 @@ def test_config_refusals_are_one_line(ckpt, tmp_path):
         ({"policy": f"openpi:{no_params}"}, f"no PaliGemma tokenizer (paligemma_tokenizer.model) "
                                             f"at {no_params}/paligemma_tokenizer.model"),
         ({"tokenizer": f"{tmp_path}/tok.model"}, f"tokenizer='{tmp_path}/tok.model' is not a file"),
-        ({"policy": "runs/some_run"}, "policy='runs/some_run' cannot act on robot=panda (valid: planner,"),
+        ({"policy": "runs/some_run"}, "policy='runs/some_run' is a CoDA run, trained on our floating gripper: add --config.robot=floating"),
         ({"perturbation": "layout2"}, "perturbation='layout2' is not available on robot=panda"),
         ({"openpi.replan_steps": 5}, "openpi.replan_steps=5 must be in [1, openpi.action_horizon=4]"),
         ({"panda.batch": 0}, "panda.batch=0 must be an integer >= 1"),
@@ -292,12 +303,17 @@ def test_config_refusals_are_one_line(ckpt, tmp_path):
         assert len(got) == 1 and says in got[0] and "\n" not in got[0], (fields, got)
 
 
-def test_launch_answers_an_openpi_policy_without_the_panda_in_one_line(ckpt):
+@pytest.mark.parametrize(
+    "robot,policy,says",
+    [("floating", "openpi:{ckpt}", "add --config.robot=panda"),
+     ("panda", "{ckpt}", "add --config.robot=floating")],  # a folder: read as a CoDA run
+)  # fmt: skip
+def test_launch_answers_a_policy_the_robot_cannot_take_in_one_line(ckpt, robot, policy, says):
     out = subprocess.run(
-        [sys.executable, "-m", "launch.libero", f"--config.policy=openpi:{ckpt}",
-         "--workdir=/nonexistent/never-written"],
+        [sys.executable, "-m", "launch.libero", f"--config.robot={robot}",
+         f"--config.policy={policy.format(ckpt=ckpt)}", "--workdir=/nonexistent/never-written"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert out.returncode != 0
+    assert out.returncode != 0 and "Traceback" not in out.stderr
     line = [x for x in out.stderr.splitlines() if x.startswith("policy=")]
-    assert len(line) == 1 and "add --config.robot=panda" in line[0], out.stderr[-2000:]
+    assert len(line) == 1 and says in line[0], out.stderr[-2000:]

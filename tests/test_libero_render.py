@@ -188,7 +188,7 @@ def test_evaluation_command_writes_gifs(tmp_path):
     from coda.libero.evaluate import evaluate
 
     cfg = cfg_mod.get_config("smoke")
-    cfg.perturbation, cfg.gifs, cfg.nthread = "camera2", 2, 1
+    cfg.robot, cfg.perturbation, cfg.gifs, cfg.nthread = "floating", "camera2", 2, 1
     evaluate(cfg, tmp_path)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["observation_perturbation"] == {"kind": "camera", "level": 2, "seed": 0}

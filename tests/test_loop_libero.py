@@ -305,7 +305,7 @@ def test_launch_libero_evaluates_the_run_s_trained_policy(libero_run, tmp_path):
     spec.loader.exec_module(mod)
     for policy, want_round in ((workdir, 1), (f"{workdir}/checkpoints/round_0000", 0)):
         cfg = mod.get_config("smoke")
-        cfg.policy, cfg.gifs = policy, 0
+        cfg.robot, cfg.policy, cfg.gifs = "floating", policy, 0
         res = LE.evaluate(cfg, str(tmp_path / f"r{want_round}"), acting.load(policy))
         assert res["trained"]["round"] == want_round
         assert res["trained"]["strategy"] == run_cfg.strategy

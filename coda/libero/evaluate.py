@@ -157,6 +157,11 @@ def panda_problems(config: Any) -> list[str]:
             out.append(f"openpi.replan_steps={r!r} must be in [1, openpi.action_horizon={h}]")
         if op.get("dtype") not in ("bfloat16", "float32"):
             out.append(f"openpi.dtype={op.get('dtype')!r} is unknown (valid: bfloat16, float32)")
+    elif is_run_path(policy):
+        out.append(
+            f"policy={policy!r} is a CoDA run, trained on our floating gripper: add "
+            "--config.robot=floating (robot=panda acts with planner, random, hold, openpi:<dir>)"
+        )
     elif policy not in PANDA_POLICIES:
         out.append(
             f"policy={policy!r} cannot act on robot=panda (valid: "
@@ -165,7 +170,7 @@ def panda_problems(config: Any) -> list[str]:
     if config.perturbation in PERTURBATIONS and config.perturbation not in PANDA_PERTURBATIONS:
         out.append(
             f"perturbation={config.perturbation!r} is not available on robot=panda (valid: "
-            f"none, {', '.join(suites.PERTURBATIONS)})"
+            f"none, {', '.join(suites.PERTURBATIONS)}; LIBERO-Plus's with --config.robot=floating)"
         )
     fields = (
         ("batch", 1),
@@ -258,7 +263,7 @@ def task_names(suite: str, tasks) -> list[str]:
     return [names[i] for i in task_ids(suite, tasks)]
 
 
-def _gif_count(config: Any) -> tuple[int, str | None]:
+def gif_count(config: Any) -> tuple[int, str | None]:
     """(GIFs per task, why none are made or None): none without a GL backend."""
     n_gifs, gif_note = int(config.get("gifs", 0)), None
     if n_gifs > 0:
@@ -364,7 +369,7 @@ def evaluate(
     # a trained policy acts in chunks of its run's horizon
     horizon = trained_info["horizon"] if trained_info else int(config.horizon)
     obs_pert = perturb.parse_obs(config.perturbation, config.seed)
-    n_gifs, gif_note = _gif_count(config)
+    n_gifs, gif_note = gif_count(config)
     chunks = config.num_chunks or num_chunks(suite, horizon)
     backend = NativeBackend(nthread=config.nthread or None)
     rng = jax.random.PRNGKey(config.seed)

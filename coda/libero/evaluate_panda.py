@@ -26,7 +26,10 @@ are their own suite names (their own BDDL files and initial states); LIBERO-Plus
 observation perturbations are not available on the Panda (config_problems says so).
 
 results.json / results.md have the floating-gripper evaluation's shape (`evaluate`): per-task
-rows, the suite's success, plus `per_episode` (task, initial state, success, steps).
+rows, the suite's success, plus `per_episode` (task, initial state, success, steps). GIFs: the
+first `gifs` episodes of each task through LIBERO's agent view, a frame every 0.4 s of simulated
+time up to the episode's end (its first success or the cap), into gifs/ (none without a GL
+backend: `gif_note` says why).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from coda.libero import data, suites
 from coda.libero import evaluate as E
 from coda.libero import openpi_policy as OP
 from coda.libero import panda_chain as PC
+from coda.libero import render as LR
 from coda.libero import scene as S
 from coda.libero.panda_env import PandaEnv
 
@@ -138,15 +142,27 @@ def make_actor(config: Any, policy: OP.OpenpiLiberoPolicy | None = None):
     )
 
 
+GIF_STRIDE = 8  # policy steps per GIF frame: 0.4 s at 20 Hz, the floating GIFs' rate
+
+
 def run_batch(
-    env: PandaEnv, indices: list[int], actor, prompt: str, max_steps: int, wait_steps: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(success [B], policy steps until the first success, else max_steps [B]) of one batch of
-    episodes from LIBERO's initial states `indices`."""
+    env: PandaEnv,
+    indices: list[int],
+    actor,
+    prompt: str,
+    max_steps: int,
+    wait_steps: int,
+    record: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(success [B], policy steps until the first success, else max_steps [B], qpos trace) of
+    one batch of episodes from LIBERO's initial states `indices`. The trace [record, T + 1, nq]
+    holds the first `record` environments' qpos after the no-op steps and after each of the
+    T policy steps run (None when `record` is 0): their GIFs."""
     obs = env.reset(indices)
     noop = np.broadcast_to(NOOP, (env.n_envs, 7))
     for _ in range(wait_steps):
         obs, _ = env.step(noop)
+    trace = [np.stack([d.qpos.copy() for d in env.datas[:record]])] if record else None
     done = np.zeros(env.n_envs, bool)
     steps = np.full(env.n_envs, max_steps, np.int64)
     t = 0
@@ -154,35 +170,64 @@ def run_batch(
         for a in np.swapaxes(actor.chunk(env, obs, prompt), 0, 1):  # [B, 7] per step
             obs, ok = env.step(a)
             t += 1
+            if record:
+                trace.append(np.stack([d.qpos.copy() for d in env.datas[:record]]))
             first = ok & ~done
             steps[first], done = t, done | ok
             if t >= max_steps or done.all():
                 break
-    return done, steps
+    return done, steps, (np.stack(trace, 1) if record else None)
+
+
+def write_gifs(
+    out: pathlib.Path, env: PandaEnv, k: int, trace: np.ndarray, ok, steps, size: int
+) -> list[str]:
+    """Agent-view GIFs of the traced episodes, a frame every GIF_STRIDE steps up to and
+    including the episode's last (its first success, or the cap); paths relative to `out`."""
+    (out / "gifs").mkdir(exist_ok=True)
+    paths = []
+    for i, q in enumerate(trace):
+        last = int(steps[i])
+        at = sorted(set(range(0, last + 1, GIF_STRIDE)) | {last})
+        rel = f"gifs/task{k:02d}_ep{i:02d}_{'success' if ok[i] else 'failure'}.gif"
+        LR.write_gif(out / rel, env.agentview(q[at]), size=size)
+        paths.append(rel)
+    return paths
 
 
 def _batches(indices: list[int], size: int) -> list[list[int]]:
     return [indices[i : i + size] for i in range(0, len(indices), size)]
 
 
-def _episodes(config, k, name, src, actor, indices, max_steps) -> list[dict]:
-    """The per-episode rows of task `k`'s initial states `indices`, `panda.batch` at a time."""
+def _episodes(config, k, name, src, actor, indices, max_steps, gifs) -> tuple[list, list, float]:
+    """(per-episode rows, GIF paths, seconds spent in rollouts) of task `k`'s initial states
+    `indices`, `panda.batch` at a time; `gifs`: (run folder, GIFs per task) of the task's
+    first episodes."""
     size = min(int(config.panda.batch), len(indices))
     seed = int(config.panda.fixture_seed)
     env = PandaEnv(src, name, n_envs=size, fixture_seed=None if seed < 0 else seed)
     prompt = OP.prompt_for(src, name)
-    out = []
+    out, paths, (folder, n_gifs), seconds = [], [], gifs, 0.0
     for j, idx in enumerate(_batches(indices, size)):
         actor.start(k, j)
         padded = idx + [idx[0]] * (size - len(idx))
-        ok, steps = run_batch(env, padded, actor, prompt, max_steps, int(config.panda.wait_steps))
+        record = min(n_gifs, len(idx)) if j == 0 else 0
+        t0 = time.time()
+        ok, steps, trace = run_batch(
+            env, padded, actor, prompt, max_steps, int(config.panda.wait_steps), record
+        )
+        seconds += time.time() - t0
+        if record:
+            paths = write_gifs(folder, env, k, trace, ok, steps, int(config.gif_size))
         for b, i in enumerate(idx):
             out.append({"task_id": k, "task": name, "init": i,
                         "success": bool(ok[b]), "steps": int(steps[b])})  # fmt: skip
-    return out
+    return out, paths, seconds
 
 
-def evaluate_task(config: Any, k: int, name: str, actor, max_steps: int) -> tuple[dict, list]:
+def evaluate_task(
+    config: Any, k: int, name: str, actor, max_steps: int, gifs=(None, 0)
+) -> tuple[dict, list]:
     """(results.json's per-task row, its per-episode rows) for task `k` of the suite. A task
     whose scene or stored states do not load with the Panda counts its episodes as failed, with
     the reason in `unsupported`."""
@@ -191,9 +236,9 @@ def evaluate_task(config: Any, k: int, name: str, actor, max_steps: int) -> tupl
         src = suites.perturbed(config.suite, config.perturbation)
     task = S.load_task(src, name)
     indices = E.init_indices(len(task.states), int(config.init_states), int(config.init_offset))
-    t0, unsupported = time.time(), None
+    unsupported, paths, seconds = None, [], 0.0
     try:
-        episodes = _episodes(config, k, name, src, actor, indices, max_steps)
+        episodes, paths, seconds = _episodes(config, k, name, src, actor, indices, max_steps, gifs)
     except S.LiberoImportError as e:
         unsupported = str(e).splitlines()[0]
         episodes = [{"task_id": k, "task": name, "init": i, "success": False, "steps": 0}
@@ -211,8 +256,8 @@ def evaluate_task(config: Any, k: int, name: str, actor, max_steps: int) -> tupl
         "success_rate": wins / n if n else 0.0,
         "failed": 0,
         "init_indices": indices,
-        "rollout_seconds": round(time.time() - t0, 2),
-        "gifs": [],
+        "rollout_seconds": round(seconds, 2),
+        "gifs": paths,
     }
     return row, episodes
 
@@ -232,11 +277,12 @@ def evaluate(
     out.mkdir(parents=True, exist_ok=True)
     actor = make_actor(config, policy)
     max_steps = int(config.panda.max_steps) or suites.step_cap(config.suite)
+    n_gifs, gif_note = E.gif_count(config)
     rows, episodes, t0 = [], [], time.time()
     names = suites.tasks(config.suite)
     for k in E.task_ids(config.suite, config.tasks):
         name = names[k]
-        row, eps = evaluate_task(config, k, name, actor, max_steps)
+        row, eps = evaluate_task(config, k, name, actor, max_steps, (out, n_gifs))
         rows.append(row)
         episodes += eps
     n = len(episodes)
@@ -245,7 +291,7 @@ def evaluate(
         "suite": config.suite,
         "perturbation": config.perturbation,
         "observation_perturbation": None,
-        "gif_note": "no GIFs on robot=panda",
+        "gif_note": gif_note,
         "robot": "panda",
         "policy": config.policy,
         "trained": None,

@@ -184,20 +184,31 @@ class PandaEnv:
             obs.update(self.images(size, pose_q))
         return obs
 
-    def images(self, size: int, qpos: np.ndarray) -> dict[str, np.ndarray]:
-        """The two cameras at states `qpos` [B, nq]: [B, size, size, 3] uint8, bottom row first
-        as robosuite gives them."""
+    def _visual(self) -> mujoco.MjModel:
+        """The task's visual model (LIBERO's meshes and textures), built on first use."""
         if self._vis is None:
             vis = PD.compile_panda_task(self.pt.suite, self.pt.task.name, True).model
             self._vis = self._placed(vis)
             self._vis.site_rgba[:, 3] = 0.0  # LIBERO's observations show no sites
+        return self._vis
+
+    def images(self, size: int, qpos: np.ndarray) -> dict[str, np.ndarray]:
+        """The two cameras at states `qpos` [B, nq]: [B, size, size, 3] uint8, bottom row first
+        as robosuite gives them."""
         frames = LR.render_observations(
-            self._vis, qpos, size=size, antialias=True
+            self._visual(), qpos, size=size, antialias=True
         )  # [B, 2, H, W, 3] top-down
         return {
             "agentview_image": frames[:, 0, ::-1],
             "robot0_eye_in_hand_image": frames[:, 1, ::-1],
         }
+
+    def agentview(self, qpos: np.ndarray, size: int = LR.IMAGE_SIZE) -> np.ndarray:
+        """LIBERO's agent view at states `qpos` [T, nq]: [T, size, size, 3] uint8, top row first
+        (as a video shows it)."""
+        return LR.render_observations(
+            self._visual(), qpos, size=size, cameras=(LR.CAMERAS[0],), antialias=True
+        )[:, 0]
 
 
 def hand_axes(env, d: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
