@@ -4,7 +4,8 @@
 Suites: libero_spatial | libero_object | libero_goal | libero_10 | libero_90.
 Perturbations: none | swap | object | lan | task (LIBERO-PRO's shipped suites) |
 layout1..layout5 (LIBERO-Plus layout shifts) | camera1..5, light1..5, noise1..5
-(LIBERO-Plus-style observation perturbations: rendered frames only, e.g. the GIFs).
+(LIBERO-Plus-style observation perturbations: rendered frames only: an image policy's inputs on
+the Panda, and the GIFs).
 Policies: planner (goals as ordered stages: pick-and-place, drawer pull / push, knob turn, door
 swung shut or opened by its handle bar; goals it cannot do count as failed with the reason) |
 random | hold | a trained run: `--config.policy=<launch.main workdir>` (its last complete round)
@@ -13,8 +14,8 @@ sim.source=libero:<suite>, configs/libero_loop.py).
 
 Robots: panda, the default (LIBERO's Franka Panda under OSC_POSE, LIBERO's protocol,
 coda.libero.evaluate_panda: planner, hold, random, or an openpi pi0.5 checkpoint
-`--config.policy=openpi:<dir>`, README "Evaluating an openpi pi0.5 LIBERO checkpoint";
-perturbations none or LIBERO-PRO's) | floating (our floating gripper: planner, random, hold, a
+`--config.policy=openpi:<dir>`, README "Evaluating an openpi pi0.5 LIBERO checkpoint"; every
+perturbation above but the layouts) | floating (our floating gripper: planner, random, hold, a
 trained CoDA run, every perturbation above).
 
 Cost: the Panda planner over a suite's 500 episodes takes ~9 (libero_goal) to ~22 min

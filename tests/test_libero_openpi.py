@@ -266,6 +266,11 @@ def test_planner_acts_on_the_panda(tmp_path, libero_data):
     gif.seek(gif.n_frames - 1)
     last = np.asarray(gif.convert("RGB"))
     assert np.abs(first.astype(int) - last).mean() > 1.0  # the arm moved and the object too
+    lit = EP.evaluate(_panda_config("planner", **fields, perturbation="light3"), tmp_path / "lit")
+    assert lit["per_episode"] == res["per_episode"]  # frames only: the state policy is unmoved
+    assert lit["observation_perturbation"] == {"kind": "light", "level": 3, "seed": 0}
+    lit_first = np.asarray(Image.open(tmp_path / "lit" / name).convert("RGB"))
+    assert np.abs(lit_first.astype(int) - first).mean() > 1.0
     fields.update({"suite": "libero_10", "tasks": "9", "panda.max_steps": 5})
     res = EP.evaluate(_panda_config("planner", **fields), tmp_path / "door")
     assert [r["success"] for r in res["per_episode"]] == [False]

@@ -196,3 +196,36 @@ def test_evaluation_command_writes_gifs(tmp_path):
     assert len(gifs) == 2 and saved["per_task"][0]["data_suite"] == SUITE
     for g in gifs:
         assert 1 <= Image.open(tmp_path / g).n_frames <= cfg.num_chunks + 1
+
+
+def test_panda_frames_under_observation_perturbations(task):
+    """On LIBERO's Panda a camera perturbation moves the agent view only and noise is fresh per
+    step, neither touches the state, and an episode's noisy frame does not depend on its batch."""
+    from coda.libero.panda_env import PandaEnv
+
+    name, act = task[0], np.array([[0.3, -0.2, 0.1, 0.0, 0.0, 0.0, -1.0]])
+    envs = {
+        p: PandaEnv(SUITE, name, n_envs=1, obs_perturbation=P.parse_obs(p, seed=3))
+        for p in ("none", "camera3", "noise2")
+    }
+    obs = {p: (e.reset([4]), e.step(act)[0]) for p, e in envs.items()}
+    frames = {p: e.observe(64) for p, e in envs.items()}
+    for p in ("camera3", "noise2"):
+        np.testing.assert_allclose(obs[p][1]["state"], obs["none"][1]["state"], atol=0.0)
+    plain, cam, noisy = frames["none"], frames["camera3"], frames["noise2"]
+    view, wrist = "agentview_image", "robot0_eye_in_hand_image"
+    np.testing.assert_array_equal(cam[wrist], plain[wrist])
+    assert np.abs(cam[view].astype(int) - plain[view]).mean() > 5.0
+    for key in (view, wrist):
+        diff = np.abs(noisy[key].astype(int) - plain[key])
+        assert 1.0 < diff.mean() < 20.0, (key, diff.mean())
+    pair = PandaEnv(SUITE, name, n_envs=2, obs_perturbation=P.parse_obs("noise2", seed=3))
+    pair.reset([7, 4])
+    pair.step(np.concatenate([act, act]))
+    got = pair.observe(64)
+    np.testing.assert_array_equal(got[view][1], noisy[view][0])  # state 4 at step 1, either batch
+    for e in (envs["none"], envs["noise2"]):  # step 2: the same scene change, fresh noise
+        e.step(act)
+    noise1 = noisy[view].astype(int) - plain[view]
+    noise2 = envs["noise2"].observe(64)[view].astype(int) - envs["none"].observe(64)[view]
+    assert np.abs(noise2 - noise1).mean() > 1.0

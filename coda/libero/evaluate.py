@@ -42,7 +42,8 @@ LIBERO_STATES = 50  # fixed initial states per LIBERO task
 POLICIES = ("planner", "random", "hold")
 ROBOTS = ("floating", "panda")  # our floating gripper | LIBERO's Panda (coda.libero.evaluate_panda)
 PANDA_POLICIES = ("planner", "random", "hold")  # and openpi:<dir>; planner: panda_chain
-PANDA_PERTURBATIONS = ("none",) + suites.PERTURBATIONS  # LIBERO-PRO's suites (own BDDL, states)
+# LIBERO-PRO's suites (own BDDL, states) and the observation perturbations (frames only)
+PANDA_PERTURBATIONS = ("none",) + suites.PERTURBATIONS + perturb.obs_perturbation_names()
 PERTURBATIONS = (
     ("none",)
     + suites.PERTURBATIONS
@@ -170,7 +171,8 @@ def panda_problems(config: Any) -> list[str]:
     if config.perturbation in PERTURBATIONS and config.perturbation not in PANDA_PERTURBATIONS:
         out.append(
             f"perturbation={config.perturbation!r} is not available on robot=panda (valid: "
-            f"none, {', '.join(suites.PERTURBATIONS)}; LIBERO-Plus's with --config.robot=floating)"
+            f"none, {', '.join(suites.PERTURBATIONS)}, camera1..5, light1..5, noise1..5; "
+            "layouts with --config.robot=floating)"
         )
     fields = (
         ("batch", 1),

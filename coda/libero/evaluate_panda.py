@@ -22,8 +22,11 @@ Policies: `hold` (LIBERO's no-op, the passive baseline), `random` (uniform in [-
 (`coda.libero.openpi_policy`: a chunk of `action_horizon` actions per inference, its first
 `replan_steps` executed, then the next inference; noise from an explicit key folded from
 (seed, task, batch, inference)). LIBERO-PRO's perturbed suites (swap / object / lan / task)
-are their own suite names (their own BDDL files and initial states); LIBERO-Plus layouts and
-observation perturbations are not available on the Panda (config_problems says so).
+are their own suite names (their own BDDL files and initial states). The observation
+perturbations (camera / light / noise levels, `coda.libero.perturb`) change the cameras' frames,
+what an image policy sees and the GIFs show, never the physics: a state-based policy (planner,
+hold, random) acts as unperturbed. LIBERO-Plus layouts are not available on the Panda
+(config_problems says so).
 
 results.json / results.md have the floating-gripper evaluation's shape (`evaluate`): per-task
 rows, the suite's success, plus `per_episode` (task, initial state, success, steps). GIFs: the
@@ -34,6 +37,7 @@ backend: `gif_note` says why).
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import time
 from typing import Any
@@ -41,7 +45,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from coda.libero import data, suites
+from coda.libero import data, perturb, suites
 from coda.libero import evaluate as E
 from coda.libero import openpi_policy as OP
 from coda.libero import panda_chain as PC
@@ -180,17 +184,19 @@ def run_batch(
 
 
 def write_gifs(
-    out: pathlib.Path, env: PandaEnv, k: int, trace: np.ndarray, ok, steps, size: int
+    out: pathlib.Path, env: PandaEnv, k: int, trace: np.ndarray, ok, steps, size: int, wait: int
 ) -> list[str]:
-    """Agent-view GIFs of the traced episodes, a frame every GIF_STRIDE steps up to and
-    including the episode's last (its first success, or the cap); paths relative to `out`."""
+    """Agent-view GIFs of the traced episodes (the first of `env`'s last reset), a frame every
+    GIF_STRIDE steps up to and including the episode's last (its first success, or the cap),
+    as the policy saw them after the `wait` no-op steps; paths relative to `out`."""
     (out / "gifs").mkdir(exist_ok=True)
     paths = []
     for i, q in enumerate(trace):
         last = int(steps[i])
         at = sorted(set(range(0, last + 1, GIF_STRIDE)) | {last})
         rel = f"gifs/task{k:02d}_ep{i:02d}_{'success' if ok[i] else 'failure'}.gif"
-        LR.write_gif(out / rel, env.agentview(q[at]), size=size)
+        index = env.frame_index(env.inits[i], wait + np.asarray(at))
+        LR.write_gif(out / rel, env.agentview(q[at], frames=index), size=size)
         paths.append(rel)
     return paths
 
@@ -205,7 +211,10 @@ def _episodes(config, k, name, src, actor, indices, max_steps, gifs) -> tuple[li
     first episodes."""
     size = min(int(config.panda.batch), len(indices))
     seed = int(config.panda.fixture_seed)
-    env = PandaEnv(src, name, n_envs=size, fixture_seed=None if seed < 0 else seed)
+    obs_p = perturb.parse_obs(config.perturbation, config.seed)
+    env = PandaEnv(
+        src, name, n_envs=size, fixture_seed=None if seed < 0 else seed, obs_perturbation=obs_p
+    )
     prompt = OP.prompt_for(src, name)
     out, paths, (folder, n_gifs), seconds = [], [], gifs, 0.0
     for j, idx in enumerate(_batches(indices, size)):
@@ -218,7 +227,8 @@ def _episodes(config, k, name, src, actor, indices, max_steps, gifs) -> tuple[li
         )
         seconds += time.time() - t0
         if record:
-            paths = write_gifs(folder, env, k, trace, ok, steps, int(config.gif_size))
+            wait = int(config.panda.wait_steps)
+            paths = write_gifs(folder, env, k, trace, ok, steps, int(config.gif_size), wait)
         for b, i in enumerate(idx):
             out.append({"task_id": k, "task": name, "init": i,
                         "success": bool(ok[b]), "steps": int(steps[b])})  # fmt: skip
@@ -232,7 +242,7 @@ def evaluate_task(
     whose scene or stored states do not load with the Panda counts its episodes as failed, with
     the reason in `unsupported`."""
     src = config.suite
-    if config.perturbation != "none":
+    if config.perturbation in suites.PERTURBATIONS:
         src = suites.perturbed(config.suite, config.perturbation)
     task = S.load_task(src, name)
     indices = E.init_indices(len(task.states), int(config.init_states), int(config.init_offset))
@@ -278,6 +288,7 @@ def evaluate(
     actor = make_actor(config, policy)
     max_steps = int(config.panda.max_steps) or suites.step_cap(config.suite)
     n_gifs, gif_note = E.gif_count(config)
+    obs_p = perturb.parse_obs(config.perturbation, config.seed)
     rows, episodes, t0 = [], [], time.time()
     names = suites.tasks(config.suite)
     for k in E.task_ids(config.suite, config.tasks):
@@ -290,7 +301,7 @@ def evaluate(
     result = {
         "suite": config.suite,
         "perturbation": config.perturbation,
-        "observation_perturbation": None,
+        "observation_perturbation": dataclasses.asdict(obs_p) if obs_p else None,
         "gif_note": gif_note,
         "robot": "panda",
         "policy": config.policy,

@@ -10,7 +10,9 @@ Observations carry robosuite's keys and conventions, in LIBERO's world frame:
 `robot0_gripper_qpos` (2), `robot0_joint_pos` (7), `state` (openpi's 8-D LIBERO state:
 eef pos, axis-angle of the eef quat, gripper qpos), and with `image_size` the two camera images
 `agentview_image` / `robot0_eye_in_hand_image` [B, H, W, 3] uint8 in robosuite's row order
-(OpenGL: bottom row first).
+(OpenGL: bottom row first). With `obs_perturbation` (`coda.libero.perturb`: camera / light /
+noise levels) the frames are perturbed, never the physics; image noise is drawn per (seed,
+initial state, step), so an episode's frames do not depend on the batch it runs in.
 
 `reset` sets the stored state as LIBERO's `set_init_state` does (qpos, qvel; no settling: the
 evaluation protocol's no-op steps settle the objects under control), and the controller as
@@ -27,9 +29,12 @@ import numpy as np
 
 from coda.libero import osc, placement
 from coda.libero import panda as PD
+from coda.libero import perturb as PT
 from coda.libero import predicates as P
 from coda.libero import render as LR
 from coda.sim.state import decode
+
+FRAMES_PER_EPISODE = 100_000  # frame_index's stride per initial state (> any episode's steps)
 
 
 def quat_to_axis_angle(q_xyzw: np.ndarray) -> np.ndarray:
@@ -55,6 +60,7 @@ class PandaEnv:
         obs_timing: str = "robosuite",
         fixture_seed: int | None = None,
         fixture_reset: int = 1,
+        obs_perturbation: PT.ObsPerturbation | None = None,
     ):
         """`fixture_seed`: the fixtures where LIBERO's `env.seed(fixture_seed); env.reset()` puts
         them (`coda.libero.placement`) on the `fixture_reset`-th reset of a LIBERO env, for
@@ -84,6 +90,9 @@ class PandaEnv:
         self._per_atom: dict = {}  # atoms -> jitted [B, A] truth (`atoms_hold`)
         self._vis = None
         self._sampled = None  # (qpos after substep n-2, after n-1) of the last step
+        self.obs_perturbation = obs_perturbation
+        self.inits = np.zeros(n_envs, np.int64)  # the initial states of the last reset
+        self.t = 0  # steps since the last reset
 
     def _placed(self, model: mujoco.MjModel) -> mujoco.MjModel:
         """`model`, or with `fixture_seed` a copy with the fixtures at LIBERO's placement."""
@@ -108,6 +117,7 @@ class PandaEnv:
             self.model, self.datas, self.idx, np.asarray(PD.INIT_QPOS), fingers
         )
         self._sampled = None
+        self.inits, self.t = np.asarray(init_indices, np.int64), 0
         return self.observe()
 
     def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -128,6 +138,7 @@ class PandaEnv:
         for d in self.datas:  # ν (and "end" observations) read the state the step ended at
             mujoco.mj_forward(self.model, d)
         self._sampled = (sampled[n - 2], sampled[n - 1]) if sampled else None
+        self.t += 1
         return self.observe(), self.success()
 
     def success(self) -> np.ndarray:
@@ -193,22 +204,40 @@ class PandaEnv:
         return self._vis
 
     def images(self, size: int, qpos: np.ndarray) -> dict[str, np.ndarray]:
-        """The two cameras at states `qpos` [B, nq]: [B, size, size, 3] uint8, bottom row first
-        as robosuite gives them."""
-        frames = LR.render_observations(
-            self._visual(), qpos, size=size, antialias=True
-        )  # [B, 2, H, W, 3] top-down
+        """The two cameras at states `qpos` [B, nq] (the environments' current step): [B, size,
+        size, 3] uint8, bottom row first as robosuite gives them."""
+        frames = self._frames(qpos, size, LR.CAMERAS, self.frame_index(self.inits, self.t))
         return {
             "agentview_image": frames[:, 0, ::-1],
             "robot0_eye_in_hand_image": frames[:, 1, ::-1],
         }
 
-    def agentview(self, qpos: np.ndarray, size: int = LR.IMAGE_SIZE) -> np.ndarray:
+    def agentview(
+        self, qpos: np.ndarray, size: int = LR.IMAGE_SIZE, frames: np.ndarray | None = None
+    ) -> np.ndarray:
         """LIBERO's agent view at states `qpos` [T, nq]: [T, size, size, 3] uint8, top row first
-        (as a video shows it)."""
-        return LR.render_observations(
-            self._visual(), qpos, size=size, cameras=(LR.CAMERAS[0],), antialias=True
-        )[:, 0]
+        (as a video shows it). `frames` [T]: the states' `frame_index` (their image noise)."""
+        index = np.zeros(len(qpos), np.int64) if frames is None else np.asarray(frames)
+        return self._frames(qpos, size, LR.CAMERAS[:1], index)[:, 0]
+
+    @staticmethod
+    def frame_index(init: np.ndarray | int, t: np.ndarray | int) -> np.ndarray:
+        """The image-noise index of initial state `init`'s episode at step `t` since its reset."""
+        return np.asarray(init, np.int64) * FRAMES_PER_EPISODE + np.asarray(t, np.int64)
+
+    def _frames(self, qpos, size: int, cameras, index: np.ndarray) -> np.ndarray:
+        """[B, len(cameras), size, size, 3] top-down, under the observation perturbation."""
+        p = self.obs_perturbation
+        noise = p is not None and p.kind == "noise"
+        out = LR.render_observations(
+            self._visual(), qpos, size=size, cameras=cameras, antialias=True,
+            perturbation=None if noise else p,
+        )  # fmt: skip
+        if noise:
+            index = np.broadcast_to(index, (len(out),))
+            pairs = zip(out, index, strict=True)
+            out = np.stack([PT.perturb_images(f, p, int(i)) for f, i in pairs])
+        return out
 
 
 def hand_axes(env, d: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
