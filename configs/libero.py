@@ -14,9 +14,9 @@ sim.source=libero:<suite>, configs/libero_loop.py).
 
 Robots: panda, the default (LIBERO's Franka Panda under OSC_POSE, LIBERO's protocol,
 coda.libero.evaluate_panda: planner, hold, random, or an openpi pi0.5 checkpoint
-`--config.policy=openpi:<dir>`, README "Evaluating an openpi pi0.5 LIBERO checkpoint"; every
-perturbation above but the layouts) | floating (our floating gripper: planner, random, hold, a
-trained CoDA run, every perturbation above).
+`--config.policy=openpi:<dir>`, README "Evaluating an openpi pi0.5 LIBERO checkpoint") |
+floating (our floating gripper: planner, random, hold, a trained CoDA run). Both take every
+perturbation above.
 
 Cost: the Panda planner over a suite's 500 episodes takes ~9 (libero_goal) to ~22 min
 (libero_10) on one CPU core (benchmarks/results/libero_panda_planner_*_50.json's wall_seconds);

@@ -8,9 +8,9 @@ The robot is LIBERO's Panda with LIBERO's protocol (coda.libero.evaluate_panda):
 "Evaluating an openpi pi0.5 LIBERO checkpoint"). `--config.robot=floating` evaluates our
 floating gripper (coda.libero.evaluate), which also takes a trained CoDA run,
 `--config.policy=<run folder>` (a `launch.main` workdir's last complete round, or
-`<run>/checkpoints/round_000k`). A misspelt suite, perturbation, robot or policy, a policy or
-perturbation the robot does not take, a task id or initial-state offset out of range, an
-incomplete checkpoint: one line naming the valid values or the missing files, no traceback."""
+`<run>/checkpoints/round_000k`). A misspelt suite, perturbation, robot or policy, a policy the
+robot does not take, a task id or initial-state offset out of range, an incomplete checkpoint:
+one line naming the valid values or the missing files, no traceback."""
 
 from __future__ import annotations
 

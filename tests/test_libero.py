@@ -323,7 +323,6 @@ def test_libero_config_and_its_refusals():
         ("panda", "policy", "plannr", "policy='plannr' cannot act on robot=panda (valid: planner"),
         ("panda", "policy", "runs/x", "is a CoDA run, trained on our floating gripper: add "
          "--config.robot=floating"),
-        ("panda", "perturbation", "layout1", "layouts with --config.robot=floating"),
         ("floating", "policy", "plannr", floating),
         ("panda", "tasks", "3,12", "tasks='3,12' must be comma-separated task ids in [0, 10)"),
         ("panda", "tasks", "a", "tasks='a' must be"),

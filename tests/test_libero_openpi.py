@@ -298,7 +298,6 @@ def test_config_refusals_are_one_line(ckpt, tmp_path):
                                             f"at {no_params}/paligemma_tokenizer.model"),
         ({"tokenizer": f"{tmp_path}/tok.model"}, f"tokenizer='{tmp_path}/tok.model' is not a file"),
         ({"policy": "runs/some_run"}, "policy='runs/some_run' is a CoDA run, trained on our floating gripper: add --config.robot=floating"),
-        ({"perturbation": "layout2"}, "perturbation='layout2' is not available on robot=panda"),
         ({"openpi.replan_steps": 5}, "openpi.replan_steps=5 must be in [1, openpi.action_horizon=4]"),
         ({"panda.batch": 0}, "panda.batch=0 must be an integer >= 1"),
         ({"panda.fixture_seed": -2}, "panda.fixture_seed=-2 must be an integer >= -1"),

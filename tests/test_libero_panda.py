@@ -299,3 +299,67 @@ def test_fixtures_stand_at_liberos_heights():
         mujoco.mj_kinematics(ours.model, dd)
         cat = fixture.rsplit("_", 1)[0]
         assert dd.body(fixture).xpos[2] == pytest.approx(-S.bottom_offset(cat), abs=1e-6)
+
+
+def test_layout_shift_moves_the_table_objects_by_the_floating_gripper_s_offsets(tmp_path):
+    """layoutN on the Panda: the objects LIBERO puts on the table move by `perturb.layout_offsets`
+    (the floating gripper's own shift), shortened only where the full offset would overlap another
+    body, and the protocol's no-ops settle them there. (libero_spatial 'next to the plate', state
+    2: the bowl's full offset puts it 5 mm into the plate, and pushing that apart threw it off the
+    table.)"""
+    from coda.libero import evaluate_panda as EP
+    from coda.libero import perturb as PT
+
+    suite = "libero_spatial"
+    name = next(n for n in suites.tasks(suite) if n.startswith("pick_up_the_black_bowl_next_to"))
+    base = E.PandaEnv(suite, name, n_envs=2)
+    shifted = E.PandaEnv(suite, name, n_envs=2, layout_shift=(5, 0))
+    base.reset([2, 3])
+    shifted.reset([2, 3])
+    adr = {o: shifted.model.jnt_qposadr[shifted.model.joint(f"{o}/free").id]
+           for o, _ in shifted.pt.task.problem.objects}  # fmt: skip
+    for b, i in enumerate((2, 3)):
+        want = PT.layout_offsets(shifted.pt.task, i, 5, 0)
+        assert set(shifted.moved[b]) == set(want) and len(want) >= 3
+        for obj, dxy in shifted.moved[b].items():
+            got = (
+                shifted.datas[b].qpos[adr[obj] : adr[obj] + 2] - base.datas[b].qpos[adr[obj] :][:2]
+            )
+            np.testing.assert_allclose(got, dxy, atol=1e-9)
+            assert any(np.allclose(dxy, s * want[obj], atol=1e-12) for s in E.SHIFT_SCALES)
+    full = PT.layout_offsets(shifted.pt.task, 2, 5, 0)["akita_black_bowl_1"]
+    assert not np.allclose(shifted.moved[0]["akita_black_bowl_1"], full, atol=1e-6)  # shortened
+    floating = PT.layout_shift(suite, name, 3, 5, 0).scene.task["initial"]["perturbation"]
+    assert floating["moved"] == shifted.moved[1]  # state 3: no offset shortened
+    for _ in range(10):
+        for e in (base, shifted):
+            e.step(np.broadcast_to(NOOP, (2, 7)))
+    for b in range(2):
+        for obj, dxy in shifted.moved[b].items():
+            end = (
+                shifted.datas[b].qpos[adr[obj] : adr[obj] + 3] - base.datas[b].qpos[adr[obj] :][:3]
+            )
+            assert np.linalg.norm(end - [*dxy, 0.0]) < 0.02, (b, obj, end, dxy)
+    cfg = _libero_config()
+    cfg.policy, cfg.tasks, cfg.init_states, cfg.perturbation, cfg.gifs = (
+        "hold",
+        "0",
+        1,
+        "layout2",
+        0,
+    )
+    cfg.panda.max_steps, cfg.panda.wait_steps = 2, 1
+    res = EP.evaluate(cfg, tmp_path)
+    assert set(res["per_episode"][0]["moved"]) == set(PT.layout_offsets(
+        S.load_task(suite, suites.tasks(suite)[0]), 0, 2, 0))  # fmt: skip
+
+
+def _libero_config():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent.parent / "configs" / "libero.py"
+    spec = importlib.util.spec_from_file_location("_libero_panda_cfg", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.get_config()

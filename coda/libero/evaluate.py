@@ -42,9 +42,7 @@ LIBERO_STATES = 50  # fixed initial states per LIBERO task
 POLICIES = ("planner", "random", "hold")
 ROBOTS = ("floating", "panda")  # our floating gripper | LIBERO's Panda (coda.libero.evaluate_panda)
 PANDA_POLICIES = ("planner", "random", "hold")  # and openpi:<dir>; planner: panda_chain
-# LIBERO-PRO's suites (own BDDL, states) and the observation perturbations (frames only)
-PANDA_PERTURBATIONS = ("none",) + suites.PERTURBATIONS + perturb.obs_perturbation_names()
-PERTURBATIONS = (
+PERTURBATIONS = (  # every one on both robots
     ("none",)
     + suites.PERTURBATIONS
     + tuple(f"layout{k}" for k in perturb.LEVELS)
@@ -143,8 +141,8 @@ def config_problems(config: Any) -> list[str]:
 
 
 def panda_problems(config: Any) -> list[str]:
-    """robot=panda's problems: its policies (hold, random, openpi:<dir> with a complete
-    checkpoint), perturbations (LIBERO-PRO's suites) and its section's fields."""
+    """robot=panda's problems: its policies (planner, hold, random, openpi:<dir> with a
+    complete checkpoint) and its section's fields."""
     out, policy = [], config.policy
     if openpi_policy.checkpoint_dir(policy) is not None:
         out += openpi_policy.checkpoint_problems(policy, config.get("tokenizer", ""))
@@ -167,12 +165,6 @@ def panda_problems(config: Any) -> list[str]:
         out.append(
             f"policy={policy!r} cannot act on robot=panda (valid: "
             f"{', '.join(PANDA_POLICIES)}, openpi:<dir>); trained runs drive robot=floating"
-        )
-    if config.perturbation in PERTURBATIONS and config.perturbation not in PANDA_PERTURBATIONS:
-        out.append(
-            f"perturbation={config.perturbation!r} is not available on robot=panda (valid: "
-            f"none, {', '.join(suites.PERTURBATIONS)}, camera1..5, light1..5, noise1..5; "
-            "layouts with --config.robot=floating)"
         )
     fields = (
         ("batch", 1),

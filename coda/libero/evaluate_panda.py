@@ -25,8 +25,9 @@ Policies: `hold` (LIBERO's no-op, the passive baseline), `random` (uniform in [-
 are their own suite names (their own BDDL files and initial states). The observation
 perturbations (camera / light / noise levels, `coda.libero.perturb`) change the cameras' frames,
 what an image policy sees and the GIFs show, never the physics: a state-based policy (planner,
-hold, random) acts as unperturbed. LIBERO-Plus layouts are not available on the Panda
-(config_problems says so).
+hold, random) acts as unperturbed. `layout1..5` shift the objects LIBERO puts on the table by
+the floating gripper's layout offsets (`PandaEnv`'s `layout_shift`: an offset is shortened where
+its object would overlap another body); each episode row then says what moved (`moved`).
 
 results.json / results.md have the floating-gripper evaluation's shape (`evaluate`): per-task
 rows, the suite's success, plus `per_episode` (task, initial state, success, steps). GIFs: the
@@ -212,9 +213,13 @@ def _episodes(config, k, name, src, actor, indices, max_steps, gifs) -> tuple[li
     size = min(int(config.panda.batch), len(indices))
     seed = int(config.panda.fixture_seed)
     obs_p = perturb.parse_obs(config.perturbation, config.seed)
+    shift = None
+    if config.perturbation.startswith("layout"):
+        shift = (int(config.perturbation[len("layout") :]), int(config.seed))
     env = PandaEnv(
-        src, name, n_envs=size, fixture_seed=None if seed < 0 else seed, obs_perturbation=obs_p
-    )
+        src, name, n_envs=size, fixture_seed=None if seed < 0 else seed, obs_perturbation=obs_p,
+        layout_shift=shift,
+    )  # fmt: skip
     prompt = OP.prompt_for(src, name)
     out, paths, (folder, n_gifs), seconds = [], [], gifs, 0.0
     for j, idx in enumerate(_batches(indices, size)):
@@ -232,6 +237,8 @@ def _episodes(config, k, name, src, actor, indices, max_steps, gifs) -> tuple[li
         for b, i in enumerate(idx):
             out.append({"task_id": k, "task": name, "init": i,
                         "success": bool(ok[b]), "steps": int(steps[b])})  # fmt: skip
+            if shift is not None:
+                out[-1]["moved"] = env.moved[b]
     return out, paths, seconds
 
 

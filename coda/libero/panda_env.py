@@ -12,7 +12,12 @@ eef pos, axis-angle of the eef quat, gripper qpos), and with `image_size` the tw
 `agentview_image` / `robot0_eye_in_hand_image` [B, H, W, 3] uint8 in robosuite's row order
 (OpenGL: bottom row first). With `obs_perturbation` (`coda.libero.perturb`: camera / light /
 noise levels) the frames are perturbed, never the physics; image noise is drawn per (seed,
-initial state, step), so an episode's frames do not depend on the batch it runs in.
+initial state, step), so an episode's frames do not depend on the batch it runs in. With
+`layout_shift` = (level, seed), LIBERO-Plus's layout shift: the objects LIBERO places on the
+table are moved as `perturb.layout_offsets` draws them (the floating gripper's
+`perturb.layout_shift` moves the same objects by the same offsets), an offset shortened where it
+would make its object overlap another body (`moved` says what was applied), then settled by the
+protocol's no-op steps.
 
 `reset` sets the stored state as LIBERO's `set_init_state` does (qpos, qvel; no settling: the
 evaluation protocol's no-op steps settle the objects under control), and the controller as
@@ -35,6 +40,8 @@ from coda.libero import render as LR
 from coda.sim.state import decode
 
 FRAMES_PER_EPISODE = 100_000  # frame_index's stride per initial state (> any episode's steps)
+SEPARATED = 0.001  # m: how much deeper a layout shift may put an object into another body
+SHIFT_SCALES = (1.0, 0.5, 0.25, 0.0)  # a layout offset's tries, until its object fits
 
 
 def quat_to_axis_angle(q_xyzw: np.ndarray) -> np.ndarray:
@@ -61,6 +68,7 @@ class PandaEnv:
         fixture_seed: int | None = None,
         fixture_reset: int = 1,
         obs_perturbation: PT.ObsPerturbation | None = None,
+        layout_shift: tuple[int, int] | None = None,
     ):
         """`fixture_seed`: the fixtures where LIBERO's `env.seed(fixture_seed); env.reset()` puts
         them (`coda.libero.placement`) on the `fixture_reset`-th reset of a LIBERO env, for
@@ -91,6 +99,8 @@ class PandaEnv:
         self._vis = None
         self._sampled = None  # (qpos after substep n-2, after n-1) of the last step
         self.obs_perturbation = obs_perturbation
+        self.layout_shift = layout_shift
+        self.moved: list[dict[str, list[float]]] = []
         self.inits = np.zeros(n_envs, np.int64)  # the initial states of the last reset
         self.t = 0  # steps since the last reset
 
@@ -108,9 +118,12 @@ class PandaEnv:
         """Every environment at LIBERO's stored initial state `init_indices[b]`."""
         if len(init_indices) != self.n_envs:
             raise ValueError(f"{len(init_indices)} initial states for {self.n_envs} environments")
+        self.moved = []  # per environment: the layout shift's offsets applied, object -> [dx, dy]
         for d, i in zip(self.datas, init_indices, strict=True):
             mujoco.mj_resetData(self.model, d)
             d.qpos[:], d.qvel[:] = self.pt.init_state(int(i))
+            if self.layout_shift is not None:
+                self.moved.append(self._shift(d, int(i)))
             mujoco.mj_forward(self.model, d)
         fingers = dict(zip(self.fingers.tolist(), PD.GRIPPER_INIT, strict=True))
         self.state = osc.reset_state(
@@ -119,6 +132,30 @@ class PandaEnv:
         self._sampled = None
         self.inits, self.t = np.asarray(init_indices, np.int64), 0
         return self.observe()
+
+    def _shift(self, d: mujoco.MjData, index: int) -> dict[str, list[float]]:
+        """Initial state `index`'s table objects moved by the layout's offsets, one at a time;
+        an offset that would put its object more than SEPARATED deeper into any other body than
+        it was is halved, then quartered, then dropped, as LIBERO's placement
+        samplers reject overlapping draws (pushing such overlaps apart under LIBERO's 2 ms
+        physics threw a bowl left 5 mm into a plate off the table). -> the offsets applied."""
+        level, seed = self.layout_shift
+        mujoco.mj_forward(self.model, d)
+        moved = {}
+        for obj, dxy in PT.layout_offsets(self.pt.task, index, level, seed).items():
+            adr = self.model.jnt_qposadr[self.model.joint(f"{obj}/free").id]
+            body = self.model.body(obj).id
+            start, before = d.qpos[adr : adr + 2].copy(), _depths(self.model, d, body)
+            for scale in SHIFT_SCALES:
+                d.qpos[adr : adr + 2] = start + scale * dxy
+                mujoco.mj_forward(self.model, d)
+                after = _depths(self.model, d, body)
+                if scale == 0.0 or all(
+                    v <= before.get(other, 0.0) + SEPARATED for other, v in after.items()
+                ):
+                    break
+            moved[obj] = [float(v) for v in scale * dxy]
+        return moved
 
     def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """One 20 Hz step with actions [B, 7]: (observations, success [B] by ν)."""
@@ -238,6 +275,19 @@ class PandaEnv:
             pairs = zip(out, index, strict=True)
             out = np.stack([PT.perturb_images(f, p, int(i)) for f, i in pairs])
         return out
+
+
+def _depths(model: mujoco.MjModel, d: mujoco.MjData, body: int) -> dict[int, float]:
+    """Other body tree (root id) -> the deepest penetration (m) of `body`'s tree into it, over
+    the contacts of d's last forward pass."""
+    root, out = model.body_rootid, {}
+    for k in range(d.ncon):
+        c = d.contact[k]
+        pair = root[model.geom_bodyid[c.geom1]], root[model.geom_bodyid[c.geom2]]
+        if body in pair:
+            other = int(pair[1] if pair[0] == body else pair[0])
+            out[other] = max(out.get(other, 0.0), -c.dist)
+    return out
 
 
 def hand_axes(env, d: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:

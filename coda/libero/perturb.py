@@ -50,22 +50,30 @@ def shiftable(task: S.LiberoTask) -> list[str]:
     return out
 
 
-def layout_shift(suite: str, name: str, index: int, level: int, seed: int) -> CompiledScene:
-    """Task `name` with initial state `index`, its table objects shifted at `level`, settled."""
+def layout_offsets(task: S.LiberoTask, index: int, level: int, seed: int) -> dict[str, np.ndarray]:
+    """The x / y shift [2] (m) of each `shiftable` object of initial state `index` at `level`:
+    uniform over a disc of radius SHIFT_PER_LEVEL * level, drawn from (seed, index, level)."""
     if level not in LEVELS:
         raise ValueError(f"layout_shift level must be one of {LEVELS}, got {level!r}")
-    raw = S.compile_task(suite, name, index, settle=False)
-    task = S.load_task(suite, name)
     rng = np.random.default_rng([seed, index, level])
+    out = {}
+    for obj in shiftable(task):
+        r = SHIFT_PER_LEVEL * level * math.sqrt(rng.uniform())  # uniform over the disc
+        a = rng.uniform(0.0, 2 * math.pi)
+        out[obj] = np.array([r * math.cos(a), r * math.sin(a)])
+    return out
+
+
+def layout_shift(suite: str, name: str, index: int, level: int, seed: int) -> CompiledScene:
+    """Task `name` with initial state `index`, its table objects shifted at `level`, settled."""
+    task = S.load_task(suite, name)
+    offsets = layout_offsets(task, index, level, seed)
+    raw = S.compile_task(suite, name, index, settle=False)
     qpos = raw.init_qpos.copy()
     moved = {}
     names = [n for n, _ in task.problem.objects]
-    for obj in shiftable(task):
-        k = names.index(obj)
-        adr = S.GRIPPER_NQ + 7 * k
-        r = SHIFT_PER_LEVEL * level * math.sqrt(rng.uniform())  # uniform over the disc
-        a = rng.uniform(0.0, 2 * math.pi)
-        dxy = np.array([r * math.cos(a), r * math.sin(a)])
+    for obj, dxy in offsets.items():
+        adr = S.GRIPPER_NQ + 7 * names.index(obj)
         qpos[adr : adr + 2] += dxy
         moved[obj] = [float(v) for v in dxy]
     qpos = S.settled_qpos(raw.model, qpos)
