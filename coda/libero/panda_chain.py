@@ -29,6 +29,7 @@ from coda.libero import panda_planner as PP
 from coda.libero.panda_door import door_stage, no_room_above
 from coda.libero.panda_insert import PandaInsert
 from coda.libero.panda_lay import lay_down
+from coda.libero.panda_shelve import shelve_stage
 from coda.libero.panda_slide import slide_in
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import (
@@ -67,7 +68,16 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
     if slide is not None:
         return slide
     if no_room_above(env, atom, d) is not None:  # no room for a hand from above
-        return PandaInsert(env, atom, d)  # by its handle, from the side; or the reason why not
+        try:
+            return PandaInsert(env, atom, d)  # by its handle, from the side
+        except ValueError as by_handle:
+            try:  # a book turned into a shelf's layer
+                shelve = shelve_stage(env, atom, d)
+            except ValueError as turned:
+                raise ValueError(f"{by_handle}; turned: {turned}") from None
+            if shelve is None:
+                raise  # the reason why not
+            return shelve
     push = PA.plate_push(env, atom, d, PP.tips_below(env, d))
     if push is not None:
         return push

@@ -1,0 +1,48 @@
+"""`coda.libero.panda_shelve`: a standing book turned on its fore-edge and slid into a shelf's
+layer from the side, on LIBERO-90's own initial states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coda.libero import panda_chain as PC
+from coda.libero import suites
+from tests.panda_episodes import batch
+
+pytestmark = pytest.mark.usefixtures("libero_data")
+
+MIDDLE = "STUDY_SCENE4_pick_up_the_book_in_the_middle_and_place_it_on_the_cabinet_shelf"
+UNDER = "STUDY_SCENE4_pick_up_the_book_on_the_right_and_place_it_under_the_cabinet_shelf"
+PAN = "KITCHEN_SCENE9_put_the_frying_pan_on_the_cabinet_shelf"
+
+
+def test_the_book_goes_into_the_layer_on_its_fore_edge():
+    """'The book in the middle onto the cabinet shelf' from states 0 and 1: the 13.4 cm book in
+    the 13.5 cm layer, refused before (0 of 50), succeeds within LIBERO-90's step cap; the book
+    ends lying on its edge (its height horizontal, pointing into the shelf), its origin inside
+    the region."""
+    env = batch("libero_90", MIDDLE, (0, 1))
+    plan = PC.PandaPlanner(env)
+    assert all(type(st[1][0]).__name__ == "PandaShelve" for st in plan.per_env)
+    stage = plan.per_env[0][1][0]
+    book = env.model.body("black_book_1").id
+    done = np.zeros(2, bool)
+    for _ in range(suites.step_cap("libero_90")):
+        done |= env.step(plan.act(env))[1]
+        if done.all():
+            break
+    assert done.all()
+    for d in env.datas:
+        height = d.xmat[book].reshape(3, 3) @ np.array([0.0, 0.0, 1.0])  # the book's own up
+        assert abs(height[2]) < 0.2 and float(height @ stage.u) > 0.9  # top edge faces out
+
+
+def test_objects_the_turn_cannot_take_are_refused_with_the_reason():
+    """Under the shelf's lower board (7 cm) the turned book (9.8 cm) does not fit; the frying
+    pan is not a standing flat object: both refused, each with both ways' reasons."""
+    for name, says in ((UNDER, "turned it does not fit"), (PAN, "not a flat object")):
+        env = batch("libero_90", name, (0,))
+        with pytest.raises(ValueError, match=says) as err:
+            PC.PandaPlanner(env)
+        assert "\n" not in str(err.value)
