@@ -345,6 +345,36 @@ def test_libero_config_and_its_refusals():
     assert E.num_chunks("libero_spatial", 10) == 28
 
 
+def test_the_launcher_s_default_is_liberos_panda_at_smoke_scale(tmp_path):
+    """`python -m launch.libero --config=configs/libero.py:smoke`: the default robot is LIBERO's
+    Panda under LIBERO's protocol (2 episodes of 20 steps), with its results, per-episode rows,
+    the command and the first episode's GIF (where a GL backend renders)."""
+    import json
+    import subprocess
+    import sys
+
+    from coda.sim.render import gl_available
+
+    out = subprocess.run(
+        [sys.executable, "-m", "launch.libero", "--config=configs/libero.py:smoke",
+         f"--workdir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["robot"] == "panda" and res["policy"] == "planner" and res["max_steps"] == 20
+    assert [e["init"] for e in res["per_episode"]] == [0, 1]
+    assert all(e["steps"] == 20 for e in res["per_episode"] if not e["success"])
+    assert res["command"].startswith("python -m launch.libero --config=configs/libero.py:smoke")
+    gifs = res["per_task"][0]["gifs"]
+    if gl_available()[0]:
+        assert res["gif_note"] is None and len(gifs) == 1
+    else:
+        assert gifs == [] and res["gif_note"].startswith("no GIFs")
+    for g in gifs:
+        assert (tmp_path / g).stat().st_size > 1000
+
+
 @pytest.mark.slow
 def test_evaluation_command_runs_a_perturbed_suite_natively(tmp_path):
     """launch.libero's path end to end at smoke scale (JIT-bound: ~15-30 s on 2 CPUs)."""
