@@ -43,13 +43,15 @@ HAND_BACK = 0.15  # m: the hand's reach behind the grasp site, pointing into the
 DROPPED = 0.03  # m: the object this far from where the hand took it is no longer held
 
 
-def _box(m: mujoco.MjModel, d: mujoco.MjData, obj: int, geoms) -> tuple:
+def _box(m: mujoco.MjModel, d: mujoco.MjData, geoms) -> tuple:
     """(axes [3, 3] columns: the object's height (up), width, thickness, all unit; centre [3]
-    world; half extents [3] along those axes) of its largest collision geom's oriented box."""
+    world; half extents [3] along those axes) of the box round all its collision geoms, in
+    the frame of its largest geom (a book's one box; a mug's parts, handle included)."""
     g = max(geoms, key=lambda k: float(np.prod(m.geom_aabb[k, 3:])))
     rot = d.geom_xmat[g].reshape(3, 3)
-    centre = d.geom_xpos[g] + rot @ m.geom_aabb[g, :3]
-    half = m.geom_aabb[g, 3:].copy()
+    pts = PO.geom_corners(d, m, np.asarray(geoms)) @ rot  # in the largest geom's frame
+    lo, hi = pts.min(0), pts.max(0)
+    centre, half = rot @ ((lo + hi) / 2), (hi - lo) / 2
     up = int(np.argmax(np.abs(rot[2])))
     rest = [k for k in range(3) if k != up]
     wide, thin = sorted(rest, key=lambda k: -half[k])
@@ -153,7 +155,7 @@ class PandaShelve(PA._Stage):
         c, floor, roof, room, edge, size = self.layer
         obj = m.body(names[atom[1]]).id
         geoms = PO.body_geoms(m, names[atom[1]])
-        axes, centre, half = _box(m, d, obj, geoms)
+        axes, centre, half = _box(m, d, geoms)
         if axes[2, 0] < UPRIGHT or half[0] < half[1]:
             raise ValueError(f"{what}: it is not a flat object standing on its short edge")
         if 2 * half[2] > MAX_THICK:
