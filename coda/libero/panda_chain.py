@@ -30,7 +30,7 @@ from coda.libero.panda_door import door_stage, no_room_above
 from coda.libero.panda_insert import PandaInsert
 from coda.libero.panda_lay import lay_down
 from coda.libero.panda_shelve import shelve_stage
-from coda.libero.panda_slide import slide_in
+from coda.libero.panda_slide import lift_in, slide_in
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import (
     drawer_limits,
@@ -64,7 +64,7 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
         if PA.is_door(env, jid, d):
             return door_stage(env, atom, d)
         return PA.articulation(env, atom, d)
-    slide = slide_in(env, atom, d)  # standing on the region's floor, under a ceiling
+    slide = slide_in(env, atom, d) or lift_in(env, atom, d)  # under a ceiling, by a handle
     if slide is not None:
         return slide
     if no_room_above(env, atom, d) is not None:  # no room for a hand from above

@@ -8,6 +8,15 @@ with it. But the pan already stands on the region's floor (the table), so it nee
 drags it along the table (`LIFT` up, so part of its weight is on the hand) until its origin is
 at the region's centre, the hand staying out from under the board; let go, up.
 
+"Put the frying pan on the cabinet shelf" (kitchen scene 9): the region's floor is the shelf's
+lower board, 9 cm over the table, and the layer over it 13.5 cm high: no room for a hand over
+the pan. `PandaLiftIn` takes the handle with the fingers pointing down, as near the pan's body
+as leaves the hand out from under the board above at the end (nearer the body, the pan's
+weight turns it less in the fingers, and the grasp is nearer the arm's base: taken by the
+handle's end, the hand could not come down to the handle at the arm's reach and took only its
+top), lifts the pan until its bottom is `LIFT_GAP` over the board, carries it in until its
+origin is over the region's centre, lets go, and rises. `lift_in(env, atom, d)` returns it.
+
 `slide_in(env, atom, d)` returns the stage when that is the way: an In region of a body that
 has a ceiling over the region's centre, no floor of its own under the centre above the object's
 bottom (the object stands on the region's floor: "on the cabinet shelf", the board, is not
@@ -31,6 +40,7 @@ HANDLE_INSET = 0.015  # m: the grasp point inside the handle's outer end
 UNDER_CLEAR = 0.01  # m: between the object's top and the ceiling it goes under
 SAME_FLOOR = 0.01  # m: an owner geom's top this far over the object's bottom is a floor between
 SLID = 0.01  # m: the drag ends with the object's origin this near the region's centre (xy)
+LIFT_GAP = 0.02  # m: a lifted object's bottom over the region's floor while carried in
 
 
 def _region(env, atom: tuple, d: mujoco.MjData):
@@ -106,6 +116,87 @@ class PandaSlide(PA._Stage):
             p = site.copy()
             p[:2] += left
             p[2] = run.fixed["at"][2] + LIFT
+            run.fixed["end"] = p
+            return p, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0 if np.linalg.norm(left) < SLID else 10**6
+        p = run.fixed.get("end", site)
+        if run.phase == 5:
+            return p, PA.OPEN, PA.DOWN, c, PA.REACHED, PA.GRIP_STEPS
+        return p + PA.UP * PA.HOVER, PA.OPEN, PA.DOWN, c, PA.REACHED, 0
+
+
+def _floor_ceiling(env, atom: tuple, d: mujoco.MjData, c: np.ndarray):
+    """(the owner's highest top under the region's centre or -inf, its lowest underside over
+    it and that geom's (centre, half extents), or (inf, None))."""
+    m, owner = env.model, _region(env, atom, d)[0]
+    floor, ceiling, roof = -np.inf, np.inf, None
+    for g in collision_geoms(m, owner):
+        gc, ext = d.geom_xpos[g], geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
+        if (np.abs(gc[:2] - c[:2]) >= ext[:2]).any():  # not over the region's centre
+            continue
+        if gc[2] + ext[2] <= c[2]:
+            floor = max(floor, float(gc[2] + ext[2]))
+        elif gc[2] - ext[2] >= c[2] and gc[2] - ext[2] < ceiling:
+            ceiling, roof = float(gc[2] - ext[2]), (gc.copy(), ext)
+    return floor, ceiling, roof
+
+
+def lift_in(env, atom: tuple, d: mujoco.MjData) -> PandaLiftIn | None:
+    """A `PandaLiftIn` when an In atom's region is a board under a ceiling that leaves no room
+    for a hand over the object but room for the object, and the object has a handle that
+    leaves the hand out from under the ceiling (module doc), else None."""
+    if atom[0] != "in_region" or atom[2] < 0:
+        return None
+    m, names = env.model, env.pt.layout.body_names
+    _, c = _region(env, atom, d)
+    geoms = PO.body_geoms(m, names[atom[1]])
+    lo, hi = PO.world_box(d, m, geoms)
+    floor, ceiling, roof = _floor_ceiling(env, atom, d, c)
+    if roof is None or floor <= lo[2] + SAME_FLOOR:
+        return None  # no ceiling, or the object already stands on the region's floor
+    if floor + LIFT_GAP + (hi[2] - lo[2]) + UNDER_CLEAR > ceiling:
+        return None  # no room for the object under the ceiling
+    handle = PO.handle_of(d, m, geoms, 0.0)
+    if handle is None:
+        return None
+    return PandaLiftIn.planned(env, atom, d, handle[0], handle[1], (floor - lo[2], roof))
+
+
+class PandaLiftIn(PandaSlide):
+    """An object lifted by its handle onto a board under a ceiling (module doc)."""
+
+    @classmethod
+    def planned(cls, env, atom, d, part, yaw, lift) -> PandaLiftIn | None:
+        """The stage holding the handle as near the object's body as leaves the hand's end out
+        from under the ceiling, or None if even the handle's end does not."""
+        rise, roof = lift
+        stage = cls(env, atom, d, part, yaw)
+        stage.rise = float(rise) + LIFT_GAP
+        far = max(
+            part, key=lambda g: float(np.linalg.norm(d.geom_xpos[g][:2] - d.xpos[stage.obj][:2]))
+        )
+        out = PA.horizontal(d.geom_xpos[far] - d.xpos[stage.obj])
+        size = np.abs(d.geom_xmat[far].reshape(3, 3) @ env.model.geom_size[far])
+        reach = float(size @ np.abs(out))  # the handle's half length along it
+        outer = stage.grasp.copy()  # the handle's end, HANDLE_INSET in
+        for back in np.arange(2 * reach - 2 * HANDLE_INSET, -1e-9, -0.005):  # root first
+            stage.grasp = outer - out * back
+            end = stage.grasp[:2] + stage.offset
+            if not (np.abs(end - roof[0][:2]) < roof[1][:2] + PP.HAND_THICK).all():
+                return stage
+        return None
+
+    def _phase(self, env, b, d, run):
+        site = d.site_xpos[env.idx.site].copy()
+        c = self.closing
+        if (took := self._take(run, self.grasp, site, c)) is not None:
+            return took
+        if run.phase == 3:  # up until the bottom is over the board
+            return run.fixed["at"] + PA.UP * self.rise, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0
+        if run.phase == 4:  # the origin over the region's centre, re-aimed every step
+            left = self.centre[:2] - d.xpos[self.obj][:2]
+            p = site.copy()
+            p[:2] += left
+            p[2] = run.fixed["at"][2] + self.rise
             run.fixed["end"] = p
             return p, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0 if np.linalg.norm(left) < SLID else 10**6
         p = run.fixed.get("end", site)
