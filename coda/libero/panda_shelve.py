@@ -172,9 +172,8 @@ class PandaShelve(PA._Stage):
         self.c0 = PA.wrist_closing(env, d, PA.horizontal(axes[:, 2]))
         f0 = _frame(PA.DOWN, self.c0)
         # the turned hand points into the opening, closing across its width: of the two signs,
-        # the one the smaller turn reaches
-        f1s = [_frame(-u, c1) for c1 in (lat, -lat)]
-        f1 = min(f1s, key=lambda f: float(np.trace(f @ f0.T)) * -1.0)
+        # the one the smaller turn reaches (the larger trace of the relative rotation)
+        f1 = max((_frame(-u, c1) for c1 in (lat, -lat)), key=lambda f: float(np.trace(f @ f0.T)))
         self.c1 = f1[:, 1]
         rel = f0.T @ (centre - self.grasp)  # the object's centre in the hand's frame
         length = 2 * float(half[0]) - GRIP_DEPTH  # the grasp site to the object's far end
