@@ -86,6 +86,7 @@ class PandaSlide(PA._Stage):
 
     n_phases = 7
     stall = True
+    rise = LIFT  # m: the handle raised before the move (PandaLiftIn: over the board)
 
     def __init__(self, env, atom: tuple, d: mujoco.MjData, part: np.ndarray, yaw: float):
         super().__init__(env, atom)
@@ -110,12 +111,12 @@ class PandaSlide(PA._Stage):
         if (took := self._take(run, self.grasp, site, c)) is not None:
             return took
         if run.phase == 3:
-            return run.fixed["at"] + PA.UP * LIFT, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0
+            return run.fixed["at"] + PA.UP * self.rise, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0
         if run.phase == 4:  # the object's origin to the region's centre, re-aimed every step
             left = self.centre[:2] - d.xpos[self.obj][:2]
             p = site.copy()
             p[:2] += left
-            p[2] = run.fixed["at"][2] + LIFT
+            p[2] = run.fixed["at"][2] + self.rise
             run.fixed["end"] = p
             return p, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0 if np.linalg.norm(left) < SLID else 10**6
         p = run.fixed.get("end", site)
@@ -184,22 +185,3 @@ class PandaLiftIn(PandaSlide):
             if not (np.abs(end - roof[0][:2]) < roof[1][:2] + PP.HAND_THICK).all():
                 return stage
         return None
-
-    def _phase(self, env, b, d, run):
-        site = d.site_xpos[env.idx.site].copy()
-        c = self.closing
-        if (took := self._take(run, self.grasp, site, c)) is not None:
-            return took
-        if run.phase == 3:  # up until the bottom is over the board
-            return run.fixed["at"] + PA.UP * self.rise, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0
-        if run.phase == 4:  # the origin over the region's centre, re-aimed every step
-            left = self.centre[:2] - d.xpos[self.obj][:2]
-            p = site.copy()
-            p[:2] += left
-            p[2] = run.fixed["at"][2] + self.rise
-            run.fixed["end"] = p
-            return p, PA.CLOSE, PA.DOWN, c, PA.REACHED, 0 if np.linalg.norm(left) < SLID else 10**6
-        p = run.fixed.get("end", site)
-        if run.phase == 5:
-            return p, PA.OPEN, PA.DOWN, c, PA.REACHED, PA.GRIP_STEPS
-        return p + PA.UP * PA.HOVER, PA.OPEN, PA.DOWN, c, PA.REACHED, 0
