@@ -130,10 +130,17 @@ def config_problems(config: Any) -> list[str]:
             f"tasks={config.tasks!r} must be comma-separated task ids in [0, {n_tasks}) of "
             f"{config.suite} ('' = all)"
         )
-    for field, lo in (("init_states", 0), ("init_offset", 0), ("horizon", 1), ("num_chunks", 0)):
+    ints = (("init_states", 0), ("init_offset", 0), ("horizon", 1), ("num_chunks", 0), ("gifs", 0))
+    for field, lo in ints:
         v = config.get(field, lo)
         if not isinstance(v, int) or v < lo:
             out.append(f"{field}={v!r} must be an integer >= {lo}")
+    size = config.get("gif_size", LR.GIF_SIZE)
+    if not isinstance(size, int) or size < 1 or LR.IMAGE_SIZE % size:
+        divisors = [k for k in range(16, LR.IMAGE_SIZE + 1) if LR.IMAGE_SIZE % k == 0]
+        out.append(
+            f"gif_size={size!r} must divide the {LR.IMAGE_SIZE} px render (valid: {divisors})"
+        )
     off = config.get("init_offset", 0)
     if isinstance(off, int) and off >= LIBERO_STATES:
         out.append(f"init_offset={off} outside [0, {LIBERO_STATES}) initial states")
