@@ -329,6 +329,7 @@ def test_libero_config_and_its_refusals():
         ("floating", "init_offset", 50, "init_offset=50 outside [0, 50)"),
         ("panda", "init_states", -1, "init_states=-1 must be an integer >= 0"),
         ("panda", "gifs", -2, "gifs=-2 must be an integer >= 0"),
+        ("floating", "seed", -1, "seed=-1 must be an integer >= 0"),
         ("floating", "gif_size", 100, "gif_size=100 must divide the 256 px render (valid: [16,"),
     ):  # fmt: skip
         bad = cfg_mod.get_config()

@@ -130,8 +130,8 @@ def config_problems(config: Any) -> list[str]:
             f"tasks={config.tasks!r} must be comma-separated task ids in [0, {n_tasks}) of "
             f"{config.suite} ('' = all)"
         )
-    ints = (("init_states", 0), ("init_offset", 0), ("horizon", 1), ("num_chunks", 0), ("gifs", 0))
-    for field, lo in ints:
+    ints = (("init_states", 0), ("init_offset", 0), ("horizon", 1), ("num_chunks", 0))
+    for field, lo in ints + (("gifs", 0), ("seed", 0)):  # seed: numpy's generators take >= 0
         v = config.get(field, lo)
         if not isinstance(v, int) or v < lo:
             out.append(f"{field}={v!r} must be an integer >= {lo}")
