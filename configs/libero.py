@@ -36,10 +36,10 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.tasks = ""  # "" = every task of the suite; else task ids, e.g. "0,3"
     c.init_states = 0  # initial states per task; 0 = all 50 (all from init_offset on)
     c.init_offset = 0  # first initial state index (split a long evaluation by state range)
-    c.seed = 0  # PRNG seed of the policies and the perturbations
-    c.horizon = 10  # control steps per action chunk
-    c.num_chunks = 0  # 0 = the suite's LIBERO step cap in simulated time
-    c.nthread = 0  # native backend threads; 0 = all cores
+    c.seed = 0  # PRNG seed (>= 0) of the policies and the perturbations
+    c.horizon = 10  # robot=floating: control steps per action chunk
+    c.num_chunks = 0  # robot=floating: chunks per episode; 0 = the suite's LIBERO step cap
+    c.nthread = 0  # robot=floating: native backend threads; 0 = all cores
     c.gifs = 2  # agent-view GIFs of the first episodes of each task (<= 3 advised); 0 = off
     c.gif_size = 128  # px; must divide the 256 px render
     c.panda = ConfigDict()  # robot=panda's protocol (coda.libero.evaluate_panda)
