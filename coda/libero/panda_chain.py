@@ -11,9 +11,12 @@ drawer (`room_atom`). Each environment builds its own atoms and stages from its 
 an episode's plan does not depend on the batch it runs in. A door is pushed shut or pulled
 open by its handle bar (`panda_door`). An object going into a region too low for a hand above
 it (a microwave) is carried in by its handle with the hand pitched down from horizontal
-(`panda_insert`), or refused with the reason; one already standing on the floor of a region
-under a shelf is dragged in by its handle (`panda_slide`); one too tall to stand in its drawer
-with its origin inside the region is put at one end and pushed over to lie (`panda_lay`).
+(`panda_insert`); without a handle, a standing book is turned on its fore-edge into a shelf's
+layer (`panda_shelve`) or laid down in front of a lower opening and pushed in (`panda_tip`); else
+refused with the reasons. One already standing on the floor of a region under a shelf is dragged
+in by its handle, one for a board under a ceiling lifted onto it by its handle (`panda_slide`);
+one too tall to stand in its drawer with its origin inside the region is put at one end and
+pushed over to lie (`panda_lay`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from coda.libero.panda_insert import PandaInsert
 from coda.libero.panda_lay import lay_down
 from coda.libero.panda_shelve import shelve_stage
 from coda.libero.panda_slide import lift_in, slide_in
+from coda.libero.panda_tip import tip_stage
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import (
     drawer_limits,
@@ -71,13 +75,19 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
         try:
             return PandaInsert(env, atom, d)  # by its handle, from the side
         except ValueError as by_handle:
-            try:  # a book turned into a shelf's layer
-                shelve = shelve_stage(env, atom, d)
-            except ValueError as turned:
-                raise ValueError(f"{by_handle}; turned: {turned}") from None
-            if shelve is None:
+            reasons = [str(by_handle)]
+            # a book turned into a shelf's layer; else laid down in front and pushed in
+            for how, make in (("turned", shelve_stage), ("laid down", tip_stage)):
+                try:
+                    stage = make(env, atom, d)
+                except ValueError as e:
+                    reasons.append(f"{how}: {e}")
+                    continue
+                if stage is not None:
+                    return stage
+            if len(reasons) == 1:
                 raise  # the reason why not
-            return shelve
+            raise ValueError("; ".join(reasons)) from None
     push = PA.plate_push(env, atom, d, PP.tips_below(env, d))
     if push is not None:
         return push
