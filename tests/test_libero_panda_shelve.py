@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from coda.libero import panda_chain as PC
-from coda.libero import suites
-from tests.panda_episodes import batch
+from tests.panda_episodes import all_succeed, batch
 
 pytestmark = pytest.mark.usefixtures("libero_data")
 
@@ -26,12 +25,7 @@ def test_the_book_goes_into_the_layer_on_its_fore_edge():
     assert all(type(st[1][0]).__name__ == "PandaShelve" for st in plan.per_env)
     stage = plan.per_env[0][1][0]
     book = env.model.body("black_book_1").id
-    done = np.zeros(2, bool)
-    for _ in range(suites.step_cap("libero_90")):
-        done |= env.step(plan.act(env))[1]
-        if done.all():
-            break
-    assert done.all()
+    assert all_succeed(env, plan, "libero_90")
     for d in env.datas:
         height = d.xmat[book].reshape(3, 3) @ np.array([0.0, 0.0, 1.0])  # the book's own up
         assert abs(height[2]) < 0.2 and float(height @ stage.u) > 0.9  # top edge faces out
@@ -46,12 +40,7 @@ def test_the_book_under_the_shelf_is_laid_down_and_pushed_in():
     plan = PC.PandaPlanner(env)
     assert all(type(st[1][0]).__name__ == "PandaTipIn" for st in plan.per_env)
     book = env.model.body("yellow_book_1").id
-    done = np.zeros(2, bool)
-    for _ in range(suites.step_cap("libero_90")):
-        done |= env.step(plan.act(env))[1]
-        if done.all():
-            break
-    assert done.all()
+    assert all_succeed(env, plan, "libero_90")
     for d in env.datas:
         face = d.xmat[book].reshape(3, 3)[:, 2]  # the book's own up: now lying along the table
         assert abs(face[2]) < 0.2 and d.xpos[book][2] < 0.03

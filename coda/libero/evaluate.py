@@ -209,8 +209,8 @@ def compile_variants(suite: str, task: str, indices: list[int], perturbation: st
     """(suite the data came from, compiled variants) for one task under a perturbation."""
     if perturbation not in PERTURBATIONS:
         raise ValueError(f"unknown perturbation {perturbation!r}; known: {PERTURBATIONS}")
-    if perturbation.startswith("layout"):
-        level = int(perturbation[len("layout") :])
+    level = perturb.parse_layout(perturbation)
+    if level is not None:
         return suite, [perturb.layout_shift(suite, task, i, level, seed) for i in indices]
     if perturbation == "none" or perturb.parse_obs(perturbation) is not None:
         src = suite  # observation perturbations leave the states alone

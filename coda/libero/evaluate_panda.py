@@ -213,26 +213,22 @@ def _episodes(config, k, name, src, actor, indices, max_steps, gifs) -> tuple[li
     size = min(int(config.panda.batch), len(indices))
     seed = int(config.panda.fixture_seed)
     obs_p = perturb.parse_obs(config.perturbation, config.seed)
-    shift = None
-    if config.perturbation.startswith("layout"):
-        shift = (int(config.perturbation[len("layout") :]), int(config.seed))
+    level = perturb.parse_layout(config.perturbation)
+    shift = None if level is None else (level, int(config.seed))
     env = PandaEnv(
         src, name, n_envs=size, fixture_seed=None if seed < 0 else seed, obs_perturbation=obs_p,
         layout_shift=shift,
     )  # fmt: skip
-    prompt = OP.prompt_for(src, name)
+    prompt, wait = OP.prompt_for(src, name), int(config.panda.wait_steps)
     out, paths, (folder, n_gifs), seconds = [], [], gifs, 0.0
     for j, idx in enumerate(_batches(indices, size)):
         actor.start(k, j)
         padded = idx + [idx[0]] * (size - len(idx))
         record = min(n_gifs, len(idx)) if j == 0 else 0
         t0 = time.time()
-        ok, steps, trace = run_batch(
-            env, padded, actor, prompt, max_steps, int(config.panda.wait_steps), record
-        )
+        ok, steps, trace = run_batch(env, padded, actor, prompt, max_steps, wait, record)
         seconds += time.time() - t0
         if record:
-            wait = int(config.panda.wait_steps)
             paths = write_gifs(folder, env, k, trace, ok, steps, int(config.gif_size), wait)
         for b, i in enumerate(idx):
             out.append({"task_id": k, "task": name, "init": i,

@@ -42,6 +42,21 @@ def body_half(m: mujoco.MjModel, d: mujoco.MjData, body: int) -> np.ndarray:
     return np.maximum(np.maximum(-box[0], box[1]), 1e-3)
 
 
+def floor_ceiling(m: mujoco.MjModel, d: mujoco.MjData, body: int, c: np.ndarray) -> tuple:
+    """Over point `c` [3], of `body`'s collision geoms: (the highest top below c or -inf, the
+    lowest underside above it or inf, that geom's (centre [3], half extents [3]) or None)."""
+    floor, ceiling, roof = -np.inf, np.inf, None
+    for g in collision_geoms(m, body):
+        gc, ext = d.geom_xpos[g], geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
+        if (np.abs(gc[:2] - c[:2]) >= ext[:2]).any():  # not over the point
+            continue
+        if gc[2] + ext[2] <= c[2]:
+            floor = max(floor, float(gc[2] + ext[2]))
+        elif gc[2] - ext[2] >= c[2] and gc[2] - ext[2] < ceiling:
+            ceiling, roof = float(gc[2] - ext[2]), (gc.copy(), ext)
+    return floor, ceiling, roof
+
+
 def region_axes(d: mujoco.MjData, site: int, half: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(axes [2, 2], reach [2]) of a region on the table: its site's two most horizontal axes
     as unit xy columns, and the region's half extents along them. LIBERO turns some region

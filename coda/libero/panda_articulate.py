@@ -212,6 +212,22 @@ class _Stage:
         return None
 
 
+class _Replanned(_Stage):
+    """A stage planned from a state by `_plan(env, d)` (ValueError when it cannot be): a run
+    again plans from where the object is now; one it cannot plan ends at once."""
+
+    def _plan(self, env, d: mujoco.MjData) -> None:
+        raise NotImplementedError
+
+    def begin(self, env, b: int, again: bool = False) -> None:
+        super().begin(env, b, again)
+        if again:
+            try:
+                self._plan(env, env.datas[b])
+            except ValueError:
+                self.runs[b].phase = self.n_phases
+
+
 def _joint_of(env, atom: tuple):
     """(joint id, qpos address, moving body id) of a ("joint", ...) atom."""
     name = env.pt.layout.joint_names[atom[3][0]]

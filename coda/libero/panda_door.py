@@ -22,7 +22,7 @@ import numpy as np
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
-from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.geoms import collision_geoms, floor_ceiling, geom_half_extents
 from coda.libero.planner_articulated import _door_bar
 
 PUSH_AT = 0.6  # the push point's distance from the hinge, as a share of the door's width
@@ -212,15 +212,7 @@ def no_room_above(env, atom: tuple, d: mujoco.MjData) -> str | None:
     owner = m.body(names[atom[2]]).id
     rb = d.xmat[owner].reshape(3, 3)
     c = d.xpos[owner] + rb @ np.asarray(atom[3])
-    floor, ceiling = -np.inf, np.inf
-    for g in collision_geoms(m, owner):
-        gc, ext = d.geom_xpos[g], geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
-        if (np.abs(gc[:2] - c[:2]) >= ext[:2]).any():  # not over the region's centre
-            continue
-        if gc[2] + ext[2] <= c[2]:
-            floor = max(floor, float(gc[2] + ext[2]))
-        elif gc[2] - ext[2] >= c[2]:
-            ceiling = min(ceiling, float(gc[2] - ext[2]))
+    floor, ceiling, _ = floor_ceiling(m, d, owner, c)
     lo, hi = PO.world_box(d, m, PO.body_geoms(m, names[atom[1]]))
     room = ceiling - max(floor, c[2] - float((np.abs(rb) @ np.asarray(atom[5]))[2]))
     if room >= float(hi[2] - lo[2]) + ENCLOSED_CLEAR:

@@ -38,7 +38,7 @@ SIDE_MARGIN = 0.01  # m: kept between that box and the region owner's parts besi
 SIDE_MAX = 0.05  # m: the most the carry's start moves sideways to keep that margin
 
 
-class PandaInsert(PA._Stage):
+class PandaInsert(PA._Replanned):
     """A handle-held object into an enclosed region along its opening's normal (module doc)."""
 
     n_phases = 9
@@ -117,15 +117,6 @@ class PandaInsert(PA._Stage):
             if not hits(float(shift)):
                 return float(shift)
         return 0.0
-
-    def begin(self, env, b: int, again: bool = False) -> None:
-        """A run again plans from where the object is now; one it cannot plan ends at once."""
-        super().begin(env, b, again)
-        if again:
-            try:
-                self._plan(env, env.datas[b])
-            except ValueError:
-                self.runs[b].phase = self.n_phases
 
     def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
         run = self.runs[b]

@@ -59,6 +59,19 @@ def _box(m: mujoco.MjModel, d: mujoco.MjData, geoms) -> tuple:
     return axes, centre, half[[up, wide, thin]]
 
 
+def _others(env, d: mujoco.MjData, obj: int) -> list:
+    """(lo [3], hi [3]) world boxes of the task's objects other than body `obj`."""
+    m = env.model
+    return [PO.world_box(d, m, PO.body_geoms(m, n))
+            for n, _ in env.pt.task.problem.objects if m.body(n).id != obj]  # fmt: skip
+
+
+def _carry_z(others: list, grasp: np.ndarray, length: float) -> float:
+    """The grasp site's height that carries an object hanging `length` under it CLEAR over
+    every other object's top (and no lower than where it was taken)."""
+    return max([float(hi[2]) for _, hi in others] + [float(grasp[2])]) + length + CLEAR
+
+
 def _frame(approach: np.ndarray, closing: np.ndarray) -> np.ndarray:
     return np.stack([approach, closing, np.cross(approach, closing)], 1)
 
@@ -136,7 +149,7 @@ def _side(others, c, u2, lat2, bounds, half_t, way, floor) -> float:
     return 0.0
 
 
-class PandaShelve(PA._Stage):
+class PandaShelve(PA._Replanned):
     """A standing book turned on its fore-edge and slid into a shelf's layer (module doc)."""
 
     n_phases = 12
@@ -180,25 +193,14 @@ class PandaShelve(PA._Stage):
         along = _along(float((d.xpos[obj] - centre) @ axes[:, 0]), half[0], size, u2, back)
         if along is None:
             raise ValueError(f"{what}: {2 * half[0]:.3f} m long, its origin cannot end inside")
-        others = [PO.world_box(d, m, PO.body_geoms(m, n))
-                  for n, _ in env.pt.task.problem.objects if m.body(n).id != obj]  # fmt: skip
-        top = max([float(hi[2]) for _, hi in others] + [float(self.grasp[2])])
-        self.carry_z = top + length + CLEAR
+        others = _others(env, d, obj)
+        self.carry_z = _carry_z(others, self.grasp, length)
         out = edge + length + TURN_OUT  # the grasp site's distance out of the centre, turning
         side = _side(others, c, u2, lat2, (-lat_lo, lat_hi), half[2], (edge, out), floor)
         want = np.r_[c[:2] + u2 * along + lat2 * side, floor + FLOOR_GAP + half[1]]
         self.end = want - f1 @ rel
         turn_xy = self.end[:2] + u2 * (out - float((self.end[:2] - c[:2]) @ u2))
         self.turn = np.r_[turn_xy, self.carry_z]
-
-    def begin(self, env, b: int, again: bool = False) -> None:
-        """A run again plans from where the object is now; one it cannot plan ends at once."""
-        super().begin(env, b, again)
-        if again:
-            try:
-                self._plan(env, env.datas[b])
-            except ValueError:
-                self.runs[b].phase = self.n_phases
 
     def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
         run = self.runs[b]

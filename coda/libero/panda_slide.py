@@ -33,7 +33,7 @@ import numpy as np
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
-from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.geoms import floor_ceiling
 
 LIFT = 0.005  # m: the handle lifted this much before the drag (the object's weight on the hand)
 HANDLE_INSET = 0.015  # m: the grasp point inside the handle's outer end
@@ -59,16 +59,9 @@ def slide_in(env, atom: tuple, d: mujoco.MjData) -> PandaSlide | None:
     owner, c = _region(env, atom, d)
     geoms = PO.body_geoms(m, names[atom[1]])
     lo, hi = PO.world_box(d, m, geoms)
-    ceiling, roof = np.inf, None
-    for g in collision_geoms(m, owner):
-        gc, ext = d.geom_xpos[g], geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
-        if (np.abs(gc[:2] - c[:2]) >= ext[:2]).any():  # not over the region's centre
-            continue
-        if gc[2] + ext[2] <= c[2]:  # under the region's centre: a floor of the owner's
-            if gc[2] + ext[2] > lo[2] + SAME_FLOOR:
-                return None  # the region's floor is not what the object stands on
-        elif gc[2] - ext[2] >= c[2] and gc[2] - ext[2] < ceiling:
-            ceiling, roof = float(gc[2] - ext[2]), (gc.copy(), ext)
+    floor, ceiling, roof = floor_ceiling(m, d, owner, c)
+    if floor > lo[2] + SAME_FLOOR:
+        return None  # the region's floor is not what the object stands on
     if ceiling < hi[2] + UNDER_CLEAR:
         return None  # no room under the ceiling
     handle = PO.handle_of(d, m, geoms, 0.0)
@@ -125,22 +118,6 @@ class PandaSlide(PA._Stage):
         return p + PA.UP * PA.HOVER, PA.OPEN, PA.DOWN, c, PA.REACHED, 0
 
 
-def _floor_ceiling(env, atom: tuple, d: mujoco.MjData, c: np.ndarray):
-    """(the owner's highest top under the region's centre or -inf, its lowest underside over
-    it and that geom's (centre, half extents), or (inf, None))."""
-    m, owner = env.model, _region(env, atom, d)[0]
-    floor, ceiling, roof = -np.inf, np.inf, None
-    for g in collision_geoms(m, owner):
-        gc, ext = d.geom_xpos[g], geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
-        if (np.abs(gc[:2] - c[:2]) >= ext[:2]).any():  # not over the region's centre
-            continue
-        if gc[2] + ext[2] <= c[2]:
-            floor = max(floor, float(gc[2] + ext[2]))
-        elif gc[2] - ext[2] >= c[2] and gc[2] - ext[2] < ceiling:
-            ceiling, roof = float(gc[2] - ext[2]), (gc.copy(), ext)
-    return floor, ceiling, roof
-
-
 def lift_in(env, atom: tuple, d: mujoco.MjData) -> PandaLiftIn | None:
     """A `PandaLiftIn` when an In atom's region is a board under a ceiling that leaves no room
     for a hand over the object but room for the object, and the object has a handle that
@@ -148,10 +125,10 @@ def lift_in(env, atom: tuple, d: mujoco.MjData) -> PandaLiftIn | None:
     if atom[0] != "in_region" or atom[2] < 0:
         return None
     m, names = env.model, env.pt.layout.body_names
-    _, c = _region(env, atom, d)
+    owner, c = _region(env, atom, d)
     geoms = PO.body_geoms(m, names[atom[1]])
     lo, hi = PO.world_box(d, m, geoms)
-    floor, ceiling, roof = _floor_ceiling(env, atom, d, c)
+    floor, ceiling, roof = floor_ceiling(m, d, owner, c)
     if roof is None or floor <= lo[2] + SAME_FLOOR:
         return None  # no ceiling, or the object already stands on the region's floor
     if floor + LIFT_GAP + (hi[2] - lo[2]) + UNDER_CLEAR > ceiling:

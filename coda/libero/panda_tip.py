@@ -31,7 +31,7 @@ PUSH_LEAN = np.deg2rad(40.0)  # the pushing hand's lean from pointing down, out 
 FINGERS_HALF = 0.012  # m: the closed fingers' half extent along their closing axis
 
 
-class PandaTipIn(PA._Stage):
+class PandaTipIn(PA._Replanned):
     """A standing book set down, tipped onto its face, and pushed into a low region (module doc)."""
 
     n_phases = 15
@@ -62,22 +62,11 @@ class PandaTipIn(PA._Stage):
         # it falls towards the region's centre: it stands on the side it falls away from
         self.tip = self.lat if lat_hi >= lat_lo else -self.lat
         stand = c[:2] + u2 * (edge + STAND_OUT + half[1]) - self.tip[:2] * half[0]
-        others = [PO.world_box(d, m, PO.body_geoms(m, n))
-                  for n, _ in env.pt.task.problem.objects if m.body(n).id != obj]  # fmt: skip
-        top = max([float(hi[2]) for _, hi in others] + [float(self.grasp[2])])
         length = 2 * float(half[0]) - SH.GRIP_DEPTH
-        self.carry_z = top + length + SH.CLEAR
+        self.carry_z = SH._carry_z(SH._others(env, d, obj), self.grasp, length)
         rel = centre - self.grasp  # the book's centre from the grasp site (hanging, upright)
         self.set_at = np.r_[stand - rel[:2], self.table + SET_GAP + 2 * half[0] - SH.GRIP_DEPTH]
         self.stand = np.r_[stand, self.table]
-
-    def begin(self, env, b: int, again: bool = False) -> None:
-        super().begin(env, b, again)
-        if again:
-            try:
-                self._plan(env, env.datas[b])
-            except ValueError:
-                self.runs[b].phase = self.n_phases
 
     def _phase(self, env, b, d, run):
         g, down, up = self.grasp, PA.DOWN, PA.UP

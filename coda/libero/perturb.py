@@ -50,6 +50,14 @@ def shiftable(task: S.LiberoTask) -> list[str]:
     return out
 
 
+def parse_layout(name: str) -> int | None:
+    """The layout shift's level a perturbation name selects ("layout3" -> 3); None for any
+    other name."""
+    if name not in tuple(f"layout{k}" for k in LEVELS):
+        return None
+    return int(name[len("layout") :])
+
+
 def layout_offsets(task: S.LiberoTask, index: int, level: int, seed: int) -> dict[str, np.ndarray]:
     """The x / y shift [2] (m) of each `shiftable` object of initial state `index` at `level`:
     uniform over a disc of radius SHIFT_PER_LEVEL * level, drawn from (seed, index, level)."""
