@@ -14,8 +14,9 @@ the wanted ones, over its 0.5 rad). The geometry is read from the model at the s
                A handle too low for the hand across it (the hand spans ~10 cm either side of
                its fingers' closing axis): a drawer already pulled out is pushed further from
                inside (the closed fingers down behind its front wall, then outwards); one that
-               is not is refused. Closed: the closed fingers lowered in front of the handle,
-               the hand tilted towards the cabinet, and pushed along the axis past the goal
+               is not is refused (`LowHandle`; `panda_drag` drags it by friction). Closed:
+               the closed fingers lowered in front of the handle, the hand tilted towards
+               the cabinet, and pushed along the axis past the goal
                (the joint's limit stops the drawer), on the front above the handle where it
                leaves room, else on the handle. A push ends once the joint is past its bound.
   PandaKnob    a knob (hinge about the vertical): the fingers close across its ridge (its
@@ -252,6 +253,10 @@ def is_door(env, jid: int, d: mujoco.MjData) -> bool:
     return max(far) > KNOB_REACH
 
 
+class LowHandle(ValueError):
+    """`PandaDrawer` cannot take a closed drawer by its handle: too low for the hand."""
+
+
 def _q_goal(env, atom: tuple, jid: int) -> float:
     lo, hi = (float(v) for v in env.model.jnt_range[jid])
     hinge = env.model.jnt_type[jid] == mujoco.mjtJoint.mjJNT_HINGE
@@ -300,12 +305,17 @@ class PandaDrawer(_Stage):
                 self.inside = self._inside_point(env, d, geoms, q0)
                 self.n_phases = 4
                 if self.inside is None:
-                    z = float(d.geom_xpos[self.handle][2])
-                    raise ValueError(
-                        f"drawer {m.joint(self.jid).name}: its handle is {z:.3f} m high; the hand "
-                        f"across it needs {HAND_SPAN + FLOOR_CLEAR:.2f} m below, and the drawer is "
-                        "not open enough to push its front wall from inside"
-                    )
+                    self._too_low(m, d)
+
+    def _too_low(self, m: mujoco.MjModel, d: mujoco.MjData) -> None:
+        """A closed drawer's handle too low for the hand across it: refused here
+        (`panda_drag.PandaDrag` drags it open instead)."""
+        z = float(d.geom_xpos[self.handle][2])
+        raise LowHandle(
+            f"drawer {m.joint(self.jid).name}: its handle is {z:.3f} m high; the hand across "
+            f"it needs {HAND_SPAN + FLOOR_CLEAR:.2f} m below, and the drawer is not open enough "
+            "to push its front wall from inside"
+        )
 
     def _front(self, env, d: mujoco.MjData, geoms) -> tuple[float, float, float, float]:
         """(inner face, outer face, top z, floor top z) of the drawer's front (its wall and

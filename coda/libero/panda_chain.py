@@ -1,22 +1,22 @@
 """A LIBERO goal as a chain of Panda stages.
 
-`PandaPlanner` orders a goal's atoms (`planner_geometry.execution_atoms`: open / turn on
-first, then placements, then close / turn off; a drawer that only closes is shut first,
-`closes_first`) and runs one stage per atom: drawers, knobs and pushed plates
-(`panda_articulate`) or a pick-and-place (`panda_planner.PandaPickPlace`). A stage whose atom
-already holds is skipped; one that ends with its atom false runs again (`TRIES` in all);
-between two runs the hand goes back to its start pose (the arm's posture recovers). An In
-placement into a drawer that leaves the object too little room is preceded by a pull of that
-drawer (`room_atom`). Each environment builds its own atoms and stages from its own state, so
-an episode's plan does not depend on the batch it runs in. A door is pushed shut or pulled
-open by its handle bar (`panda_door`). An object going into a region too low for a hand above
-it (a microwave) is carried in by its handle with the hand pitched down from horizontal
-(`panda_insert`); without a handle, a standing book is turned on its fore-edge into a shelf's
-layer (`panda_shelve`) or laid down in front of a lower opening and pushed in (`panda_tip`); else
-refused with the reasons. One already standing on the floor of a region under a shelf is dragged
-in by its handle, one for a board under a ceiling lifted onto it by its handle (`panda_slide`);
-one too tall to stand in its drawer with its origin inside the region is put at one end and
-pushed over to lie (`panda_lay`).
+`PandaPlanner` orders a goal's atoms (`planner_geometry.execution_atoms`: open / turn on first,
+then placements, then close / turn off; a drawer that only closes is shut first, `closes_first`)
+and runs one stage per atom: drawers, knobs and pushed plates (`panda_articulate`) or a pick-
+and-place (`panda_planner.PandaPickPlace`). A stage whose atom already holds is skipped; one
+that ends with its atom false runs again (`TRIES` in all); between two runs the hand goes back
+to its start pose (the arm's posture recovers). An In placement into a drawer that leaves the
+object too little room is preceded by a pull of that drawer (`room_atom`). Each environment
+builds its own atoms and stages from its own state, so an episode's plan does not depend on the
+batch it runs in. A door is pushed shut or pulled open by its handle bar (`panda_door`); a
+closed drawer whose handle is too low to take is dragged open by friction on the bar's top
+(`panda_drag`). An object going into a region too low for a hand above it (a microwave) is
+carried in by its handle with the hand pitched down from horizontal (`panda_insert`); without a
+handle, a standing book is turned on its fore-edge into a shelf's layer (`panda_shelve`) or laid
+down in front of a lower opening and pushed in (`panda_tip`); else refused with the reasons. One
+already standing on the floor of a region under a shelf is dragged in by its handle, one for a
+board under a ceiling lifted onto it by its handle (`panda_slide`); one too tall to stand in its
+drawer with its origin inside the region is put at one end and pushed over to lie (`panda_lay`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from coda.libero import panda_articulate as PA
 from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.panda_door import door_stage, no_room_above
+from coda.libero.panda_drag import PandaDrag
 from coda.libero.panda_insert import PandaInsert
 from coda.libero.panda_lay import lay_down
 from coda.libero.panda_shelve import shelve_stage
@@ -67,7 +68,10 @@ def stage_for(env, atom: tuple, first: bool, d: mujoco.MjData):
         jid = PA._joint_of(env, atom)[0]
         if PA.is_door(env, jid, d):
             return door_stage(env, atom, d)
-        return PA.articulation(env, atom, d)
+        try:
+            return PA.articulation(env, atom, d)
+        except PA.LowHandle:  # a closed drawer's handle too low to take: dragged by friction
+            return PandaDrag(env, atom, d)
     slide = slide_in(env, atom, d) or lift_in(env, atom, d)  # under a ceiling, by a handle
     if slide is not None:
         return slide

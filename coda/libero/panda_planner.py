@@ -533,11 +533,11 @@ def _finger_geoms(m: mujoco.MjModel) -> np.ndarray:
     return np.concatenate([collision_geoms(m, b) for b in tips])
 
 
-def tips_below(env, d: mujoco.MjData) -> float:
-    """The fingers' lowest point under the grasp site (m): their meshes' vertices (a mesh's
-    bounding box reaches ~4 mm below the finger), other geoms' box corners."""
+def lowest_point(env, d: mujoco.MjData) -> np.ndarray:
+    """The fingers' lowest point (world): their meshes' vertices (a mesh's bounding box
+    reaches ~4 mm below the finger), other geoms' box corners."""
     m = env.model
-    low = np.inf
+    low = None
     for g in _finger_geoms(m):
         if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH:
             k = int(m.geom_dataid[g])
@@ -545,5 +545,11 @@ def tips_below(env, d: mujoco.MjData) -> float:
             pts = d.geom_xpos[g] + m.mesh_vert[a : a + n] @ d.geom_xmat[g].reshape(3, 3).T
         else:
             pts = geom_corners(d, m, np.array([g]))
-        low = min(low, float(pts[:, 2].min()))
-    return float(d.site_xpos[env.idx.site][2] - low)
+        p = pts[int(np.argmin(pts[:, 2]))]
+        low = p if low is None or p[2] < low[2] else low
+    return np.asarray(low, np.float64)
+
+
+def tips_below(env, d: mujoco.MjData) -> float:
+    """The fingers' lowest point under the grasp site (m, `lowest_point`)."""
+    return float(d.site_xpos[env.idx.site][2] - lowest_point(env, d)[2])
