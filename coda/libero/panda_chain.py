@@ -48,6 +48,7 @@ SAFE_Z = 0.25  # m: the grasp site's height between two stages (above every fixt
 TRIES = 3  # times a stage is run before the plan gives up on its atom
 HOME_NEAR, HOME_TURNED = 0.03, np.deg2rad(5.0)  # between stages: near enough the start pose
 ROOM_TOL = 0.002  # m: a drawer pulled for room aims this far inside its joint's limit
+VERTICAL_CLOSING = 0.7  # the fingers' closing axis this near vertical (|z|): "about vertically"
 
 
 def _site_of(env, atom: tuple) -> str:
@@ -187,6 +188,8 @@ class _Chain:
     tries: int = 0  # runs of stage k that finished with its atom false
     started: bool = False  # stage k has begun
     transit: bool = False  # between two runs: up to SAFE_Z, the hand turned down
+    closing: np.ndarray | bool | None = None  # the transit's closing axis, fixed at its start
+    # (False: chosen every step by `wrist_closing`; None: not started)
 
 
 class PandaPlanner:
@@ -238,7 +241,19 @@ class PandaPlanner:
         controller cannot leave)."""
         home, closing = self.home[b]
         target = np.r_[home[:2], max(SAFE_Z, home[2])]
-        closing = PA.wrist_closing(env, d, closing)
+        ch = self.chains[b]
+        if ch.closing is None:  # the transit's first step
+            _, now = PA.hand_axes(env, d)
+            # fingers closing about vertically (a hand left horizontal by a drawer's pull): the
+            # turn about the vertical that `wrist_closing` weighs is undefined there, and its
+            # sign came out either way (the other way round, the arm wound joint 6 onto its
+            # limit and never got home); the closing axis is then the start pose's, signed as
+            # there, for the whole transit
+            ch.closing = closing if abs(now[2]) > VERTICAL_CLOSING else False
+        if ch.closing is False:
+            closing = PA.wrist_closing(env, d, closing)
+        else:
+            closing = ch.closing
         act, err, rot = PA.pose_action(env, d, target, PA.OPEN, PA.DOWN, closing, signed=True)
         return act, err < HOME_NEAR and rot < HOME_TURNED
 
@@ -249,6 +264,8 @@ class PandaPlanner:
         if ch.transit:
             act, arrived = self._transit(env, b, d)
             ch.transit = not arrived
+            if arrived:
+                ch.closing = None
             return act
         while ch.k < n and not ch.started and holds[ch.k]:  # already true: skipped
             ch.k, ch.tries = ch.k + 1, 0
