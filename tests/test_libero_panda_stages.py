@@ -12,6 +12,7 @@ from coda.libero import panda_articulate as PA
 from coda.libero import panda_chain as PC
 from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
+from coda.libero import panda_wrist as PW
 from coda.libero import suites
 from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
@@ -71,11 +72,11 @@ def test_a_turn_that_would_take_the_wrist_past_its_range_goes_the_other_way(draw
         small = 0.5 * np.sign(k)  # raises the joint by 0.5 rad
         other = small - np.pi * np.sign(small)
         want = small if q7 == 0.0 else other
-        assert PA.wrist_turn(env, d, [small, other]) == pytest.approx(want, abs=1e-9)
+        assert PW.wrist_turn(env, d, [small, other]) == pytest.approx(want, abs=1e-9)
         c = PA.hand_axes(env, d)[1]
         turned = np.array([[np.cos(small), -np.sin(small), 0], [np.sin(small), np.cos(small), 0],
                            [0, 0, 1.0]]) @ c  # fmt: skip
-        got = PA.wrist_closing(env, d, turned)
+        got = PW.wrist_closing(env, d, turned)
         assert got @ turned == pytest.approx(1.0 if q7 == 0.0 else -1.0, abs=1e-6)
 
 

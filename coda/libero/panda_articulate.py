@@ -40,12 +40,12 @@ import types
 import mujoco
 import numpy as np
 
-from coda.libero import panda as PD
 from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.geoms import collision_geoms, geom_half_extents
 from coda.libero.osc import OSCConfig
 from coda.libero.panda_env import hand_axes  # the hand's axes, read where the env is
+from coda.libero.panda_wrist import turn_to, wrist_sign
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import object_box
 from coda.libero.planner_push import pushable
@@ -66,7 +66,6 @@ APPROACH = 0.10  # m: farther out than FRONT, where the hand starts its way down
 # point dragged a bowl beside libero_goal's cabinet in front of it with the lower finger)
 WAY_WIDTH = 0.06  # m: objects this near the hand's straight way (xy) are in it
 HOVER = 0.10  # m: above a handle / knob before coming down
-WRIST_MARGIN = 0.3  # rad: a turn ends the hand's last joint this far inside its range
 HAND_SPAN = 0.10  # m: the hand's half extent along its closing axis (a horizontal hand's reach
 # below its fingers)
 FLOOR_CLEAR = 0.01  # m: the horizontal hand's lowest point above the surface under the drawer
@@ -92,44 +91,6 @@ PLATE_PRESS = 0.015  # m: the push's aim under the floor: pressed on the floor, 
 # rides up over them)
 PUSH_SPEED = 0.5  # a plate push's largest xy action (of OSC_POSE's 1): z is held while it moves
 PLATE_HIGH = 0.08  # m: above a plate's top before coming down into it
-
-
-def wrist_turn(env, d: mujoco.MjData, turns) -> float:
-    """Of candidate turns about the vertical (rad; a closing line's two signs differ by pi),
-    the smallest that leaves the hand's last joint `WRIST_MARGIN` inside its range, else the
-    one that ends it nearest its middle (a turn past the limit stalls the arm there)."""
-    m = env.model
-    j = m.joint(PD.ARM_JOINTS[-1]).id
-    q, k = float(d.qpos[m.jnt_qposadr[j]]), float(d.xaxis[j] @ UP)  # dq per rad about +z
-    lo, hi = (float(v) for v in m.jnt_range[j])
-    ends = [q + k * t for t in turns]
-    inside = [t for t, e in zip(turns, ends, strict=True)
-              if lo + WRIST_MARGIN <= e <= hi - WRIST_MARGIN]  # fmt: skip
-    if inside:
-        return float(min(inside, key=abs))
-    return float(turns[int(np.argmin([abs(e - (lo + hi) / 2) for e in ends]))])
-
-
-def wrist_closing(env, d: mujoco.MjData, closing: np.ndarray) -> np.ndarray:
-    """Of ±closing (a horizontal line), the sign `wrist_turn` takes from the hand's now."""
-    _, c_c = hand_axes(env, d)
-    turns = [float(np.arctan2(np.cross(c_c, c)[2], c_c @ c)) for c in (closing, -closing)]
-    return closing if wrist_turn(env, d, turns) == turns[0] else -closing
-
-
-def turn_to(
-    env, d: mujoco.MjData, approach: np.ndarray, closing: np.ndarray, signed: bool = False
-) -> np.ndarray:
-    """Axis-angle [3] (world) that turns the hand to point along `approach` with its fingers
-    closing along `closing` (a line: of its two signs, the nearer; `signed`: as given)."""
-    a_c, c_c = hand_axes(env, d)
-    c_d = closing if signed or closing @ c_c >= 0 else -closing
-    now = np.stack([a_c, c_c, np.cross(a_c, c_c)], 1)
-    want = np.stack([approach, c_d, np.cross(approach, c_d)], 1)
-    q, v = np.zeros(4), np.zeros(3)
-    mujoco.mju_mat2Quat(q, (want @ now.T).ravel())
-    mujoco.mju_quat2Vel(v, q, 1.0)
-    return v
 
 
 def pose_action(env, d, target, grip, approach=None, closing=None, signed=False):
@@ -279,6 +240,7 @@ class PandaDrawer(_Stage):
         q0 = float(d.qpos[self.qadr])
         self.pull = (self.q_goal - q0) * float(axis @ self.outward) > 0
         self.n_phases = 8 if self.pull else 5
+        self.signed = self.pull  # a pull's closing sign is chosen once (`_phase`)
         geoms = collision_geoms(m, body)
         self.handle = int(max(geoms, key=lambda g: float(d.geom_xpos[g] @ self.outward)))
         ext = geom_half_extents(m, self.handle, d.geom_xmat[self.handle].reshape(3, 3))
@@ -303,7 +265,7 @@ class PandaDrawer(_Stage):
             low = float(d.geom_xpos[self.handle][2]) - HAND_SPAN
             if low < min(floor, 0.0) + FLOOR_CLEAR:
                 self.inside = self._inside_point(env, d, geoms, q0)
-                self.n_phases = 4
+                self.n_phases, self.signed = 4, False
                 if self.inside is None:
                     self._too_low(m, d)
 
@@ -405,8 +367,14 @@ class PandaDrawer(_Stage):
                 end = run.fixed.setdefault("end", p + out * to_go)
                 return end, CLOSE, a, c, REACHED, 0
             return run.fixed["end"] + UP * HOVER, CLOSE, a, c, REACHED, 0
-        if self.pull:
-            a, c = -horizontal(out), UP
+        if self.pull:  # the fingers closing vertically: of ±UP, the sign whose turn from the
+            # hand's start keeps its last joint in range (the nearer sign is a tie for a hand
+            # pointing down; taken the wrong way, the joint ran onto its limit, the hand
+            # stayed rolled and missed the handle)
+            a = -horizontal(out)
+            if "c" not in run.fixed:
+                run.fixed["c"] = wrist_sign(env, d, a, UP)
+            c = run.fixed["c"]
             front = h + out * FRONT
             if run.phase == 0:  # turn the hand horizontal where it is, above the handle
                 high = run.fixed.setdefault("high", max(site[2], h[2] + 0.05))

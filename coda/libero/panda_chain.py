@@ -36,6 +36,7 @@ from coda.libero.panda_lay import lay_down
 from coda.libero.panda_shelve import shelve_stage
 from coda.libero.panda_slide import lift_in, slide_in
 from coda.libero.panda_tip import tip_stage
+from coda.libero.panda_wrist import wrist_closing
 from coda.libero.planner_articulated import goal_q
 from coda.libero.planner_geometry import (
     drawer_limits,
@@ -251,7 +252,7 @@ class PandaPlanner:
             # there, for the whole transit
             ch.closing = closing if abs(now[2]) > VERTICAL_CLOSING else False
         if ch.closing is False:
-            closing = PA.wrist_closing(env, d, closing)
+            closing = wrist_closing(env, d, closing)
         else:
             closing = ch.closing
         act, err, rot = PA.pose_action(env, d, target, PA.OPEN, PA.DOWN, closing, signed=True)

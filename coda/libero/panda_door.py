@@ -23,6 +23,7 @@ from coda.libero import panda_articulate as PA
 from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.geoms import collision_geoms, floor_ceiling, geom_half_extents
+from coda.libero.panda_wrist import wrist_turn
 from coda.libero.planner_articulated import _door_bar
 
 PUSH_AT = 0.6  # the push point's distance from the hinge, as a share of the door's width
@@ -158,13 +159,13 @@ class PandaDoorOpen(PA._Stage):
 
     def _closing(self, env, d, run) -> np.ndarray:
         """Of ±closing0, the one whose hand turn, the door's whole turn added, leaves the
-        wrist inside its range (`PA.wrist_turn`)."""
+        wrist inside its range (`wrist_turn`)."""
         if "c" not in run.fixed:
             _, c_c = PA.hand_axes(env, d)
             total = (self.q_goal - float(d.qpos[self.qadr])) * self.sign
             cs = (self.closing0, -self.closing0)
             turns = [float(np.arctan2(np.cross(c_c, c)[2], c_c @ c)) + total for c in cs]
-            run.fixed["c"] = cs[turns.index(PA.wrist_turn(env, d, turns))]
+            run.fixed["c"] = cs[turns.index(wrist_turn(env, d, turns))]
         return run.fixed["c"]
 
     def _past(self, d: mujoco.MjData) -> bool:

@@ -25,6 +25,7 @@ import numpy as np
 from coda.libero import panda_articulate as PA
 from coda.libero import panda_outline as PO
 from coda.libero.geoms import collision_geoms, geom_half_extents
+from coda.libero.panda_wrist import wrist_closing
 from coda.libero.planner_geometry import quat_matrix
 from coda.libero.planner_insert import _opening
 
@@ -182,7 +183,7 @@ class PandaShelve(PA._Replanned):
         u, lat = np.r_[u2, 0.0], np.r_[lat2, 0.0]
         self.obj, self.u = obj, u
         self.grasp = centre + axes[:, 0] * (half[0] - GRIP_DEPTH)
-        self.c0 = PA.wrist_closing(env, d, PA.horizontal(axes[:, 2]))
+        self.c0 = wrist_closing(env, d, PA.horizontal(axes[:, 2]))
         f0 = _frame(PA.DOWN, self.c0)
         # the turned hand points into the opening, closing across its width: of the two signs,
         # the one the smaller turn reaches (the larger trace of the relative rotation)

@@ -18,6 +18,7 @@ from coda.libero import panda_articulate as PA
 from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero import panda_shelve as SH
+from coda.libero.panda_wrist import wrist_closing
 
 STAND_OUT = 0.03  # m: the standing book's inner face outside the opening's front edge
 SET_GAP = 0.004  # m: the book's bottom over the table when it is let go standing
@@ -58,7 +59,7 @@ class PandaTipIn(PA._Replanned):
         self.reg_u = float(np.abs(size[:2]) @ np.abs(u2))
         self.table = float(PO.world_box(d, m, geoms)[0][2])  # what it stands on
         self.grasp = centre + axes[:, 0] * (half[0] - SH.GRIP_DEPTH)
-        self.c0 = PA.wrist_closing(env, d, PA.horizontal(axes[:, 2]))
+        self.c0 = wrist_closing(env, d, PA.horizontal(axes[:, 2]))
         # it falls towards the region's centre: it stands on the side it falls away from
         self.tip = self.lat if lat_hi >= lat_lo else -self.lat
         stand = c[:2] + u2 * (edge + STAND_OUT + half[1]) - self.tip[:2] * half[0]
