@@ -5,18 +5,20 @@ then placements, then close / turn off; a drawer that only closes is shut first,
 and runs one stage per atom: drawers, knobs and pushed plates (`panda_articulate`) or a pick-
 and-place (`panda_planner.PandaPickPlace`). A stage whose atom already holds is skipped; one
 that ends with its atom false runs again (`TRIES` in all); between two runs the hand goes back
-to its start pose (the arm's posture recovers). An In placement into a drawer that leaves the
-object too little room is preceded by a pull of that drawer (`room_atom`). Each environment
-builds its own atoms and stages from its own state, so an episode's plan does not depend on the
-batch it runs in. A door is pushed shut or pulled open by its handle bar (`panda_door`); a
-closed drawer whose handle is too low to take is dragged open by friction on the bar's top
-(`panda_drag`). An object going into a region too low for a hand above it (a microwave) is
-carried in by its handle with the hand pitched down from horizontal (`panda_insert`); without a
-handle, a standing book is turned on its fore-edge into a shelf's layer (`panda_shelve`) or laid
-down in front of a lower opening and pushed in (`panda_tip`); else refused with the reasons. One
-already standing on the floor of a region under a shelf is dragged in by its handle, one for a
-board under a ceiling lifted onto it by its handle (`panda_slide`); one too tall to stand in its
-drawer with its origin inside the region is put at one end and pushed over to lie (`panda_lay`).
+to its start pose (the arm's posture recovers). An atom undone by a later stage (still false
+`REVISIT_WAIT` steps after the last) is gone back to, once. An In placement into a drawer that
+leaves the object too little room is preceded by a pull of that drawer (`room_atom`). Each
+environment builds its own atoms and stages from its own state, so an episode's plan does not
+depend on the batch it runs in. A door is pushed shut or pulled open by its handle bar
+(`panda_door`); a closed drawer whose handle is too low to take is dragged open by friction on
+the bar's top (`panda_drag`). An object going into a region too low for a hand above it (a
+microwave) is carried in by its handle with the hand pitched down from horizontal
+(`panda_insert`); without a handle, a standing book is turned on its fore-edge into a shelf's
+layer (`panda_shelve`) or laid down in front of a lower opening and pushed in (`panda_tip`);
+else refused with the reasons. One already standing on the floor of a region under a shelf is
+dragged in by its handle, one for a board under a ceiling lifted onto it by its handle
+(`panda_slide`); one too tall to stand in its drawer with its origin inside the region is put at
+one end and pushed over to lie (`panda_lay`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ SAFE_Z = 0.25  # m: the grasp site's height between two stages (above every fixt
 TRIES = 3  # times a stage is run before the plan gives up on its atom
 HOME_NEAR, HOME_TURNED = 0.03, np.deg2rad(5.0)  # between stages: near enough the start pose
 ROOM_TOL = 0.002  # m: a drawer pulled for room aims this far inside its joint's limit
+REVISIT_WAIT = 10  # steps the plan, its stages done, waits for an undone atom before going back
 VERTICAL_CLOSING = 0.7  # the fingers' closing axis this near vertical (|z|): "about vertically"
 
 
@@ -191,6 +194,8 @@ class _Chain:
     transit: bool = False  # between two runs: up to SAFE_Z, the hand turned down
     closing: np.ndarray | bool | None = None  # the transit's closing axis, fixed at its start
     # (False: chosen every step by `wrist_closing`; None: not started)
+    idle: int = 0  # steps held still with every stage done and an atom false
+    revisited: bool = False  # gone back to an atom undone after its stage
 
 
 class PandaPlanner:
@@ -270,11 +275,17 @@ class PandaPlanner:
             return act
         while ch.k < n and not ch.started and holds[ch.k]:  # already true: skipped
             ch.k, ch.tries = ch.k + 1, 0
+        if ch.k >= n and not ch.revisited and not holds.all():  # done, an atom undone since
+            # (the bowl's grasp bumped the drawer its stage had opened back past the bound):
+            # after `REVISIT_WAIT` steps (things settle), once, back to the first such atom
+            ch.idle += 1
+            if ch.idle > REVISIT_WAIT:
+                ch.k, ch.tries, ch.revisited = int(np.argmin(holds)), 0, True
         if ch.k >= n or ch.tries >= TRIES:  # done, or given up: hold still
             return PA.pose_action(env, d, d.site_xpos[env.idx.site].copy(), PA.OPEN)[0]
         stage = stages[ch.k]
         if not ch.started:
-            stage.begin(env, b, again=ch.k > 0 or ch.tries > 0)
+            stage.begin(env, b, again=ch.k > 0 or ch.tries > 0 or ch.revisited)
             ch.started = True
         act, finished = stage.step(env, b, d)
         if finished:
