@@ -50,16 +50,33 @@ def _region(env, atom: tuple, d: mujoco.MjData):
     return owner, d.xpos[owner] + d.xmat[owner].reshape(3, 3) @ np.asarray(atom[3])
 
 
-def slide_in(env, atom: tuple, d: mujoco.MjData) -> PandaSlide | None:
-    """A `PandaSlide` when an In atom is done by sliding its object under a ceiling (module
-    doc), else None."""
+def _setting(env, atom: tuple, d: mujoco.MjData):
+    """For an In atom whose region has an owner body: (object geoms, its box lo / hi, and the
+    owner's floor, ceiling and roof over the region's centre, `geoms.floor_ceiling`); else
+    None."""
     if atom[0] != "in_region" or atom[2] < 0:
         return None
     m, names = env.model, env.pt.layout.body_names
     owner, c = _region(env, atom, d)
     geoms = PO.body_geoms(m, names[atom[1]])
     lo, hi = PO.world_box(d, m, geoms)
-    floor, ceiling, roof = floor_ceiling(m, d, owner, c)
+    return (geoms, lo, hi, *floor_ceiling(m, d, owner, c))
+
+
+def _handle_end(d: mujoco.MjData, part, obj: int) -> tuple[int, np.ndarray]:
+    """(the handle's geom farthest from the object's origin, the horizontal way out to it)."""
+    far = max(part, key=lambda g: float(np.linalg.norm(d.geom_xpos[g][:2] - d.xpos[obj][:2])))
+    return far, PA.horizontal(d.geom_xpos[far] - d.xpos[obj])
+
+
+def slide_in(env, atom: tuple, d: mujoco.MjData) -> PandaSlide | None:
+    """A `PandaSlide` when an In atom is done by sliding its object under a ceiling (module
+    doc), else None."""
+    setting = _setting(env, atom, d)
+    if setting is None:
+        return None
+    geoms, lo, hi, floor, ceiling, roof = setting
+    m = env.model
     if floor > lo[2] + SAME_FLOOR:
         return None  # the region's floor is not what the object stands on
     if ceiling < hi[2] + UNDER_CLEAR:
@@ -86,10 +103,7 @@ class PandaSlide(PA._Stage):
         m, names = env.model, env.pt.layout.body_names
         self.obj = m.body(names[atom[1]]).id
         _, self.centre = _region(env, atom, d)
-        far = max(
-            part, key=lambda g: float(np.linalg.norm(d.geom_xpos[g][:2] - d.xpos[self.obj][:2]))
-        )
-        out = PA.horizontal(d.geom_xpos[far] - d.xpos[self.obj])
+        far, out = _handle_end(d, part, self.obj)
         self.grasp = d.geom_xpos[far] + out * (
             float(np.abs(d.geom_xmat[far].reshape(3, 3) @ m.geom_size[far]) @ np.abs(out))
             - HANDLE_INSET
@@ -122,13 +136,11 @@ def lift_in(env, atom: tuple, d: mujoco.MjData) -> PandaLiftIn | None:
     """A `PandaLiftIn` when an In atom's region is a board under a ceiling that leaves no room
     for a hand over the object but room for the object, and the object has a handle that
     leaves the hand out from under the ceiling (module doc), else None."""
-    if atom[0] != "in_region" or atom[2] < 0:
+    setting = _setting(env, atom, d)
+    if setting is None:
         return None
-    m, names = env.model, env.pt.layout.body_names
-    owner, c = _region(env, atom, d)
-    geoms = PO.body_geoms(m, names[atom[1]])
-    lo, hi = PO.world_box(d, m, geoms)
-    floor, ceiling, roof = floor_ceiling(m, d, owner, c)
+    geoms, lo, hi, floor, ceiling, roof = setting
+    m = env.model
     if roof is None or floor <= lo[2] + SAME_FLOOR:
         return None  # no ceiling, or the object already stands on the region's floor
     if floor + LIFT_GAP + (hi[2] - lo[2]) + UNDER_CLEAR > ceiling:
@@ -149,10 +161,7 @@ class PandaLiftIn(PandaSlide):
         rise, roof = lift
         stage = cls(env, atom, d, part, yaw)
         stage.rise = float(rise) + LIFT_GAP
-        far = max(
-            part, key=lambda g: float(np.linalg.norm(d.geom_xpos[g][:2] - d.xpos[stage.obj][:2]))
-        )
-        out = PA.horizontal(d.geom_xpos[far] - d.xpos[stage.obj])
+        far, out = _handle_end(d, part, stage.obj)
         size = np.abs(d.geom_xmat[far].reshape(3, 3) @ env.model.geom_size[far])
         reach = float(size @ np.abs(out))  # the handle's half length along it
         outer = stage.grasp.copy()  # the handle's end, HANDLE_INSET in
