@@ -87,21 +87,27 @@ class Clearance:
         ap, cl = hand_axes(env, d)
         return np.stack([cl, np.cross(ap, cl), -ap], axis=1)
 
-    def gap(self, p, closing, margin: float = MARGIN, obj: bool = False) -> float:
+    def gap(self, p, closing, margin: float = MARGIN, obj: bool = False, tilt=None) -> float:
         """The hand's smallest distance to another body (up to `margin`; `obj`: to the object
         too), its site at `p`, pointing straight down, its fingers closing along `closing`
-        (horizontal)."""
+        (horizontal); `tilt` [3, 3]: that pose turned by this rotation about the site (the
+        forearm's link with it)."""
         u = np.array([closing[0], closing[1], 0.0])
         u /= max(float(np.linalg.norm(u)), 1e-9)
         up = np.array([0.0, 0.0, 1.0])
         frame = np.stack([u, np.cross(-up, u), up], axis=1)  # as `frame`: across = ap x cl
+        if tilt is not None:
+            frame = tilt @ frame
         s = self.scratch
         for g, pos, rot in self.hand:
             s.geom_xpos[g] = p + frame @ pos
             s.geom_xmat[g] = (frame @ rot).ravel()
         for g, pos, rot in self.arm:
-            s.geom_xpos[g] = p + pos
-            s.geom_xmat[g] = rot
+            if tilt is None:
+                s.geom_xpos[g], s.geom_xmat[g] = p + pos, rot
+            else:
+                s.geom_xpos[g] = p + tilt @ pos
+                s.geom_xmat[g] = (tilt @ rot.reshape(3, 3)).ravel()
         best, rb = margin, self.m.geom_rbound
         others = np.concatenate([self.others, self.obj]) if obj else self.others
         for g, _, _ in self.hand + self.arm:

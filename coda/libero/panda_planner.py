@@ -37,8 +37,8 @@ from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents,
 from coda.libero.osc import OSCConfig
 from coda.libero.panda_beside import Clearance, beside
 from coda.libero.panda_env import hand_axes
+from coda.libero.panda_lean import Lean, lean_in, rim_order
 from coda.libero.panda_outline import (
-    RIM_SIDES,
     body_geoms,
     centre_xy,
     extent,
@@ -50,6 +50,7 @@ from coda.libero.panda_outline import (
     world_box,
     wrap,
 )
+from coda.libero.panda_wrist import turn_to
 from coda.libero.planner_geometry import drawer_limits
 
 OPEN, CLOSE = -1.0, 1.0
@@ -64,6 +65,7 @@ PLACE_ABOVE = 0.0  # m above the target the object's bottom is released
 REACHED = 0.01  # m: a waypoint is reached
 DOWN_TILT = np.deg2rad(10.0)  # the hand this near straight down reads its way beside an overhang
 ALIGNED = np.deg2rad(2.0)  # the hand's yaw is aligned within this
+LEAN_TURNED = np.deg2rad(3.0)  # the hand is turned to its leaning pose within this
 GRIP_STEPS = 10  # steps holding still while the fingers close / open (robosuite: 8 to close)
 MAX_MOVE = 80  # steps a move may take before the plan gives up
 DRAWER_MARGIN = 0.01  # m: kept between an object placed in a drawer and what bounds it
@@ -112,6 +114,7 @@ class Plan:
     unfold: int = -1  # steps spent moving out to bring the elbow back (`panda_reach`); -1: never
     reach_unfold: int = -1  # the same on the way down to the grasp (phase 2)
     aim: np.ndarray | None = None  # phase 2's site target at its last step
+    lean: Lean | None = None  # the hand's way in, leaning, to a rim under an overhang
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -248,11 +251,7 @@ class PandaPickPlace:
             own = [np.array([g]) for g in handle[0]]
         if plan.side is None:
             z = corners[:, 2].max() - RIM_BELOW_TOP
-            # nearest the hand's start first: a far wall stretches the arm, and the near wall
-            # of a bowl close to the robot folds it to its joints' limits
-            order = sorted(range(len(RIM_SIDES)),
-                           key=lambda i: float(np.linalg.norm(grasp_of(corners, current, i)[0]
-                                                              - plan.home_xy)))  # fmt: skip
+            order = rim_order(corners, current, plan.home_xy)
             plan.side = order[0]
             for i in order:
                 xy, want, rim = grasp_of(corners, current, i)
@@ -368,8 +367,15 @@ class PandaPickPlace:
             gxy, yaw, rim = self._grasp(env, d, plan)
             plan.grasp_z = self._grasp_z(env, d, plan, bottom, top, rim)
             if plan.beside is None and self._points_down(env, d):  # an overhang over the
-                plan.beside = self._beside(env, d, plan, gxy, yaw, top)  # grasp: beside it
+                plan.beside = self._beside(env, d, plan, gxy, yaw, top, rim)  # grasp: beside
             shift = np.zeros(2) if plan.beside is None else plan.beside
+            if plan.lean is not None:  # to the way's start, then in along the hand's pointing
+                start = plan.lean.start
+                far = np.linalg.norm(start[:2] - site[:2]) > REACHED
+                plan.aim = np.r_[gxy, plan.grasp_z]
+                if plan.phase == 1:
+                    return np.r_[start[:2], max(start[2], plan.travel_z * far)], OPEN, 0.0
+                return plan.aim, OPEN, 0.0
             if plan.phase == 1:  # above the object (or beside it)
                 far = np.linalg.norm(gxy - site[:2]) > REACHED
                 return np.r_[gxy + shift, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
@@ -386,12 +392,21 @@ class PandaPickPlace:
         """The hand points within `DOWN_TILT` of straight down (not turning out of a pull)."""
         return float(-hand_axes(env, d)[0][2]) > np.cos(DOWN_TILT)
 
-    def _beside(self, env, d, plan: Plan, gxy: np.ndarray, turn: float, top: float):
+    def _beside(self, env, d, plan: Plan, gxy, turn: float, top: float, rim: bool = False):
         """`panda_beside.beside` for the hand turned by `turn` (rad) from now: the shift [2]
-        to come down at, zeros where it comes straight down."""
+        to come down at, zeros where it comes straight down. A rim grasp with no way straight
+        down or beside it comes in leaning (`panda_lean`: `plan.lean`, the closing axis's sign
+        the one that keeps the wrist inside its range)."""
         a = float(np.arctan2(*d.xaxis[self.finger_joint][1::-1])) + turn
         clear = Clearance(env, d, set(self.geoms[plan.obj].tolist()))
-        shift = beside(clear, gxy, np.array([np.cos(a), np.sin(a)]), plan.grasp_z, top + CLEAR)
+        closing = np.array([np.cos(a), np.sin(a)])
+        if rim:
+            found = lean_in(env, d, self.geoms[plan.obj], a - turn, plan.side, plan.home_xy,
+                            clear, (plan.grasp_z, top + CLEAR, plan.travel_z))  # fmt: skip
+            if found is not None:
+                plan.side, plan.lean = found
+                return np.zeros(2)
+        shift = beside(clear, gxy, closing, plan.grasp_z, top + CLEAR)
         return np.zeros(2) if shift is None else shift
 
     def _align_yaw(self, env, d: mujoco.MjData, plan: Plan) -> float:
@@ -427,7 +442,7 @@ class PandaPickPlace:
             plan.origin = site[:2] - d.body(plan.obj).xpos[:2]
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
-        if plan.phase == 5 and plan.turned:
+        if plan.phase == 5 and (plan.turned or plan.lean is not None):
             # the centre as it hangs while the hand turns it to fit a container (`_align_yaw`),
             # then kept for the descent (a tilt on the way down moves the outline's centre,
             # not the object)
@@ -490,15 +505,23 @@ class PandaPickPlace:
         target, grip, yaw = self._waypoint(env, d, plan)
         err = target - d.site_xpos[env.idx.site]
         out[:3] = np.clip(err / OSCConfig.max_delta_pos, -1.0, 1.0)
-        if plan.turned and plan.phase in (5, 6):  # turned to fit a narrow container: the
-            # hand is righted too (the held object hangs as the hand points)
+        if (plan.turned or plan.lean is not None) and plan.phase in (5, 6):  # turned to fit a
+            # narrow container, or taken leaning: the hand is righted too (the held object
+            # hangs as the hand points)
             out[3:5] = np.clip(_untilt(env, d)[:2] / OSCConfig.max_delta_rot, -1.0, 1.0)
         out[5] = np.clip(yaw / OSCConfig.max_delta_rot, -1.0, 1.0)
         out[6] = grip
+        turned = abs(yaw) < ALIGNED
+        if plan.lean is not None and plan.phase in (1, 2):  # turned to the leaning pose; in
+            # along its pointing (the position's action scaled as one, not clipped per axis)
+            v = turn_to(env, d, plan.lean.approach, plan.lean.closing, signed=True)
+            out[3:6] = v / max(float(np.abs(v).max()), OSCConfig.max_delta_rot)
+            turned = float(np.linalg.norm(v)) < LEAN_TURNED
+            out[:3] = err / max(float(np.abs(err).max()), OSCConfig.max_delta_pos)
         plan.count += 1
         waiting = plan.phase in (0, 3, 7)
         limit = SETTLE_STEPS if plan.phase == 0 else GRIP_STEPS if waiting else MAX_MOVE
-        reached = np.linalg.norm(err) < REACHED and abs(yaw) < ALIGNED
+        reached = np.linalg.norm(err) < REACHED and turned
         if plan.phase in (2, 6) and not plan.inside:  # a descent ends where it stalls too:
             # the palm on a tall object's top; a carried object on what is under it (a drawer)
             plan.heights.append(float(d.site_xpos[env.idx.site][2]))

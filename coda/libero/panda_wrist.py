@@ -17,17 +17,17 @@ UP = np.array([0.0, 0.0, 1.0])
 WRIST_MARGIN = 0.3  # rad: a turn ends the hand's last joint this far inside its range
 
 
-def _pick(env, d: mujoco.MjData, sizes, ks) -> int:
+def _pick(env, d: mujoco.MjData, sizes, ks, middle: bool = False) -> int:
     """Of candidate turns (`sizes`: how large; `ks`: the last joint's change each makes), the
-    smallest that leaves that joint `WRIST_MARGIN` inside its range, else the one that ends it
-    nearest its middle."""
+    smallest that leaves that joint `WRIST_MARGIN` inside its range, else (or when `middle`)
+    the one that ends it nearest its middle."""
     m = env.model
     j = m.joint(PD.ARM_JOINTS[-1]).id
     q = float(d.qpos[m.jnt_qposadr[j]])
     lo, hi = (float(v) for v in m.jnt_range[j])
     ends = [q + k for k in ks]
     inside = [i for i, e in enumerate(ends) if lo + WRIST_MARGIN <= e <= hi - WRIST_MARGIN]
-    if inside:
+    if inside and not middle:
         return min(inside, key=lambda i: abs(sizes[i]))
     return int(np.argmin([abs(e - (lo + hi) / 2) for e in ends]))
 
@@ -63,13 +63,17 @@ def turn_to(
     return v
 
 
-def wrist_sign(env, d: mujoco.MjData, approach: np.ndarray, closing: np.ndarray) -> np.ndarray:
+def wrist_sign(
+    env, d: mujoco.MjData, approach: np.ndarray, closing: np.ndarray, middle: bool = False
+) -> np.ndarray:
     """Of ±closing, the one whose turn to (approach, closing) from the hand's pose now leaves
     its last joint inside its range, the smaller turn first (`wrist_turn`'s rule, for any
-    turn: the joint's change is the turn's component along its axis). For a hand whose closing
-    axis is about perpendicular to both (pointing down, to be turned horizontal with the
-    fingers closing vertically) `turn_to`'s nearer sign is a tie, decided by a few degrees."""
+    turn: the joint's change is the turn's component along its axis); `middle`: the one that
+    ends the joint nearest its middle. For a hand whose closing axis is about perpendicular to
+    both (pointing down, to be turned horizontal with the fingers closing vertically)
+    `turn_to`'s nearer sign is a tie, decided by a few degrees."""
     axis = d.xaxis[env.model.joint(PD.ARM_JOINTS[-1]).id]
     turns = [turn_to(env, d, approach, c, signed=True) for c in (closing, -closing)]
-    i = _pick(env, d, [float(np.linalg.norm(v)) for v in turns], [float(v @ axis) for v in turns])
+    sizes = [float(np.linalg.norm(v)) for v in turns]
+    i = _pick(env, d, sizes, [float(v @ axis) for v in turns], middle)
     return closing if i == 0 else -closing

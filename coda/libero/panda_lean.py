@@ -1,0 +1,116 @@
+"""Coming in leaning to a bowl's rim under an overhang (LIBERO's Panda).
+
+libero_goal's "open the top drawer and put the bowl inside": the pulled drawer overhangs the
+bowl that is to go into it. Pointing straight down, the hand (its housing spans about 10 cm
+either side along the fingers' closing axis) meets the open drawer on its way down at every
+rim side of the bowl; the arm pressed on, joint 6 ran onto its limit and the bowl was taken
+late or not at all. Turned about the closing axis, the housing leans away from the drawer
+while the fingers reach the rim under it.
+
+`lean_in` finds, when the straight descent at the chosen rim side is not clear, the smallest
+roll (and the side) at which the hand's own collision geoms (`panda_beside.Clearance`, exact
+meshes) are clear at the grasp and along the straight way back out along the hand's pointing,
+up to the approach's height, and from there straight up to the height the hand travels at.
+`panda_planner.PandaPickPlace` then turns the hand at that way's start, comes in along it,
+closes on the rim and rights the hand while it carries. A rim grasp comes in leaning rather
+than down beside (`panda_beside`): there the housing, moving in at the grasp's height, pushed
+the bowl along (libero_goal's bowl, into the wine bottle). Where the straight descent is clear
+nothing changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from coda.libero.panda_beside import LEVELS, LOW, LOW_MARGIN, MARGIN, Clearance
+from coda.libero.panda_outline import RIM_SIDES, geom_corners, grasp_of, handle_of
+from coda.libero.panda_wrist import wrist_sign
+
+LEANS = np.deg2rad((15.0, 20.0, 25.0, 30.0, 35.0, 40.0))  # rolls tried, the smallest first
+WAY = 10  # hand positions tested along the way in
+DOWN = np.array([0.0, 0.0, -1.0])
+
+
+@dataclasses.dataclass(frozen=True)
+class Lean:
+    """The leaning hand: its pointing, its fingers' closing axis (horizontal) and where its
+    grasp site starts the way in [3 each]."""
+
+    approach: np.ndarray
+    closing: np.ndarray
+    start: np.ndarray
+
+
+def _unit(closing) -> np.ndarray:
+    u = np.array([closing[0], closing[1], 0.0])
+    return u / max(float(np.linalg.norm(u)), 1e-9)
+
+
+def straight(clear: Clearance, gxy, closing, grasp_z: float, high: float) -> bool:
+    """Whether the hand pointing straight down comes down clear from `high` to the grasp."""
+    u = _unit(closing)
+    return all(clear.gap(np.r_[gxy, z], u, 0.0) >= 0.0 for z in np.linspace(grasp_z, high, LEVELS))
+
+
+def rotation(axis: np.ndarray, angle: float) -> np.ndarray:
+    """[3, 3]: the turn by `angle` (rad) about the unit `axis`."""
+    k = np.array([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]])
+    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * k @ k
+
+
+def lean(clear: Clearance, gxy, closing, grasp_z: float, high: float, travel: float) -> Lean | None:
+    """The leaning way in to the grasp at (gxy, grasp_z) with the fingers closing along
+    `closing`, from `high` (the approach's height) and above it from `travel`; None when no
+    roll in `LEANS` has one."""
+    u = _unit(closing)
+    grasp = np.r_[gxy, grasp_z]
+
+    def free(p, tilt) -> bool:  # near the grasp's height the fingertips are ~4 mm over the
+        margin = MARGIN if p[2] > grasp_z + LOW else LOW_MARGIN  # table
+        return clear.gap(p, u, margin, tilt=tilt) >= margin
+
+    for angle in LEANS:
+        for sign in (1.0, -1.0):
+            tilt = rotation(u, sign * angle)
+            a = tilt @ DOWN
+            start = grasp - a * (high - grasp_z) / float(np.cos(angle))
+            way = [grasp + t * (start - grasp) for t in np.linspace(0.0, 1.0, WAY)]
+            rise = [np.r_[start[:2], z] for z in np.linspace(start[2], travel, LEVELS)[1:]]
+            if all(free(p, tilt) for p in way + (rise if travel > start[2] else [])):
+                return Lean(a, u, start)
+    return None
+
+
+def rim_order(corners: np.ndarray, current: float, home_xy) -> list[int]:
+    """The rim sides (`RIM_SIDES`), nearest the hand's start first: a far wall stretches the
+    arm, and the near wall of a bowl close to the robot folds it to its joints' limits."""
+    return sorted(range(len(RIM_SIDES)),
+                  key=lambda i: float(np.linalg.norm(grasp_of(corners, current, i)[0]
+                                                     - home_xy)))  # fmt: skip
+
+
+def lean_in(
+    env, d, geoms: np.ndarray, current: float, side: int, home_xy, clear: Clearance, heights
+) -> tuple[int, Lean] | None:
+    """(rim side, way) of `lean` when the hand cannot come `straight` down at the chosen rim
+    `side`: there, else at the first other side (in `rim_order`) that has one. The closing
+    axis's sign is the one that ends the wrist's joint nearest the middle of its range
+    (`panda_wrist.wrist_sign`; the turn to a leaning pose took that joint ~0.5 rad past the
+    estimate, onto its limit). `current`: the fingers' closing yaw now; `heights`: (grasp,
+    approach, travel) z. None for an object with a handle (a mug: its wall is taken, beside
+    the handle), when the straight descent is clear, or when no side has a way."""
+    if handle_of(d, env.model, geoms, current) is not None:
+        return None
+    corners = geom_corners(d, env.model, geoms)
+    xy, want, _ = grasp_of(corners, current, side)
+    if straight(clear, xy, np.array([np.cos(want), np.sin(want)]), *heights[:2]):
+        return None
+    for i in [side] + [i for i in rim_order(corners, current, home_xy) if i != side]:
+        xy, want, _ = grasp_of(corners, current, i)
+        way = lean(clear, xy, np.array([np.cos(want), np.sin(want)]), *heights)
+        if way is not None:
+            signed = wrist_sign(env, d, way.approach, way.closing, middle=True)
+            return i, dataclasses.replace(way, closing=signed)
+    return None

@@ -1,0 +1,74 @@
+"""`coda.libero.panda_lean`: a bowl's rim taken leaning, under the drawer pulled open over it
+(libero_goal's own initial states)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coda.libero import panda as PD
+from coda.libero import panda_chain as PC
+from coda.libero import panda_planner as PP
+from coda.libero import suites
+from tests.panda_episodes import batch
+
+pytestmark = pytest.mark.usefixtures("libero_data")
+
+DRAWER_BOWL = "open_the_top_drawer_and_put_the_bowl_inside"
+BOWL_PLATE = "put_the_bowl_on_the_plate"
+
+
+def _hand_touches(env, d, prefix: str) -> bool:
+    """Whether a gripper geom touches a body whose name starts with `prefix`."""
+    m = env.model
+    for c in d.contact[: d.ncon]:
+        names = [m.body(int(m.geom_bodyid[g])).name for g in (c.geom1, c.geom2)]
+        ours = [n.startswith(PD.GRIPPER_PREFIX) for n in names]
+        if any(ours) and not all(ours) and names[ours.index(False)].startswith(prefix):
+            return True
+    return False
+
+
+def test_the_bowl_under_the_open_drawer_is_taken_leaning_without_touching_the_drawer():
+    """libero_goal "open the top drawer and put the bowl inside", state 3: the pulled drawer
+    overhangs the bowl. Before, the hand came straight down onto the open drawer (contact from
+    step ~190 on), joint 6 ran to its limit and the bowl was taken too late (300 steps, a
+    failure). Now the straight descent is found blocked, the hand leans (rolled about its
+    closing axis) and comes in along its pointing: the gripper touches no part of the cabinet
+    from the bowl stage's start until the fingers close, the wrist's joint stays inside its
+    range and the episode succeeds within the suite's cap."""
+    env = batch("libero_goal", DRAWER_BOWL, (3,))
+    plan = PC.PandaPlanner(env)
+    pick = plan.stages[1]
+    assert isinstance(pick, PP.PandaPickPlace)
+    m, d = env.model, env.datas[0]
+    j7 = m.joint(PD.ARM_JOINTS[-1]).id
+    lo, hi = (float(v) for v in m.jnt_range[j7])
+    touched, done, q7 = False, False, []
+    for _ in range(suites.step_cap("libero_goal")):
+        p = pick.plans[0]
+        if plan.chains[0].k == 1 and not plan.chains[0].transit and 1 <= p.phase <= 3:
+            touched |= _hand_touches(env, d, "wooden_cabinet_1")
+            q7.append(float(d.qpos[m.jnt_qposadr[j7]]))
+        done = bool(env.step(plan.act(env))[1][0])
+        if done:
+            break
+    lean = pick.plans[0].lean
+    assert lean is not None and lean.approach[2] < -0.7  # leaning, still pointing down-ish
+    tilt = np.degrees(np.arccos(-lean.approach[2]))
+    assert 10.0 < tilt < 45.0
+    assert not touched
+    assert lo + 0.1 < min(q7) and max(q7) < hi - 0.1
+    assert done
+
+
+def test_a_bowl_with_a_clear_way_down_is_taken_straight():
+    """libero_goal "put the bowl on the plate", state 0: nothing overhangs the bowl, so the
+    hand comes straight down (no lean, no shift beside), as before `panda_lean`."""
+    env = batch("libero_goal", BOWL_PLATE, (0,))
+    plan = PC.PandaPlanner(env)
+    pick = plan.stages[0]
+    for _ in range(40):  # past the settle into the way down (phase 2)
+        env.step(plan.act(env))
+    p = pick.plans[0]
+    assert p.phase >= 2 and p.lean is None and p.beside is not None and not p.beside.any()
