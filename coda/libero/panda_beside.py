@@ -39,7 +39,7 @@ class Clearance:
     at the state `d` (fingers as they are: open before a grasp), and a scratch state whose
     other geoms stand where `d` has them."""
 
-    def __init__(self, env, d: mujoco.MjData, obj: set[int]):
+    def __init__(self, env, d: mujoco.MjData, obj: set[int], links: tuple = ARM_LINKS):
         m = self.m = env.model
         hand = [
             g
@@ -60,7 +60,7 @@ class Clearance:
         )
         # the forearm's last link, beside the wrist: kept as it stands in the world (the hand
         # turns about it), moved with the site (read with the hand pointing down)
-        arm = [g for b in range(m.nbody) if m.body(b).name.endswith(ARM_LINKS)
+        arm = [g for b in range(m.nbody) if m.body(b).name.endswith(links)
                for g in collision_geoms(m, b)]  # fmt: skip
         self.arm = [(g, d.geom_xpos[g] - site, d.geom_xmat[g].copy()) for g in arm]
         robot = {g for b in range(m.nbody) if m.body(b).name.startswith(("robot", "gripper"))

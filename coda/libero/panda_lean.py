@@ -24,6 +24,7 @@ import dataclasses
 
 import numpy as np
 
+from coda.libero import panda_reach as PR
 from coda.libero.panda_beside import LEVELS, LOW, LOW_MARGIN, MARGIN, Clearance
 from coda.libero.panda_outline import RIM_SIDES, geom_corners, grasp_of, handle_of
 from coda.libero.panda_wrist import wrist_sign
@@ -31,6 +32,11 @@ from coda.libero.panda_wrist import wrist_sign
 LEANS = np.deg2rad((15.0, 20.0, 25.0, 30.0, 35.0, 40.0))  # rolls tried, the smallest first
 WAY = 10  # hand positions tested along the way in
 DOWN = np.array([0.0, 0.0, -1.0])
+LINKS = ("link5", "link6")  # the arm's links tested with the hand: the forearm too
+WRIST = "robot0_link6"  # the body whose origin is the wrist (`panda_reach`)
+WRIST_REACH = 0.68  # m: the shoulder-to-wrist distance a leaning way may need: the arm's peak
+# is 0.7193 (`panda_reach`); a far rim's leaning start estimated at 0.699 stretched the elbow
+# onto its limit (the arm stood 0.708 from it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +47,20 @@ class Lean:
     approach: np.ndarray
     closing: np.ndarray
     start: np.ndarray
+
+
+class Reach:
+    """The shoulder-to-wrist distance a leaning hand pose needs, the wrist (link 6's origin)
+    kept as it stands in the world and moved with the site, turned with the hand's tilt (as
+    `Clearance` moves the forearm): read once at `d`."""
+
+    def __init__(self, env, d):
+        self.wrist = d.body(WRIST).xpos - d.site_xpos[env.idx.site]
+        self.shoulder = d.body(PR.SHOULDER).xpos.copy()
+
+    def need(self, p: np.ndarray, tilt: np.ndarray) -> float:
+        """The distance (m) for the grasp site at `p`, the hand turned by `tilt` [3, 3]."""
+        return float(np.linalg.norm(p + tilt @ self.wrist - self.shoulder))
 
 
 def _unit(closing) -> np.ndarray:
@@ -60,10 +80,12 @@ def rotation(axis: np.ndarray, angle: float) -> np.ndarray:
     return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * k @ k
 
 
-def lean(clear: Clearance, gxy, closing, grasp_z: float, high: float, travel: float) -> Lean | None:
+def lean(
+    clear: Clearance, reach: Reach, gxy, closing, grasp_z: float, high: float, travel: float
+) -> Lean | None:
     """The leaning way in to the grasp at (gxy, grasp_z) with the fingers closing along
-    `closing`, from `high` (the approach's height) and above it from `travel`; None when no
-    roll in `LEANS` has one."""
+    `closing`, from `high` (the approach's height) and above it from `travel`, its grasp and
+    start within `WRIST_REACH`; None when no roll in `LEANS` has one."""
     u = _unit(closing)
     grasp = np.r_[gxy, grasp_z]
 
@@ -76,6 +98,8 @@ def lean(clear: Clearance, gxy, closing, grasp_z: float, high: float, travel: fl
             tilt = rotation(u, sign * angle)
             a = tilt @ DOWN
             start = grasp - a * (high - grasp_z) / float(np.cos(angle))
+            if max(reach.need(grasp, tilt), reach.need(start, tilt)) > WRIST_REACH:
+                continue
             way = [grasp + t * (start - grasp) for t in np.linspace(0.0, 1.0, WAY)]
             rise = [np.r_[start[:2], z] for z in np.linspace(start[2], travel, LEVELS)[1:]]
             if all(free(p, tilt) for p in way + (rise if travel > start[2] else [])):
@@ -95,8 +119,8 @@ def lean_in(
     env, d, geoms: np.ndarray, current: float, side: int, home_xy, clear: Clearance, heights
 ) -> tuple[int, Lean] | None:
     """(rim side, way) of `lean` when the hand cannot come `straight` down at the chosen rim
-    `side`: there, else at the first other side (in `rim_order`) that has one. The closing
-    axis's sign is the one that ends the wrist's joint nearest the middle of its range
+    `side`: at the first side in `rim_order` (nearest the hand's start) that has one. The
+    closing axis's sign is the one that ends the wrist's joint nearest the middle of its range
     (`panda_wrist.wrist_sign`; the turn to a leaning pose took that joint ~0.5 rad past the
     estimate, onto its limit). `current`: the fingers' closing yaw now; `heights`: (grasp,
     approach, travel) z. None for an object with a handle (a mug: its wall is taken, beside
@@ -107,9 +131,10 @@ def lean_in(
     xy, want, _ = grasp_of(corners, current, side)
     if straight(clear, xy, np.array([np.cos(want), np.sin(want)]), *heights[:2]):
         return None
-    for i in [side] + [i for i in rim_order(corners, current, home_xy) if i != side]:
+    reach = Reach(env, d)
+    for i in rim_order(corners, current, home_xy):
         xy, want, _ = grasp_of(corners, current, i)
-        way = lean(clear, xy, np.array([np.cos(want), np.sin(want)]), *heights)
+        way = lean(clear, reach, xy, np.array([np.cos(want), np.sin(want)]), *heights)
         if way is not None:
             signed = wrist_sign(env, d, way.approach, way.closing, middle=True)
             return i, dataclasses.replace(way, closing=signed)

@@ -37,6 +37,7 @@ from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents,
 from coda.libero.osc import OSCConfig
 from coda.libero.panda_beside import Clearance, beside
 from coda.libero.panda_env import hand_axes
+from coda.libero.panda_lean import LINKS as LEAN_LINKS
 from coda.libero.panda_lean import Lean, lean_in, rim_order
 from coda.libero.panda_outline import (
     body_geoms,
@@ -401,8 +402,9 @@ class PandaPickPlace:
         clear = Clearance(env, d, set(self.geoms[plan.obj].tolist()))
         closing = np.array([np.cos(a), np.sin(a)])
         if rim:
+            arm = Clearance(env, d, set(self.geoms[plan.obj].tolist()), LEAN_LINKS)
             found = lean_in(env, d, self.geoms[plan.obj], a - turn, plan.side, plan.home_xy,
-                            clear, (plan.grasp_z, top + CLEAR, plan.travel_z))  # fmt: skip
+                            arm, (plan.grasp_z, top + CLEAR, plan.travel_z))  # fmt: skip
             if found is not None:
                 plan.side, plan.lean = found
                 return np.zeros(2)
