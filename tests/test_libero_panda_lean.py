@@ -9,6 +9,7 @@ import pytest
 from coda.libero import panda as PD
 from coda.libero import panda_chain as PC
 from coda.libero import panda_planner as PP
+from coda.libero import panda_reach as PR
 from coda.libero import suites
 from tests.panda_episodes import batch
 
@@ -16,15 +17,17 @@ pytestmark = pytest.mark.usefixtures("libero_data")
 
 DRAWER_BOWL = "open_the_top_drawer_and_put_the_bowl_inside"
 BOWL_PLATE = "put_the_bowl_on_the_plate"
+BOWL_DRAWER_K5 = "KITCHEN_SCENE5_put_the_black_bowl_in_the_top_drawer_of_the_cabinet"
 
 
-def _hand_touches(env, d, prefix: str) -> bool:
-    """Whether a gripper geom touches a body whose name starts with `prefix`."""
+def _touches(env, d, ours: tuple, prefix: str) -> bool:
+    """Whether a geom of a body named with one of `ours` touches a body whose name starts with
+    `prefix`."""
     m = env.model
     for c in d.contact[: d.ncon]:
         names = [m.body(int(m.geom_bodyid[g])).name for g in (c.geom1, c.geom2)]
-        ours = [n.startswith(PD.GRIPPER_PREFIX) for n in names]
-        if any(ours) and not all(ours) and names[ours.index(False)].startswith(prefix):
+        mine = [n.startswith(ours) for n in names]
+        if any(mine) and not all(mine) and names[mine.index(False)].startswith(prefix):
             return True
     return False
 
@@ -48,7 +51,7 @@ def test_the_bowl_under_the_open_drawer_is_taken_leaning_without_touching_the_dr
     for _ in range(suites.step_cap("libero_goal")):
         p = pick.plans[0]
         if plan.chains[0].k == 1 and not plan.chains[0].transit and 1 <= p.phase <= 3:
-            touched |= _hand_touches(env, d, "wooden_cabinet_1")
+            touched |= _touches(env, d, (PD.GRIPPER_PREFIX,), "wooden_cabinet_1")
             q7.append(float(d.qpos[m.jnt_qposadr[j7]]))
         done = bool(env.step(plan.act(env))[1][0])
         if done:
@@ -72,3 +75,28 @@ def test_a_bowl_with_a_clear_way_down_is_taken_straight():
         env.step(plan.act(env))
     p = pick.plans[0]
     assert p.phase >= 2 and p.lean is None and p.beside is not None and not p.beside.any()
+
+
+def test_the_forearm_and_the_reach_choose_the_leaning_side():
+    """Kitchen 5 "put the black bowl in the top drawer", state 0 (the drawer stands open beside
+    the bowl): coming straight down, the forearm (link 5) met the open drawer and the hand
+    stopped over the rim. With the forearm in the clearance test the hand leans; the first
+    rim side with a way whose start the wrist reaches (a far rim's start had stretched the
+    elbow onto its limit) is taken. No arm link or gripper part touches the cabinet from the
+    stage's start until the fingers close, and the episode succeeds."""
+    env = batch("libero_90", BOWL_DRAWER_K5, (0,))
+    plan = PC.PandaPlanner(env)
+    pick = next(s for s in plan.stages if isinstance(s, PP.PandaPickPlace))
+    m, d = env.model, env.datas[0]
+    elbow = m.jnt_qposadr[m.joint(PD.ARM_JOINTS[PR.ELBOW]).id]
+    touched, done, bent = False, False, []
+    for _ in range(suites.step_cap("libero_90")):
+        if 1 <= pick.plans[0].phase <= 3:
+            touched |= _touches(env, d, ("robot0_", PD.GRIPPER_PREFIX), "white_cabinet_1")
+            bent.append(float(d.qpos[elbow]))
+        done = bool(env.step(plan.act(env))[1][0])
+        if done:
+            break
+    assert pick.plans[0].lean is not None
+    assert max(bent) < PR.ELBOW_TRAPPED  # never past its peak reach
+    assert not touched and done
