@@ -116,6 +116,7 @@ class Plan:
     reach_unfold: int = -1  # the same on the way down to the grasp (phase 2)
     aim: np.ndarray | None = None  # phase 2's site target at its last step
     lean: Lean | None = None  # the hand's way in, leaning, to a rim under an overhang
+    rechecked: bool = False  # the straight way down tested again once the hand has turned
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -370,6 +371,10 @@ class PandaPickPlace:
             if plan.beside is None and self._points_down(env, d):  # an overhang over the
                 plan.beside = self._beside(env, d, plan, gxy, yaw, top, rim)  # grasp: beside
             shift = np.zeros(2) if plan.beside is None else plan.beside
+            if plan.phase == 2 and rim and not plan.rechecked and not shift.any():
+                plan.rechecked = True  # turned above the rim: the arm as it stands now
+                if plan.lean is None and self._lean(env, d, plan, top):
+                    plan.phase, plan.count = 1, 0
             if plan.lean is not None:  # to the way's start, then in along the hand's pointing
                 start = plan.lean.start
                 far = np.linalg.norm(start[:2] - site[:2]) > REACHED
@@ -401,15 +406,21 @@ class PandaPickPlace:
         a = float(np.arctan2(*d.xaxis[self.finger_joint][1::-1])) + turn
         clear = Clearance(env, d, set(self.geoms[plan.obj].tolist()))
         closing = np.array([np.cos(a), np.sin(a)])
-        if rim:
-            arm = Clearance(env, d, set(self.geoms[plan.obj].tolist()), LEAN_LINKS)
-            found = lean_in(env, d, self.geoms[plan.obj], a - turn, plan.side, plan.home_xy,
-                            arm, (plan.grasp_z, top + CLEAR, plan.travel_z))  # fmt: skip
-            if found is not None:
-                plan.side, plan.lean = found
-                return np.zeros(2)
+        if rim and self._lean(env, d, plan, top):
+            return np.zeros(2)
         shift = beside(clear, gxy, closing, plan.grasp_z, top + CLEAR)
         return np.zeros(2) if shift is None else shift
+
+    def _lean(self, env, d, plan: Plan, top: float) -> bool:
+        """Whether a rim grasp comes in leaning (`panda_lean.lean_in`, the forearm tested too):
+        then `plan.side` and `plan.lean` are set."""
+        arm = Clearance(env, d, set(self.geoms[plan.obj].tolist()), LEAN_LINKS)
+        current = float(np.arctan2(*d.xaxis[self.finger_joint][1::-1]))
+        found = lean_in(env, d, self.geoms[plan.obj], current, plan.side, plan.home_xy,
+                        arm, (plan.grasp_z, top + CLEAR, plan.travel_z))  # fmt: skip
+        if found is not None:
+            plan.side, plan.lean = found
+        return found is not None
 
     def _align_yaw(self, env, d: mujoco.MjData, plan: Plan) -> float:
         """The turn (rad, about the vertical) that lays a held object's long side along an In
