@@ -7,14 +7,18 @@ rim side of the bowl; the arm pressed on, joint 6 ran onto its limit and the bow
 late or not at all. Turned about the closing axis, the housing leans away from the drawer
 while the fingers reach the rim under it.
 
-`lean_in` finds, when the straight descent at the chosen rim side is not clear, the smallest
-roll (and the side) at which the hand's own collision geoms (`panda_beside.Clearance`, exact
-meshes) are clear at the grasp and along the straight way back out along the hand's pointing,
-up to the approach's height, and from there straight up to the height the hand travels at.
-`panda_planner.PandaPickPlace` then turns the hand at that way's start, comes in along it,
-closes on the rim and rights the hand while it carries. A rim grasp comes in leaning rather
-than down beside (`panda_beside`): there the housing, moving in at the grasp's height, pushed
-the bowl along (libero_goal's bowl, into the wine bottle). Where the straight descent is clear
+`lean_in` finds, when the straight descent at the chosen rim side is not clear, the first
+rim side (nearest the hand's start) and the smallest roll at which the hand's own collision
+geoms and the forearm's (links 5 and 6; `panda_beside.Clearance`, exact meshes) are clear at
+the grasp and along the straight way back out along the hand's pointing, up to the
+approach's height, and from there straight up to the height the hand travels at, with the
+wrist within `WRIST_REACH` of the shoulder at the grasp and at the way's start.
+`panda_planner.PandaPickPlace` asks at the grasp's first step and again once the hand has
+turned above the rim (the turn moves the forearm: kitchen 1's link 6 came 3 cm nearer the
+open drawer and met it), then turns the hand at that way's start, comes in along it, closes
+on the rim and rights the hand while it carries. A rim grasp comes in leaning rather than
+down beside (`panda_beside`): there the housing, moving in at the grasp's height, pushed the
+bowl along (libero_goal's bowl, into the wine bottle). Where the straight descent is clear
 nothing changes.
 """
 
