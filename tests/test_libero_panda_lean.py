@@ -18,6 +18,7 @@ pytestmark = pytest.mark.usefixtures("libero_data")
 DRAWER_BOWL = "open_the_top_drawer_and_put_the_bowl_inside"
 BOWL_PLATE = "put_the_bowl_on_the_plate"
 BOWL_DRAWER_K5 = "KITCHEN_SCENE5_put_the_black_bowl_in_the_top_drawer_of_the_cabinet"
+BOWL_PLATE_K5 = "KITCHEN_SCENE5_put_the_black_bowl_on_the_plate"
 
 
 def _touches(env, d, ours: tuple, prefix: str) -> bool:
@@ -100,3 +101,23 @@ def test_the_forearm_and_the_reach_choose_the_leaning_side():
     assert pick.plans[0].lean is not None
     assert max(bent) < PR.ELBOW_TRAPPED  # never past its peak reach
     assert not touched and done
+
+
+def test_a_leaning_grasp_that_missed_is_not_chased():
+    """Kitchen 5 "put the black bowl on the plate", state 31: the first leaning grasp closes
+    on nothing (the forearm met the open drawer's side on the way in). Righting the hand
+    while carrying re-read the held object's offset from the hand every step; with nothing
+    held that offset grew with the hand's move, and the hand chased the bowl's place off the
+    table (x -0.57, behind the robot's base) until joint 6 reached its limit. The offset is
+    now re-read only while the object rises with the hand: the hand goes to the plate, the
+    stage ends with its atom false, and the second try succeeds within the cap."""
+    env = batch("libero_90", BOWL_PLATE_K5, (31,))
+    plan = PC.PandaPlanner(env)
+    d = env.datas[0]
+    lowest_x, done = np.inf, False
+    for _ in range(suites.step_cap("libero_90")):
+        lowest_x = min(lowest_x, float(d.site_xpos[env.idx.site][0]))
+        done = bool(env.step(plan.act(env))[1][0])
+        if done:
+            break
+    assert lowest_x > 0.1 and done

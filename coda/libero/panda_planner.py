@@ -455,10 +455,12 @@ class PandaPickPlace:
             plan.origin = site[:2] - d.body(plan.obj).xpos[:2]
             return site.copy(), CLOSE
         txy, tz = self._target(env, d, plan)
-        if plan.phase == 5 and (plan.turned or plan.lean is not None):
-            # the centre as it hangs while the hand turns it to fit a container (`_align_yaw`),
-            # then kept for the descent (a tilt on the way down moves the outline's centre,
-            # not the object)
+        held = site[2] - bottom < plan.hang + SWING  # lifted with the hand
+        if plan.phase == 5 and (plan.turned or (plan.lean is not None and held)):
+            # the centre as it hangs while the hand turns it to fit a container (`_align_yaw`)
+            # or rights it (taken leaning), then kept for the descent (a tilt on the way down
+            # moves the outline's centre, not the object); not for a leaning grasp that missed
+            # (its object's place ran away with the hand, which chased it off the table)
             plan.offset = site[:2] - centre_xy(geom_corners(d, env.model, self.geoms[plan.obj]))
             plan.origin = site[:2] - d.body(plan.obj).xpos[:2]
         if plan.target_is_site:
