@@ -34,6 +34,12 @@ LEVELS = 8  # hand heights tested along a descent, the grasp's to the approach's
 PATH = 10  # hand positions tested along the move in at the grasp's height
 
 
+def level(closing) -> np.ndarray:
+    """[3]: a closing axis's horizontal part, unit length."""
+    u = np.array([closing[0], closing[1], 0.0])
+    return u / max(float(np.linalg.norm(u)), 1e-9)
+
+
 class Clearance:
     """The hand's collision geoms in its grasp site's frame (closing, across, up), read once
     at the state `d` (fingers as they are: open before a grasp), and a scratch state whose
@@ -92,8 +98,7 @@ class Clearance:
         too), its site at `p`, pointing straight down, its fingers closing along `closing`
         (horizontal); `tilt` [3, 3]: that pose turned by this rotation about the site (the
         forearm's link with it)."""
-        u = np.array([closing[0], closing[1], 0.0])
-        u /= max(float(np.linalg.norm(u)), 1e-9)
+        u = level(closing)
         up = np.array([0.0, 0.0, 1.0])
         frame = np.stack([u, np.cross(-up, u), up], axis=1)  # as `frame`: across = ap x cl
         if tilt is not None:

@@ -29,7 +29,8 @@ import dataclasses
 import numpy as np
 
 from coda.libero import panda_reach as PR
-from coda.libero.panda_beside import LEVELS, LOW, LOW_MARGIN, MARGIN, Clearance
+from coda.libero.osc import axis_angle_matrix
+from coda.libero.panda_beside import LEVELS, LOW, LOW_MARGIN, MARGIN, Clearance, level
 from coda.libero.panda_outline import RIM_SIDES, geom_corners, grasp_of, handle_of
 from coda.libero.panda_wrist import wrist_sign
 
@@ -67,21 +68,10 @@ class Reach:
         return float(np.linalg.norm(p + tilt @ self.wrist - self.shoulder))
 
 
-def _unit(closing) -> np.ndarray:
-    u = np.array([closing[0], closing[1], 0.0])
-    return u / max(float(np.linalg.norm(u)), 1e-9)
-
-
 def straight(clear: Clearance, gxy, closing, grasp_z: float, high: float) -> bool:
     """Whether the hand pointing straight down comes down clear from `high` to the grasp."""
-    u = _unit(closing)
+    u = level(closing)
     return all(clear.gap(np.r_[gxy, z], u, 0.0) >= 0.0 for z in np.linspace(grasp_z, high, LEVELS))
-
-
-def rotation(axis: np.ndarray, angle: float) -> np.ndarray:
-    """[3, 3]: the turn by `angle` (rad) about the unit `axis`."""
-    k = np.array([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]])
-    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * k @ k
 
 
 def lean(
@@ -90,7 +80,7 @@ def lean(
     """The leaning way in to the grasp at (gxy, grasp_z) with the fingers closing along
     `closing`, from `high` (the approach's height) and above it from `travel`, its grasp and
     start within `WRIST_REACH`; None when no roll in `LEANS` has one."""
-    u = _unit(closing)
+    u = level(closing)
     grasp = np.r_[gxy, grasp_z]
 
     def free(p, tilt) -> bool:  # near the grasp's height the fingertips are ~4 mm over the
@@ -99,7 +89,7 @@ def lean(
 
     for angle in LEANS:
         for sign in (1.0, -1.0):
-            tilt = rotation(u, sign * angle)
+            tilt = axis_angle_matrix((u * sign * angle)[None])[0]
             a = tilt @ DOWN
             start = grasp - a * (high - grasp_z) / float(np.cos(angle))
             if max(reach.need(grasp, tilt), reach.need(start, tilt)) > WRIST_REACH:

@@ -238,8 +238,7 @@ class PandaPickPlace:
     def _grasp(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float, bool]:
         """`grasp_of` the object now, and the turn (rad, about the vertical) to its yaw; a
         rim grasp on the first wall where the hand clears the neighbours (`_hand_clear`)."""
-        axis = d.xaxis[self.finger_joint]
-        current = float(np.arctan2(axis[1], axis[0]))
+        current = self._yaw(d)
         geoms = self.geoms[plan.obj]
         corners = geom_corners(d, env.model, geoms)
         handle = handle_of(d, env.model, geoms, current) if grasp_of(corners, current)[2] else None
@@ -403,20 +402,22 @@ class PandaPickPlace:
         to come down at, zeros where it comes straight down. A rim grasp with no way straight
         down or beside it comes in leaning (`panda_lean`: `plan.lean`, the closing axis's sign
         the one that keeps the wrist inside its range)."""
-        a = float(np.arctan2(*d.xaxis[self.finger_joint][1::-1])) + turn
-        clear = Clearance(env, d, set(self.geoms[plan.obj].tolist()))
-        closing = np.array([np.cos(a), np.sin(a)])
         if rim and self._lean(env, d, plan, top):
             return np.zeros(2)
-        shift = beside(clear, gxy, closing, plan.grasp_z, top + CLEAR)
+        a = self._yaw(d) + turn
+        clear = Clearance(env, d, set(self.geoms[plan.obj].tolist()))
+        shift = beside(clear, gxy, np.array([np.cos(a), np.sin(a)]), plan.grasp_z, top + CLEAR)
         return np.zeros(2) if shift is None else shift
+
+    def _yaw(self, d: mujoco.MjData) -> float:
+        """The fingers' closing axis's yaw now (rad)."""
+        return float(np.arctan2(*d.xaxis[self.finger_joint][1::-1]))
 
     def _lean(self, env, d, plan: Plan, top: float) -> bool:
         """Whether a rim grasp comes in leaning (`panda_lean.lean_in`, the forearm tested too):
         then `plan.side` and `plan.lean` are set."""
         arm = Clearance(env, d, set(self.geoms[plan.obj].tolist()), LEAN_LINKS)
-        current = float(np.arctan2(*d.xaxis[self.finger_joint][1::-1]))
-        found = lean_in(env, d, self.geoms[plan.obj], current, plan.side, plan.home_xy,
+        found = lean_in(env, d, self.geoms[plan.obj], self._yaw(d), plan.side, plan.home_xy,
                         arm, (plan.grasp_z, top + CLEAR, plan.travel_z))  # fmt: skip
         if found is not None:
             plan.side, plan.lean = found
