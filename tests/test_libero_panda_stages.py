@@ -315,7 +315,7 @@ def test_a_door_is_pulled_open_by_its_handle_bar_and_one_without_a_bar_is_refuse
 def test_a_bowl_under_an_opened_drawer_slides_out_before_it_rises():
     """libero_goal "open the top drawer and put the bowl inside" from state 0: the opened top
     drawer overhangs the bowl; held by its rim, the bowl first slides just off the table until
-    its outline clears the drawer (`PandaPickPlace._exit`), then rises and goes in, within
+    its outline clears the drawer (`panda_ways.exit_shift`), then rises and goes in, within
     LIBERO's 300 steps. Lifted straight, it met the drawer's floor and fell."""
     env = _settled(
         "libero_goal",

@@ -33,7 +33,7 @@ import numpy as np
 
 from coda.libero import panda as PD
 from coda.libero import panda_reach as PR
-from coda.libero.geoms import between_walls, collision_geoms, geom_half_extents, region_axes
+from coda.libero.geoms import between_walls, collision_geoms, region_axes
 from coda.libero.osc import OSCConfig
 from coda.libero.panda_beside import Clearance, beside
 from coda.libero.panda_env import hand_axes
@@ -51,6 +51,7 @@ from coda.libero.panda_outline import (
     world_box,
     wrap,
 )
+from coda.libero.panda_ways import along_grasp, exit_shift, pass_height
 from coda.libero.panda_wrist import turn_to
 from coda.libero.planner_geometry import drawer_limits
 
@@ -72,7 +73,6 @@ MAX_MOVE = 80  # steps a move may take before the plan gives up
 DRAWER_MARGIN = 0.01  # m: kept between an object placed in a drawer and what bounds it
 SWING = 0.08  # m: a held object's origin swings at most this far from where it was taken
 ORIGIN_MARGIN = 0.02  # m: a placed object's origin this far inside its region's extent
-OVERHANG_CLEAR = 0.015  # m: a held object's outline clear of an overhang before it rises
 EXIT_RISE = 0.01  # m: the held object's slide out from under an overhang, this far up
 RIM_BELOW_TOP = 0.025  # m: the grasp site under the rim for a rim grasp
 SPOT_NEAR = 0.05  # m: an object this near a region's extent stands in it (takes room)
@@ -117,6 +117,8 @@ class Plan:
     aim: np.ndarray | None = None  # phase 2's site target at its last step
     lean: Lean | None = None  # the hand's way in, leaning, to a rim under an overhang
     rechecked: bool = False  # the straight way down tested again once the hand has turned
+    pass_z: float | None = None  # the site's height across to the object (0: as it goes)
+    along: tuple | None = None  # (shift along the box, turn) of its grasp (`along_grasp`)
 
 
 def _drawer_of(m: mujoco.MjModel, site: str) -> tuple[int, int, int] | None:
@@ -260,7 +262,22 @@ class PandaPickPlace:
                     plan.side = i
                     break
         xy, want, rim = grasp_of(corners, current, plan.side)
+        if not rim:  # off the centre and turned where the way down there meets a neighbour
+            xy, want = self._along(env, d, plan, corners, xy, want)
         return xy, wrap(want - current), rim
+
+    def _along(self, env, d, plan: Plan, corners, xy, want: float) -> tuple[np.ndarray, float]:
+        """The grasp moved along the box and turned (`panda_ways.along_grasp`, chosen at the
+        first step, kept relative to the box's centre and closing direction)."""
+        if plan.along is None:
+            bottom, top = float(corners[:, 2].min()), float(corners[:, 2].max())
+            z = self._grasp_z(env, d, plan, bottom, top, False)
+            clear = Clearance(env, d, set(self.geoms[plan.obj].tolist()))
+            found = along_grasp(clear, corners, xy, want, z, top + CLEAR)
+            v = np.array([-np.sin(want), np.cos(want)])
+            plan.along = (0.0, 0.0) if found is None else ((found[0] - xy) @ v, found[1] - want)
+        t, turn = plan.along
+        return xy + t * np.array([-np.sin(want), np.cos(want)]), want + turn
 
     def _hand_clear(self, env, d, xy: np.ndarray, yaw: float, z: float, outer=()) -> bool:
         """Whether the hand, its site at (xy, z) and its fingers closing along `yaw`, is clear
@@ -318,47 +335,6 @@ class PandaPickPlace:
         pairs = [{c.geom1, c.geom2} for c in d.contact[: d.ncon]]
         return any(p & mine and p & others for p in pairs)
 
-    def _exit(self, env, d: mujoco.MjData, plan: Plan) -> np.ndarray:
-        """The shortest xy shift along ±x / ±y that takes the held object's outline
-        `OVERHANG_CLEAR` clear of every geom over it below the height it is carried at (an
-        opened drawer over a bowl on the table: lifted straight, the bowl met the drawer's
-        floor and fell); zeros when nothing overhangs it, no such shift clears all, or the
-        object rested on another object or fixture when the fingers closed (`on_other`: a bowl
-        in a drawer, which a slide would push into the drawer's walls)."""
-        m = env.model
-        if plan.on_other:
-            return np.zeros(2)
-        pts = geom_corners(d, m, self.geoms[plan.obj])
-        lo, hi = pts.min(0), pts.max(0)
-        top = plan.carry_z - plan.hang + (hi[2] - lo[2])  # the object's top once carried
-        boxes = []
-        for geoms in self.others:
-            for g in geoms:
-                e = geom_half_extents(m, g, d.geom_xmat[g].reshape(3, 3))
-                glo, ghi = d.geom_xpos[g] - e, d.geom_xpos[g] + e
-                if hi[2] - 0.005 <= glo[2] < top:
-                    boxes.append((glo[:2], ghi[:2]))
-
-        def over(shift):
-            a, b = lo[:2] + shift - OVERHANG_CLEAR, hi[:2] + shift + OVERHANG_CLEAR
-            return [(p, q) for p, q in boxes if (p < b).all() and (q > a).all()]
-
-        now = over(np.zeros(2))
-        if not now:
-            return np.zeros(2)
-        best = None
-        for axis in (0, 1):
-            for sign in (-1.0, 1.0):
-                need = [
-                    (q[axis] - lo[axis] if sign > 0 else hi[axis] - p[axis]) + OVERHANG_CLEAR
-                    for p, q in now
-                ]
-                shift = np.zeros(2)
-                shift[axis] = sign * (max(need) + 1e-3)
-                if not over(shift) and (best is None or abs(shift).sum() < abs(best).sum()):
-                    best = shift
-        return np.zeros(2) if best is None else best
-
     def _waypoint(self, env, d: mujoco.MjData, plan: Plan) -> tuple[np.ndarray, float, float]:
         """(site target [3], gripper command, turn about the vertical) of the plan's phase;
         the hand turns only on the way to above the object."""
@@ -381,9 +357,17 @@ class PandaPickPlace:
                 if plan.phase == 1:
                     return np.r_[start[:2], max(start[2], plan.travel_z * far)], OPEN, 0.0
                 return plan.aim, OPEN, 0.0
-            if plan.phase == 1:  # above the object (or beside it)
-                far = np.linalg.norm(gxy - site[:2]) > REACHED
-                return np.r_[gxy + shift, max(top + CLEAR, plan.travel_z * far)], OPEN, yaw
+            if plan.phase == 1:  # above the object (or beside it), across over what stands
+                far = np.linalg.norm(gxy - site[:2]) > REACHED  # on the way (`panda_ways`)
+                over = np.r_[gxy + shift, max(top + CLEAR, plan.travel_z)]
+                if plan.pass_z is None:
+                    arm = Clearance(env, d, set(self.geoms[plan.obj].tolist()), ())
+                    plan.pass_z = pass_height(arm, site, over, (self._yaw(d), self._yaw(d) + yaw))
+                return (
+                    np.r_[gxy + shift, max(top + CLEAR, max(plan.travel_z, plan.pass_z) * far)],
+                    OPEN,
+                    yaw,
+                )
             down = np.r_[gxy + shift, plan.grasp_z]  # down to the grasp (beside it, then in)
             plan.inside |= bool(shift.any()) and np.linalg.norm(down - site) < REACHED
             plan.aim = down if shift.any() and not plan.inside else np.r_[gxy, plan.grasp_z]
@@ -476,7 +460,8 @@ class PandaPickPlace:
         if plan.phase == 4:  # lift (out from under an overhang first, just off the table)
             plan.carry_z = plan.carry_z or self._carry_z(env, d, plan)
             if plan.exit is None:
-                plan.exit = self._exit(env, d, plan)
+                plan.exit = exit_shift(env.model, d, self.geoms[plan.obj], self.others,
+                                       plan.carry_z - plan.hang, plan.on_other)  # fmt: skip
                 plan.exit_from = site.copy()
             if plan.exit.any() and not plan.exited:
                 out = plan.exit_from + np.r_[plan.exit, EXIT_RISE]
