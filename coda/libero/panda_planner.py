@@ -18,7 +18,9 @@ phase's waypoint (`(target - site) / 0.05`, clipped: OSC_POSE's goal lands on th
 once within 5 cm); rotation actions turn the hand about the world's vertical only; the gripper
 command is the phase's. Where the hand's exact shape would meet an overhang on the way down
 (an opened drawer's handle over the object), it comes down beside it and moves in at the
-grasp's height (`panda_beside`). Not handled: a bowl lying tilted against what it slid off.
+grasp's height (`panda_beside`). The way to above the object crosses over what stands in it,
+and a flat box whose way down meets a neighbour is taken off its centre (`panda_ways`). Not
+handled: a bowl lying tilted against what it slid off.
 
 Used for recorded episodes that succeed (`benchmarks/libero_reference/scripted_episodes.py`):
 the fidelity benchmark replays them in LIBERO itself and compares success.
@@ -117,7 +119,7 @@ class Plan:
     aim: np.ndarray | None = None  # phase 2's site target at its last step
     lean: Lean | None = None  # the hand's way in, leaning, to a rim under an overhang
     rechecked: bool = False  # the straight way down tested again once the hand has turned
-    pass_z: float | None = None  # the site's height across to the object (0: as it goes)
+    pass_z: float | None = None  # the site's height across to the object (0: as OSC takes it)
     along: tuple | None = None  # (shift along the box, turn) of its grasp (`along_grasp`)
 
 
