@@ -160,6 +160,7 @@ class PandaPickPlace:
         self.others = [g for g in (body_geoms(m, n) for n in others) if len(g)]
         movable = [n for n, _ in p.objects if n != obj]
         self.movable = [g for g in (body_geoms(m, n) for n in movable) if len(g)]
+        self._movable = np.concatenate(self.movable) if self.movable else np.zeros(0, int)
         self.fingertips = _finger_geoms(m)
         self.finger_joint = m.joint(PD.FINGER_JOINTS[0]).id
         self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
@@ -362,9 +363,11 @@ class PandaPickPlace:
             if plan.phase == 1:  # above the object (or beside it), across over what stands
                 far = np.linalg.norm(gxy - site[:2]) > REACHED  # on the way (`panda_ways`)
                 over = np.r_[gxy + shift, max(top + CLEAR, plan.travel_z)]
-                if plan.pass_z is None:
-                    arm = Clearance(env, d, set(self.geoms[plan.obj].tolist()), ())
-                    plan.pass_z = pass_height(arm, site, over, (self._yaw(d), self._yaw(d) + yaw))
+                if plan.pass_z is None:  # over the movable objects the fingers would
+                    hand = Clearance(env, d, set(self.geoms[plan.obj].tolist()), ())  # topple
+                    hand.others = np.intersect1d(hand.others, self._movable)
+                    now = self._yaw(d)
+                    plan.pass_z = pass_height(hand, site, over, (now, now + yaw))
                 return (
                     np.r_[gxy + shift, max(top + CLEAR, max(plan.travel_z, plan.pass_z) * far)],
                     OPEN,

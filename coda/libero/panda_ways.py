@@ -8,7 +8,10 @@ carton stands between the hand's start and the 1.8 cm cream-cheese box. The open
 through the carton at site height 0.13 m and knocked it over onto the box in all 17 of the 50
 initial states that failed; the hand then came down on the fallen carton. `pass_height` traces
 that clipped way from the hand's start, tests the hand's exact collision geoms
-(`panda_beside.Clearance`, pointing down, at the start's and the end's closing yaw) along it,
+(`panda_beside.Clearance`, pointing down, at the start's and the end's closing yaw) along it
+against what the planner gives it (`PandaPickPlace`: the movable objects, which the fingers
+would topple; counting the fixtures, kitchen 10's pudding crossed high over the open drawer
+and its way down beside the drawer then failed),
 and where they come within `PASS_MARGIN` of anything, finds the lowest height from which
 the way across at that height, then straight down, is clear. `PandaPickPlace` then crosses
 at that height and comes down over the object. Where the way is already clear nothing changes.
