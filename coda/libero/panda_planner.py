@@ -272,15 +272,15 @@ class PandaPickPlace:
     def _along(self, env, d, plan: Plan, corners, xy, want: float) -> tuple[np.ndarray, float]:
         """The grasp moved along the box and turned (`panda_ways.along_grasp`, chosen at the
         first step, kept relative to the box's centre and closing direction)."""
+        v = np.array([-np.sin(want), np.cos(want)])  # along the box
         if plan.along is None:
             bottom, top = float(corners[:, 2].min()), float(corners[:, 2].max())
             z = self._grasp_z(env, d, plan, bottom, top, False)
             clear = Clearance(env, d, set(self.geoms[plan.obj].tolist()))
             found = along_grasp(clear, corners, xy, want, z, top + CLEAR)
-            v = np.array([-np.sin(want), np.cos(want)])
             plan.along = (0.0, 0.0) if found is None else ((found[0] - xy) @ v, found[1] - want)
         t, turn = plan.along
-        return xy + t * np.array([-np.sin(want), np.cos(want)]), want + turn
+        return xy + t * v, want + turn
 
     def _hand_clear(self, env, d, xy: np.ndarray, yaw: float, z: float, outer=()) -> bool:
         """Whether the hand, its site at (xy, z) and its fingers closing along `yaw`, is clear

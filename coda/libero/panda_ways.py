@@ -118,17 +118,15 @@ def along_grasp(clear: Clearance, corners, centre, yaw: float, grasp_z: float, h
         return None
     reach = min(-along.min(), along.max()) - PAD_IN
     shifts = np.arange(0.0, max(reach, 0.0) + 1e-9, ALONG_STEP)
-    cands = []
-    for t in shifts:
-        for turn in TURNS:
-            for st, sa in ((t, turn), (-t, turn), (t, -turn), (-t, -turn)):
-                cands.append((t / ALONG_STEP + np.rad2deg(turn) / TURN_COST, st, yaw + sa))
+    cands = [  # each sign once (0 and -0 are one), the least moved first
+        (t / ALONG_STEP + np.rad2deg(turn) / TURN_COST, st, yaw + sa)
+        for t in shifts
+        for turn in TURNS
+        for sa in dict.fromkeys((turn, -turn))
+        for st in dict.fromkeys((t, -t))
+    ]
     cands.sort(key=lambda c: c[0])
-    seen = set()
     for _, t, a in cands:
-        if (round(t, 4), round(a, 4)) in seen:
-            continue
-        seen.add((round(t, 4), round(a, 4)))
         u = np.array([np.cos(a), np.sin(a)])
         if np.ptp(corners[:, :2] @ u) > OPEN_USE:
             continue
