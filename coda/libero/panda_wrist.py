@@ -15,6 +15,8 @@ from coda.libero.panda_env import hand_axes
 
 UP = np.array([0.0, 0.0, 1.0])
 WRIST_MARGIN = 0.3  # rad: a turn ends the hand's last joint this far inside its range
+QUARTER_TIE = np.deg2rad(15.0)  # rad: a turn about the vertical this near a quarter turn is
+# about as large as its other sign's (the closing line reached the other way round)
 
 
 def _pick(env, d: mujoco.MjData, sizes, ks, middle: bool = False) -> int:
@@ -36,9 +38,27 @@ def wrist_turn(env, d: mujoco.MjData, turns) -> float:
     """Of candidate turns about the vertical (rad; a closing line's two signs differ by pi),
     the smallest that leaves the hand's last joint `WRIST_MARGIN` inside its range, else the
     one that ends it nearest its middle (a turn past the limit stalls the arm there)."""
-    j = env.model.joint(PD.ARM_JOINTS[-1]).id
-    k = float(d.xaxis[j] @ UP)  # the joint's change per rad about +z
+    k = _last_change(env, d)
     return float(turns[_pick(env, d, turns, [k * t for t in turns])])
+
+
+def quarter_sign(env, d: mujoco.MjData, turn: float) -> float:
+    """For a turn about the vertical (rad, in [-pi/2, pi/2)) within `QUARTER_TIE` of a quarter
+    turn, the sign (+1 / -1) of the way round, of `turn` and `turn - sign(turn) pi`, that ends
+    the hand's last joint nearest the middle of its range; 0 for a smaller turn (it is taken).
+    The nearer way decided such a tie by a degree or two, and the two end in different arm
+    postures: in libero_spatial's bowl fallen off the ramekin near the robot, the one that
+    turned the last joint towards its limit came down with the wrist (joint 6) on its limit
+    and the fingers 2 cm off the rim."""
+    if abs(turn) < np.pi / 2 - QUARTER_TIE:
+        return 0.0
+    ways = [turn, turn - np.copysign(np.pi, turn)]
+    return float(np.sign(ways[_pick(env, d, ways, [_last_change(env, d) * t for t in ways], True)]))
+
+
+def _last_change(env, d: mujoco.MjData) -> float:
+    """The hand's last joint's change per rad of turn about +z."""
+    return float(d.xaxis[env.model.joint(PD.ARM_JOINTS[-1]).id] @ UP)
 
 
 def wrist_closing(env, d: mujoco.MjData, closing: np.ndarray) -> np.ndarray:
