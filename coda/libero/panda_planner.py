@@ -54,7 +54,7 @@ from coda.libero.panda_outline import (
     wrap,
 )
 from coda.libero.panda_ways import along_grasp, exit_shift, pass_height
-from coda.libero.panda_wrist import QUARTER_TIE, quarter_sign, turn_to
+from coda.libero.panda_wrist import turn_to, way_round
 from coda.libero.planner_geometry import drawer_limits
 
 OPEN, CLOSE = -1.0, 1.0
@@ -251,7 +251,7 @@ class PandaPickPlace:
         if handle is not None and handle[2]:  # too wide to close on: a solid one by its
             lo, hi = world_box(d, env.model, handle[0])  # handle (a hollow one by its wall)
             plan.handle_z = float(lo[2] + hi[2]) / 2
-            return (lo[:2] + hi[:2]) / 2, self._way(env, d, plan, handle[1] - current), False
+            return (lo[:2] + hi[:2]) / 2, way_round(env, d, plan, handle[1] - current), False
         own = []  # a rim grasp's fingers stay off the object's own handle (a pan's)
         if handle is not None:  # a mug: the walls of its body (the handle's side is air)
             corners = geom_corners(d, env.model, np.setdiff1d(geoms, handle[0]))
@@ -268,19 +268,7 @@ class PandaPickPlace:
         xy, want, rim = grasp_of(corners, current, plan.side)
         if not rim:  # off the centre and turned where the way down there meets a neighbour
             xy, want = self._along(env, d, plan, corners, xy, want)
-        return xy, self._way(env, d, plan, want - current), rim
-
-    @staticmethod
-    def _way(env, d, plan: Plan, turn: float) -> float:
-        """The turn (rad) to a closing yaw `turn` away (modulo pi): the nearer way round, but
-        about a quarter turn away the way `quarter_sign` takes at the first step, until the
-        hand is past the quarter."""
-        turn = wrap(turn)
-        if plan.way is None:
-            plan.way = quarter_sign(env, d, turn)
-        if plan.way and np.sign(turn) != plan.way and abs(turn) > np.pi / 2 - QUARTER_TIE:
-            turn += plan.way * np.pi
-        return turn
+        return xy, way_round(env, d, plan, want - current), rim
 
     def _along(self, env, d, plan: Plan, corners, xy, want: float) -> tuple[np.ndarray, float]:
         """The grasp moved along the box and turned (`panda_ways.along_grasp`, chosen at the

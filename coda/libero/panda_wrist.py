@@ -12,6 +12,7 @@ import numpy as np
 
 from coda.libero import panda as PD
 from coda.libero.panda_env import hand_axes
+from coda.libero.panda_outline import wrap
 
 UP = np.array([0.0, 0.0, 1.0])
 WRIST_MARGIN = 0.3  # rad: a turn ends the hand's last joint this far inside its range
@@ -54,6 +55,18 @@ def quarter_sign(env, d: mujoco.MjData, turn: float) -> float:
         return 0.0
     ways = [turn, turn - np.copysign(np.pi, turn)]
     return float(np.sign(ways[_pick(env, d, ways, [_last_change(env, d) * t for t in ways], True)]))
+
+
+def way_round(env, d: mujoco.MjData, plan, turn: float) -> float:
+    """The turn (rad) to a closing yaw `turn` away (modulo pi): the nearer way round, but
+    about a quarter turn away the way `quarter_sign` takes at the plan's first step (kept in
+    `plan.way`), until the hand is past the quarter."""
+    turn = wrap(turn)
+    if plan.way is None:
+        plan.way = quarter_sign(env, d, turn)
+    if plan.way and np.sign(turn) != plan.way and abs(turn) > np.pi / 2 - QUARTER_TIE:
+        turn += plan.way * np.pi
+    return turn
 
 
 def _last_change(env, d: mujoco.MjData) -> float:
