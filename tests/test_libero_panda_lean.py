@@ -121,3 +121,52 @@ def test_a_leaning_grasp_that_missed_is_not_chased():
         if done:
             break
     assert lowest_x > 0.1 and done
+
+
+ON_CABINET = "pick_up_the_black_bowl_on_the_wooden_cabinet_and_place_it_on_the_plate"
+
+
+def test_rim_order_puts_the_sides_out_of_reach_last():
+    """`rim_order` sorts by the distance from the hand's start; a side whose reach exceeds
+    `WRIST_REACH` goes after every side within it, the rest keeping their order."""
+    from coda.libero import panda_lean as PL
+    from coda.libero.panda_outline import geom_corners, grasp_of
+
+    env = batch("libero_spatial", ON_CABINET, (28,))
+    m, d = env.model, env.datas[0]
+    corners = geom_corners(d, m, PP.body_geoms(m, "akita_black_bowl_1"))
+    home = d.site_xpos[env.idx.site][:2]
+    plain = PL.rim_order(corners, 0.0, home)
+    first = grasp_of(corners, 0.0, plain[0])[0]
+    far = PL.rim_order(corners, 0.0, home, lambda xy: 1.0 if np.allclose(xy, first) else 0.5)
+    assert far == plain[1:] + plain[:1]
+    assert PL.rim_order(corners, 0.0, home, lambda xy: 0.5) == plain
+
+
+def test_the_bowl_on_the_cabinet_is_taken_at_a_side_the_arm_reaches():
+    """libero_spatial's bowl on the wooden cabinet, states 28 and 37: the rim side nearest the
+    hand's start needs the wrist ~0.695 m from the shoulder; there the elbow reached its peak
+    2 cm over the rim, the fingers closed on air and both failed. The side taken now needs at
+    most `WRIST_REACH`, and both succeed (state 0, whose nearest side is within reach, keeps
+    it)."""
+    from coda.libero import panda_lean as PL
+    from coda.libero.panda_outline import geom_corners, grasp_of
+
+    env = batch("libero_spatial", ON_CABINET, (28, 37, 0))
+    planner = PC.PandaPlanner(env)
+    m = env.model
+    need = []
+    for d in env.datas:
+        corners = geom_corners(d, m, PP.body_geoms(m, "akita_black_bowl_1"))
+        z = float(corners[:, 2].max()) - PP.RIM_BELOW_TOP
+        wrist = PL.Reach(env, d)
+        need.append(lambda i, c=corners, w=wrist, z=z: w.need(np.r_[grasp_of(c, 0.0, i)[0], z],
+                                                          np.eye(3)))  # fmt: skip
+    done = np.zeros(env.n_envs, bool)
+    for _ in range(suites.step_cap("libero_spatial")):
+        done |= env.step(planner.act(env))[1]
+        if done.all():
+            break
+    sides = [planner.per_env[b][1][0].plans[b].side for b in range(env.n_envs)]
+    assert all(need[b](sides[b]) <= PL.WRIST_REACH for b in range(env.n_envs)), sides
+    assert done.all()

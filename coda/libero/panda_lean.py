@@ -101,12 +101,19 @@ def lean(
     return None
 
 
-def rim_order(corners: np.ndarray, current: float, home_xy) -> list[int]:
+def rim_order(corners: np.ndarray, current: float, home_xy, reach=None) -> list[int]:
     """The rim sides (`RIM_SIDES`), nearest the hand's start first: a far wall stretches the
-    arm, and the near wall of a bowl close to the robot folds it to its joints' limits."""
-    return sorted(range(len(RIM_SIDES)),
-                  key=lambda i: float(np.linalg.norm(grasp_of(corners, current, i)[0]
-                                                     - home_xy)))  # fmt: skip
+    arm, and the near wall of a bowl close to the robot folds it to its joints' limits.
+    `reach` ((xy) -> the shoulder-to-wrist distance the hand pointing down needs there): the
+    sides needing more than `WRIST_REACH` after the others (libero_spatial's bowl on the
+    cabinet: the wall nearest the start, 0.695 from the shoulder, left the hand 2 cm over
+    the rim with the elbow at its peak; the one beside it needs 0.67)."""
+
+    def key(i: int) -> tuple:
+        xy = grasp_of(corners, current, i)[0]
+        return reach is not None and reach(xy) > WRIST_REACH, float(np.linalg.norm(xy - home_xy))
+
+    return sorted(range(len(RIM_SIDES)), key=key)
 
 
 def lean_in(

@@ -40,7 +40,7 @@ from coda.libero.osc import OSCConfig
 from coda.libero.panda_beside import Clearance, beside
 from coda.libero.panda_env import hand_axes
 from coda.libero.panda_lean import LINKS as LEAN_LINKS
-from coda.libero.panda_lean import Lean, lean_in, rim_order
+from coda.libero.panda_lean import Lean, Reach, lean_in, rim_order
 from coda.libero.panda_outline import (
     body_geoms,
     centre_xy,
@@ -258,7 +258,9 @@ class PandaPickPlace:
             own = [np.array([g]) for g in handle[0]]
         if plan.side is None:
             z = corners[:, 2].max() - RIM_BELOW_TOP
-            order = rim_order(corners, current, plan.home_xy)
+            wrist = Reach(env, d)  # the rim's sides the arm reaches pointing down first
+            order = rim_order(corners, current, plan.home_xy,
+                              lambda xy: wrist.need(np.r_[xy, z], np.eye(3)))  # fmt: skip
             plan.side = order[0]
             for i in order:
                 xy, want, rim = grasp_of(corners, current, i)
