@@ -138,7 +138,9 @@ def test_rim_order_puts_the_sides_out_of_reach_last():
     home = d.site_xpos[env.idx.site][:2]
     plain = PL.rim_order(corners, 0.0, home)
     first = grasp_of(corners, 0.0, plain[0])[0]
-    far = PL.rim_order(corners, 0.0, home, lambda xy: 1.0 if np.allclose(xy, first) else 0.5)
+    far = PL.rim_order(
+        corners, 0.0, home, lambda xy: 1.0 if np.allclose(xy, first, atol=1e-6) else 0.5
+    )
     assert far == plain[1:] + plain[:1]
     assert PL.rim_order(corners, 0.0, home, lambda xy: 0.5) == plain
 
