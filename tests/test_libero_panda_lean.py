@@ -8,9 +8,11 @@ import pytest
 
 from coda.libero import panda as PD
 from coda.libero import panda_chain as PC
+from coda.libero import panda_lean as PL
 from coda.libero import panda_planner as PP
 from coda.libero import panda_reach as PR
 from coda.libero import suites
+from coda.libero.panda_outline import geom_corners, grasp_of
 from tests.panda_episodes import batch
 
 pytestmark = pytest.mark.usefixtures("libero_data")
@@ -129,9 +131,6 @@ ON_CABINET = "pick_up_the_black_bowl_on_the_wooden_cabinet_and_place_it_on_the_p
 def test_rim_order_puts_the_sides_out_of_reach_last():
     """`rim_order` sorts by the distance from the hand's start; a side whose reach exceeds
     `WRIST_REACH` goes after every side within it, the rest keeping their order."""
-    from coda.libero import panda_lean as PL
-    from coda.libero.panda_outline import geom_corners, grasp_of
-
     env = batch("libero_spatial", ON_CABINET, (28,))
     m, d = env.model, env.datas[0]
     corners = geom_corners(d, m, PP.body_geoms(m, "akita_black_bowl_1"))
@@ -151,24 +150,21 @@ def test_the_bowl_on_the_cabinet_is_taken_at_a_side_the_arm_reaches():
     2 cm over the rim, the fingers closed on air and both failed. The side taken now needs at
     most `WRIST_REACH`, and both succeed (state 0, whose nearest side is within reach, keeps
     it)."""
-    from coda.libero import panda_lean as PL
-    from coda.libero.panda_outline import geom_corners, grasp_of
-
     env = batch("libero_spatial", ON_CABINET, (28, 37, 0))
     planner = PC.PandaPlanner(env)
     m = env.model
-    need = []
+    need = []  # each environment's reach per rim side, at its start
     for d in env.datas:
         corners = geom_corners(d, m, PP.body_geoms(m, "akita_black_bowl_1"))
         z = float(corners[:, 2].max()) - PP.RIM_BELOW_TOP
         wrist = PL.Reach(env, d)
-        need.append(lambda i, c=corners, w=wrist, z=z: w.need(np.r_[grasp_of(c, 0.0, i)[0], z],
-                                                          np.eye(3)))  # fmt: skip
+        rims = [grasp_of(corners, 0.0, i)[0] for i in range(len(PL.RIM_SIDES))]
+        need.append([wrist.need(np.r_[xy, z], np.eye(3)) for xy in rims])
     done = np.zeros(env.n_envs, bool)
     for _ in range(suites.step_cap("libero_spatial")):
         done |= env.step(planner.act(env))[1]
         if done.all():
             break
     sides = [planner.per_env[b][1][0].plans[b].side for b in range(env.n_envs)]
-    assert all(need[b](sides[b]) <= PL.WRIST_REACH for b in range(env.n_envs)), sides
+    assert all(need[b][sides[b]] <= PL.WRIST_REACH for b in range(env.n_envs)), sides
     assert done.all()

@@ -53,8 +53,8 @@ def quarter_sign(env, d: mujoco.MjData, turn: float) -> float:
     and the fingers 2 cm off the rim."""
     if abs(turn) < np.pi / 2 - QUARTER_TIE:
         return 0.0
-    ways = [turn, turn - np.copysign(np.pi, turn)]
-    return float(np.sign(ways[_pick(env, d, ways, [_last_change(env, d) * t for t in ways], True)]))
+    ways, k = [turn, turn - np.copysign(np.pi, turn)], _last_change(env, d)
+    return float(np.sign(ways[_pick(env, d, ways, [k * t for t in ways], middle=True)]))
 
 
 def way_round(env, d: mujoco.MjData, plan, turn: float) -> float:
