@@ -23,6 +23,7 @@ Needs the reference venv (`make reference-venv`) for the reference side.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -37,11 +38,12 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from coda.libero import suites  # noqa: E402
+from coda.libero import osc, suites  # noqa: E402
 from coda.libero.panda_env import PandaEnv  # noqa: E402
 
 REF_PYTHON = ROOT / ".venv-libero-ref" / "bin" / "python"
 SUBSTEPS = 25  # physics steps per 20 Hz control step (500 Hz)
+SIDES = ("reference", "ours_single", "ours_batched", "ours_batched_sensors", "physics_floor")
 
 
 def make_episodes(args, path: pathlib.Path) -> list[dict]:
@@ -86,8 +88,16 @@ def _by_task(episodes: list[dict]) -> dict[tuple[str, int], list[dict]]:
     return out
 
 
-def ours(episodes: list[dict], batched: bool) -> float:
-    """Our mean wall per environment step (ms): every episode alone, or a task's batched."""
+def ours(episodes: list[dict], batched: bool, sensors: bool = False) -> float:
+    """Our mean wall per environment step (ms): every episode alone, or a task's batched.
+    `sensors`: the substeps computing the scene's sensors as before `osc.sensors_off` (the
+    same states; the side by side measure of what skipping them gains)."""
+    if sensors:
+        saved, osc.sensors_off = osc.sensors_off, contextlib.nullcontext
+        try:
+            return ours(episodes, batched)
+        finally:
+            osc.sensors_off = saved
     total, n = 0.0, 0
     for (suite, task_id), eps in _by_task(episodes).items():
         name = suites.tasks(suite)[task_id]
@@ -106,7 +116,8 @@ def ours(episodes: list[dict], batched: bool) -> float:
 
 
 def physics(episodes: list[dict]) -> float:
-    """Wall per control step (ms) of `SUBSTEPS` bare `mj_step`s of our Panda scenes."""
+    """Wall per control step (ms) of `SUBSTEPS` bare `mj_step`s of our Panda scenes (their ν
+    sensors off: physics alone)."""
     total, n = 0.0, 0
     for (suite, task_id), eps in _by_task(episodes).items():
         env = PandaEnv(suite, suites.tasks(suite)[task_id], n_envs=1)
@@ -117,10 +128,11 @@ def physics(episodes: list[dict]) -> float:
             env.step(hold)
         m, d = env.model, env.datas[0]
         steps = len(eps[0]["actions"]) * len(eps)
-        t0 = time.perf_counter()
-        for _ in range(steps * SUBSTEPS):
-            mujoco.mj_step(m, d)
-        total += time.perf_counter() - t0
+        with osc.sensors_off(m):
+            t0 = time.perf_counter()
+            for _ in range(steps * SUBSTEPS):
+                mujoco.mj_step(m, d)
+            total += time.perf_counter() - t0
         n += steps
     return 1e3 * total / n
 
@@ -139,13 +151,15 @@ def markdown(res: dict) -> str:
         "| side | ms per env step | reference / side |",
         "|---|---|---|",
     ]
-    for k in ("reference", "ours_single", "ours_batched", "physics_floor"):
+    for k in SIDES:
         lines.append(f"| {k} | {r[k]:.2f} | {r['reference'] / r[k]:.2f}x |")
     lines += [
         "",
         "physics_floor: 25 bare `mj_step`s per control step of the same scenes (a still arm's "
-        "torques held, no controller, no observations), the most a CPU implementation of the "
-        "same physics could gain over LIBERO per core. Every side's first step is not timed.",
+        "torques held, no controller, no observations, no sensors), the most a CPU "
+        "implementation of the same physics could gain over LIBERO per core. "
+        "ours_batched_sensors: ours_batched with the scene's sensors computed at every substep "
+        "(as before `osc.sensors_off`; the same states). Every side's first step is not timed.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -165,8 +179,7 @@ def main(argv=None) -> None:
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT
     ).stdout.strip()
-    runs: dict[str, list[float]] = {"reference": [], "ours_single": [], "ours_batched": []}
-    runs["physics_floor"] = []
+    runs: dict[str, list[float]] = {k: [] for k in SIDES}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         episodes = make_episodes(args, tmp / "episodes.json")
@@ -174,6 +187,7 @@ def main(argv=None) -> None:
             runs["reference"].append(reference(tmp / "episodes.json", tmp / f"ref{k}"))
             runs["ours_single"].append(ours(episodes, batched=False))
             runs["ours_batched"].append(ours(episodes, batched=True))
+            runs["ours_batched_sensors"].append(ours(episodes, batched=True, sensors=True))
             runs["physics_floor"].append(physics(episodes))
             print({key: round(v[-1], 2) for key, v in runs.items()}, flush=True)
     res = {

@@ -100,6 +100,35 @@ def test_noop_settles_towards_the_reset_pose_then_holds(env):
     assert np.all(obs["robot0_gripper_qpos"][:, 0] > 0.035)  # -1 opened the fingers
 
 
+def test_threads_and_substeps_without_sensors_give_the_same_states_and_end_sensors():
+    """`PandaEnv.step` runs its substeps with the sensors off (`osc.sensors_off`) and the
+    environments' physics on `nthread` threads: the states, and the sensors of the step's end
+    state that ν reads, are the same bits as one thread with the sensors on, and the model's
+    flags are restored."""
+    env = E.PandaEnv("libero_spatial", suites.tasks("libero_spatial")[0], n_envs=2, nthread=2)
+    assert env.workers.n == 2
+    flags = env.model.opt.disableflags
+    env.reset([0, 1])
+    ref = [mujoco.MjData(env.model) for _ in env.datas]
+    for r, d in zip(ref, env.datas, strict=True):
+        r.qpos[:], r.qvel[:] = d.qpos, d.qvel
+        mujoco.mj_forward(env.model, r)
+    state = env.state
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        a = np.clip(rng.normal(0.0, 0.5, (2, 7)), -1.0, 1.0)
+        env.step(a)
+        state = osc.step(env.model, ref, env.idx, state, a, env.cfg)
+        for r in ref:
+            mujoco.mj_forward(env.model, r)
+    assert env.model.opt.disableflags == flags
+    for r, d in zip(ref, env.datas, strict=True):
+        np.testing.assert_array_equal(d.qpos, r.qpos)
+        np.testing.assert_array_equal(d.qvel, r.qvel)
+        np.testing.assert_array_equal(d.sensordata, r.sensordata)
+    assert np.any(ref[0].sensordata != 0.0)
+
+
 def test_delta_actions_move_the_site_along_their_axis(env):
     """+x and -z at full scale move the site ~1 cm per 20 Hz step along that axis (goal 5 cm
     ahead every step, kp 150) and little along the others; +1 closes the gripper."""
