@@ -17,7 +17,8 @@ steps thousands of LIBERO episodes at once:
   * one control step (`PandaMJX.step`): the goal from the action at the first substep, then
     25 substeps of torques from the state each starts at, the gripper's command ramp and
     finger targets, `mjx.step` (robosuite's forward → controller → step order, as
-    `osc.step`); then the end state's forward pass, whose sensors ν reads (success).
+    `osc.step`) with the sensors off (nothing reads them there); then the end state's forward
+    pass with them on, whose sensors ν reads (success).
 
 The first step after a reset uses robosuite's cached arm state at reset (`osc.OSCState.reset`)
 for its goal and first torques, as `osc.step` does. Observations here are the end-of-step
@@ -183,6 +184,8 @@ class PandaMJX:
         self.model = scene_model(suite, name)
         robot = robot_spec(self.pt.task).compile()
         self.m = mjx.put_model(self.model, impl=impl)
+        with osc.sensors_off(self.model):  # the substeps' model: ν reads only the end state's
+            self.m_sub = mjx.put_model(self.model, impl=impl)
         self.rm = mjx.put_model(robot, impl="jax")
         self.idx = osc.ArmIndex.of(
             self.model, PD.ARM_JOINTS, "tcp", PD.ARM_ACTUATORS, PD.FINGER_ACTUATORS
@@ -271,7 +274,7 @@ class PandaMJX:
         grip = jnp.clip(c.gripper + jnp.array([-1.0, 1.0]) * self.cfg.gripper_speed * sign, -1, 1)
         fingers = self.fmid + self.fhalf * grip
         ctrl = d.ctrl.at[self.idx.motors].set(tau).at[self.idx.fingers].set(fingers)
-        d = mjx.step(self.m, d.replace(ctrl=ctrl))
+        d = mjx.step(self.m_sub, d.replace(ctrl=ctrl))
         return (d, c.replace(gripper=grip)), None
 
     def template(self, worlds: int) -> mjx.Data:
