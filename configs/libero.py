@@ -39,7 +39,7 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.seed = 0  # PRNG seed (>= 0) of the policies and the perturbations
     c.horizon = 10  # robot=floating: control steps per action chunk
     c.num_chunks = 0  # robot=floating: chunks per episode; 0 = the suite's LIBERO step cap
-    c.nthread = 0  # threads stepping the physics (floating: backend; panda: environments); 0 = all
+    c.nthread = 0  # robot=floating: native backend threads; 0 = all cores
     c.gifs = 2  # agent-view GIFs of the first episodes of each task (<= 3 advised); 0 = off
     c.gif_size = 128  # px; must divide the 256 px render
     c.panda = ConfigDict()  # robot=panda's protocol (coda.libero.evaluate_panda)

@@ -100,13 +100,10 @@ def test_noop_settles_towards_the_reset_pose_then_holds(env):
     assert np.all(obs["robot0_gripper_qpos"][:, 0] > 0.035)  # -1 opened the fingers
 
 
-def test_threads_and_substeps_without_sensors_give_the_same_states_and_end_sensors():
-    """`PandaEnv.step` runs its substeps with the sensors off (`osc.sensors_off`) and the
-    environments' physics on `nthread` threads: the states, and the sensors of the step's end
-    state that ν reads, are the same bits as one thread with the sensors on, and the model's
-    flags are restored."""
-    env = E.PandaEnv("libero_spatial", suites.tasks("libero_spatial")[0], n_envs=2, nthread=2)
-    assert env.workers.n == 2
+def test_substeps_without_sensors_give_the_same_states_and_end_sensors(env):
+    """`PandaEnv.step` runs its substeps with the sensors off (`osc.sensors_off`): the states,
+    and the sensors of the step's end state that ν reads, are the same bits as with them on,
+    and the model's flags are restored."""
     flags = env.model.opt.disableflags
     env.reset([0, 1])
     ref = [mujoco.MjData(env.model) for _ in env.datas]

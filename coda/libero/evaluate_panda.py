@@ -217,7 +217,7 @@ def _episodes(config, k, name, src, actor, indices, max_steps, gifs) -> tuple[li
     shift = None if level is None else (level, int(config.seed))
     env = PandaEnv(
         src, name, n_envs=size, fixture_seed=None if seed < 0 else seed, obs_perturbation=obs_p,
-        layout_shift=shift, nthread=int(config.nthread),
+        layout_shift=shift,
     )  # fmt: skip
     prompt, wait = OP.prompt_for(src, name), int(config.panda.wait_steps)
     out, paths, (folder, n_gifs), seconds = [], [], gifs, 0.0

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from concurrent import futures
 
 import mujoco
 import numpy as np
@@ -157,41 +156,6 @@ def finger_targets(state: OSCState, ctrlrange: np.ndarray) -> np.ndarray:
     return mid + half * state.gripper
 
 
-class Workers:
-    """Runs a function over every environment's data on `n` threads, each taking a contiguous
-    share (MuJoCo releases Python's lock inside `mj_step1` / `mj_step2`, so the environments'
-    physics runs in parallel); `n` = 1 runs it inline. The environments are independent, so
-    the states are the same bits for any `n`."""
-
-    def __init__(self, n: int = 1):
-        self.n = max(1, int(n))
-        self._pool = None if self.n == 1 else futures.ThreadPoolExecutor(self.n)
-
-    def each(self, fn, count: int) -> None:
-        """`fn(i)` for i in range(count)."""
-        if self._pool is None or count == 1:
-            for i in range(count):
-                fn(i)
-            return
-        bounds = np.linspace(0, count, min(self.n, count) + 1).astype(int)
-
-        def share(lo: int, hi: int) -> None:
-            for i in range(lo, hi):
-                fn(i)
-
-        shares = zip(bounds[:-1], bounds[1:], strict=True)
-        jobs = [self._pool.submit(share, lo, hi) for lo, hi in shares]
-        for job in jobs:
-            job.result()
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-
-
-INLINE = Workers(1)
-
-
 @dataclasses.dataclass(frozen=True)
 class ArmIndex:
     """Addresses of the arm in a model: its 7 dofs / qpos, the grasp site, its motors and the
@@ -250,31 +214,19 @@ def step(
     actions: np.ndarray,
     cfg: OSCConfig = OSCConfig(),
     on_substep=None,
-    workers: Workers = INLINE,
 ) -> OSCState:
     """One policy step for every environment: goal from `actions` [B, 7], then `cfg.substeps`
     physics steps, each computing torques from the state it starts at (robosuite calls
     `sim.forward()` then the controller then `sim.step()`; `mj_step1` / `mj_step2` is the same
-    computation done once). `on_substep(k)` runs after substep k (observation sampling);
-    `workers` runs the environments' physics calls."""
+    computation done once). `on_substep(k)` runs after substep k (observation sampling)."""
     actions = np.asarray(actions, np.float64)
     limit = model.actuator_ctrlrange[idx.motors]
     franges = model.actuator_ctrlrange[idx.fingers]
     stale = state.reset
     b = len(datas)
-    tau = fingers = None
-
-    def step1(j: int) -> None:
-        mujoco.mj_step1(model, datas[j])
-
-    def step2(j: int) -> None:
-        d = datas[j]
-        d.ctrl[idx.motors] = tau[j]
-        d.ctrl[idx.fingers] = fingers[j]
-        mujoco.mj_step2(model, d)
-
     for k in range(cfg.substeps):
-        workers.each(step1, b)
+        for d in datas:
+            mujoco.mj_step1(model, d)
         if k == 0 and stale is not None:  # robosuite's cached arm state from reset
             dyn = {key: np.repeat(v, b, 0) for key, v in stale.items()}
             ee_pos, ee_ori = dyn.pop("ee_pos"), dyn.pop("ee_ori")
@@ -290,7 +242,10 @@ def step(
         )  # fmt: skip
         state = gripper_step(state, actions[:, 6], cfg)
         fingers = finger_targets(state, franges)
-        workers.each(step2, b)
+        for j, d in enumerate(datas):
+            d.ctrl[idx.motors] = tau[j]
+            d.ctrl[idx.fingers] = fingers[j]
+            mujoco.mj_step2(model, d)
         if on_substep is not None:
             on_substep(k)
     return state

@@ -26,7 +26,6 @@ robosuite builds it at reset (`osc.reset_state` at LIBERO's `init_qpos`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import jax
@@ -70,13 +69,10 @@ class PandaEnv:
         fixture_reset: int = 1,
         obs_perturbation: PT.ObsPerturbation | None = None,
         layout_shift: tuple[int, int] | None = None,
-        nthread: int = 1,
     ):
         """`fixture_seed`: the fixtures where LIBERO's `env.seed(fixture_seed); env.reset()` puts
         them (`coda.libero.placement`) on the `fixture_reset`-th reset of a LIBERO env, for
-        every environment of this one; None: the centres of their regions. `nthread`: threads
-        stepping the environments' physics (0 = one per core, at most one per environment;
-        the same states for any number)."""
+        every environment of this one; None: the centres of their regions."""
         if obs_timing not in ("robosuite", "end"):
             raise ValueError(f"obs_timing {obs_timing!r}: valid 'robosuite', 'end'")
         self.obs_timing = obs_timing
@@ -86,7 +82,6 @@ class PandaEnv:
         self.cfg = cfg
         self.image_size = image_size
         self.datas = [mujoco.MjData(self.model) for _ in range(n_envs)]
-        self.workers = osc.Workers(min(n_envs, int(nthread) or os.cpu_count() or 1))
         self.idx = osc.ArmIndex.of(
             self.model, PD.ARM_JOINTS, "tcp", PD.ARM_ACTUATORS, PD.FINGER_ACTUATORS
         )
@@ -177,11 +172,9 @@ class PandaEnv:
                 sampled[k + 1] = np.stack([d.qpos.copy() for d in self.datas])
 
         with osc.sensors_off(self.model):  # the substeps' sensors are never read
-            self.state = osc.step(
-                self.model, self.datas, self.idx, self.state, a, self.cfg, sample, self.workers
-            )
-        # ν (and "end" observations) read the state the step ended at
-        self.workers.each(lambda j: mujoco.mj_forward(self.model, self.datas[j]), self.n_envs)
+            self.state = osc.step(self.model, self.datas, self.idx, self.state, a, self.cfg, sample)
+        for d in self.datas:  # ν (and "end" observations) read the state the step ended at
+            mujoco.mj_forward(self.model, d)
         self._sampled = (sampled[n - 2], sampled[n - 1]) if sampled else None
         self.t += 1
         return self.observe(), self.success()
