@@ -46,6 +46,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from coda import blas
 from coda.libero import data, perturb, suites
 from coda.libero import evaluate as E
 from coda.libero import openpi_policy as OP
@@ -322,6 +323,7 @@ def evaluate(
         "control_steps": sum(e["steps"] for e in episodes),
         "wall_seconds": round(time.time() - t0, 1),
         "versions": data.versions(),
+        "openblas": blas.core(),  # the kernels numpy's linear algebra ran on (`coda.blas`)
         "per_task": rows,
         "per_episode": episodes,
     }
