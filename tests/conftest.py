@@ -11,6 +11,10 @@ os.environ.setdefault(
     "XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 )
 
+from coda import blas  # noqa: E402
+
+blas.pin()  # before numpy loads: `launch`'s OpenBLAS kernels, the same bits on every machine
+
 import jax  # noqa: E402
 
 _CACHE = os.environ.get(

@@ -43,3 +43,14 @@ def test_the_launchers_run_numpy_on_the_pinned_kernels():
     env["OPENBLAS_CORETYPE"] = "Sandybridge"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "Sandybridge"
+
+
+@pytest.mark.skipif(not {"avx2", "fma"} <= blas.cpu_flags(), reason="needs an AVX2 + FMA CPU")
+def test_the_test_process_runs_on_the_kernels_its_environment_names():
+    """conftest pins the kernels before numpy loads, as `launch` does (or keeps a user's): a
+    pytest plugin that imports numpy first (jaxtyping's does; pyproject turns it off) would
+    leave them unpinned."""
+    import numpy  # noqa: F401  (loaded already: what this process's linear algebra runs on)
+
+    assert "OPENBLAS_CORETYPE" in os.environ
+    assert blas.core() == os.environ["OPENBLAS_CORETYPE"]
