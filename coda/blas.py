@@ -4,14 +4,14 @@ numpy's OpenBLAS picks its kernels for the CPU it loads on (`DYNAMIC_ARCH`): `Sk
 with AVX-512, `Haswell` / `Zen` (the same kernels) on one with AVX2. The kernels sum in
 different orders, so `np.linalg.pinv` / `inv` / `@` in the Panda's OSC controller and in the
 scripted planner return different last bits on the two kinds of machine, and contact-rich
-episodes amplify them: the same commit's libero_spatial evaluation ended 26 of 100 episodes at
-different steps under the two kernel sets (benchmarks/results/INDEX.md, "The same bits on AVX2
-and AVX-512 machines"). `pin` sets `OPENBLAS_CORETYPE=Haswell` where the CPU has AVX2 and FMA,
-which OpenBLAS reads once, when numpy first loads it: so it must run before anything imports
-numpy (`launch/__init__.py` calls it). With it, a run on an AVX-512 machine reproduced an AVX2
-machine's run step for step; numpy's own SIMD loops gave the same bits with their AVX-512 paths
-disabled; XLA (ν) compiles for the host and is not pinned. `core` names the kernels the running
-process uses (recorded with results). No numpy import in this module.
+episodes amplify them into different steps and outcomes (measured: benchmarks/results/INDEX.md,
+"The same bits on AVX2 and AVX-512 machines"). `pin` sets `OPENBLAS_CORETYPE=Haswell` where
+the CPU has AVX2 and FMA, which OpenBLAS reads once, when numpy first loads it: so it must run
+before anything imports numpy (`launch/__init__.py` and `tests/conftest.py` call it). With it,
+a run on an AVX-512 machine reproduced an AVX2 machine's run step for step; numpy's own SIMD
+loops gave the same bits with their AVX-512 paths disabled; XLA (ν) compiles for the host and
+is not pinned. `core` names the kernels the running process uses (recorded with results).
+No numpy import in this module.
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     return set()
 
 
+def supported(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU runs the pinned kernels (`NEEDS`)."""
+    return set(NEEDS) <= cpu_flags(cpuinfo)
+
+
 def pin(environ=os.environ, cpuinfo: str | None = None, loaded=None) -> str | None:
     """Set `OPENBLAS_CORETYPE` to `PINNED` in `environ` where it is unset, numpy is not loaded
     yet (`loaded`: the imported modules, default `sys.modules`) and the CPU has `NEEDS`.
@@ -50,7 +55,7 @@ def pin(environ=os.environ, cpuinfo: str | None = None, loaded=None) -> str | No
     loaded = sys.modules if loaded is None else loaded
     if VARIABLE in environ or "numpy" in loaded:
         return None
-    if not set(NEEDS) <= cpu_flags(cpuinfo):
+    if not supported(cpuinfo):
         return None
     environ[VARIABLE] = PINNED
     return PINNED

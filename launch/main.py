@@ -16,7 +16,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from coda import runconfig  # pure Python: validation runs before JAX is imported
+from coda import blas, runconfig  # pure Python: validation runs before JAX is imported
 from coda.loop import distributed  # numpy only at import
 from launch import cli
 
@@ -118,11 +118,7 @@ for line in sys.stdin.buffer:
 
 
 def _host_has_avx512() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx512f" in line for line in f)
-    except OSError:
-        return False
+    return "avx512f" in blas.cpu_flags()
 
 
 def drop_tuning_feature_errors(force: bool = False) -> bool:

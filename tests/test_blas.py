@@ -31,7 +31,7 @@ def test_pin_sets_the_kernels_only_where_it_can_and_keeps_a_users_choice():
     assert env == {}
 
 
-@pytest.mark.skipif(not {"avx2", "fma"} <= blas.cpu_flags(), reason="needs an AVX2 + FMA CPU")
+@pytest.mark.skipif(not blas.supported(), reason="needs an AVX2 + FMA CPU")
 def test_the_launchers_run_numpy_on_the_pinned_kernels():
     """Importing `launch` before numpy (as `python -m launch.libero` does) pins the kernels;
     a user's own OPENBLAS_CORETYPE wins."""
@@ -45,7 +45,7 @@ def test_the_launchers_run_numpy_on_the_pinned_kernels():
     assert out.stdout.strip() == "Sandybridge"
 
 
-@pytest.mark.skipif(not {"avx2", "fma"} <= blas.cpu_flags(), reason="needs an AVX2 + FMA CPU")
+@pytest.mark.skipif(not blas.supported(), reason="needs an AVX2 + FMA CPU")
 def test_the_test_process_runs_on_the_kernels_its_environment_names():
     """conftest pins the kernels before numpy loads, as `launch` does (or keeps a user's): a
     pytest plugin that imports numpy first (jaxtyping's does; pyproject turns it off) would

@@ -255,8 +255,8 @@ def step(
 def sensors_off(model: mujoco.MjModel):
     """`model` with its sensors disabled inside the block (restored on exit). The physics does
     not read sensors, so the states are bit-for-bit the same; a LIBERO scene's ν sensors (tens
-    of contact sensors) cost about a quarter of a substep, and only the step's end state is
-    read, after the caller's own forward pass with them on."""
+    of contact sensors) are a large share of a substep's cost (benchmarks/libero_speed.py), and
+    only the step's end state is read, after the caller's own forward pass with them on."""
     flags = model.opt.disableflags
     model.opt.disableflags = flags | int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
     try:
