@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from openpi_fixtures import FIX
+from openpi_fixtures import ACTION_Q, FIX, STATE_Q, libero_checkpoint, write_norm_stats
 
 from coda.libero import evaluate as E
 from coda.libero import evaluate_panda as EP
@@ -27,12 +27,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 ORBAX = os.path.join(FIX, "pi05_tiny_orbax", "params")
 pytestmark = pytest.mark.usefixtures("libero_data")
 
-# quantiles chosen so that normalisation is far from the identity in every dimension
-STATE_Q = (
-    [-0.3, -0.3, 0.9, 2.5, -0.5, -0.5, 0.0, -0.05],
-    [0.2, 0.3, 1.3, 3.5, 0.5, 0.5, 0.05, 0.0],
-)
-ACTION_Q = ([-0.9, -0.8, -0.7, -0.2, -0.3, -0.4, -1.0], [0.8, 0.9, 0.6, 0.2, 0.3, 0.1, 1.0])
 TINY = dict(action_horizon=4, replan_steps=3, state_in_prompt=True, max_token_len=64,
             sample_steps=3, dtype="float32")  # fmt: skip
 
@@ -51,41 +45,13 @@ def _config(**fields):
     return cfg
 
 
-def _norm_stats(path: pathlib.Path) -> None:
-    entry = lambda q: {"mean": [0.0] * len(q[0]), "std": [1.0] * len(q[0]),  # noqa: E731
-                       "q01": q[0], "q99": q[1]}  # fmt: skip
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps({"norm_stats": {"state": entry(STATE_Q), "actions": entry(ACTION_Q)}})
-    )
-
-
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory) -> pathlib.Path:
     """<tmp>/ckpt in openpi's layout: params/ (the tiny fixture), assets/physical-intelligence/
     libero/norm_stats.json, paligemma_tokenizer.model (a 400-piece SentencePiece model)."""
-    import sentencepiece as spm
-
-    from coda.policy.make_tokenizer import instructions
-
     if not os.path.isdir(ORBAX):
         pytest.skip("openpi fixtures not available")
-    tmp = tmp_path_factory.mktemp("openpi")
-    corpus = tmp / "corpus.txt"
-    corpus.write_text("\n".join(s for line in instructions(600) for s in line.split("\n")) + "\n")
-    spm.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(tmp / "spm"), vocab_size=400, model_type="bpe",
-        normalization_rule_name="identity", user_defined_symbols=["\n"], byte_fallback=True,
-        character_coverage=1.0, split_digits=True, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
-        num_threads=1, remove_extra_whitespaces=False, add_dummy_prefix=False,
-        hard_vocab_limit=False, minloglevel=2,
-    )  # fmt: skip
-    root = tmp / "ckpt"
-    root.mkdir()
-    (root / "params").symlink_to(ORBAX, target_is_directory=True)
-    _norm_stats(root / "assets" / "physical-intelligence" / "libero" / "norm_stats.json")
-    (root / OP.TOKENIZER_FILE).write_bytes((tmp / "spm.model").read_bytes())
-    return root
+    return libero_checkpoint(tmp_path_factory.mktemp("openpi"))
 
 
 @pytest.fixture(scope="module")
@@ -287,7 +253,7 @@ def test_config_refusals_are_one_line(ckpt, tmp_path):
     no_stats.mkdir()
     (no_stats / "params").symlink_to(ORBAX, target_is_directory=True)
     no_params = tmp_path / "no_params"
-    _norm_stats(no_params / "assets" / "x" / "norm_stats.json")
+    write_norm_stats(no_params / "assets" / "x" / "norm_stats.json")
     for fields, says in (
         ({"robot": "floating"}, "acts on LIBERO's Panda: add --config.robot=panda"),
         ({"robot": "pandas"}, "robot='pandas' is unknown (valid: floating, panda)"),

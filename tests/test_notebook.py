@@ -1,5 +1,6 @@
-"""Both notebooks run from Jupyter's working directory (notebooks/), at smoke scale: the quick
-start runs a one-round smoke loop, the memory explorer reads that run folder's memory."""
+"""The notebooks run from Jupyter's working directory (notebooks/), at smoke scale: the quick
+start runs a one-round smoke loop, the memory explorer reads that run folder's memory, the
+LIBERO notebook evaluates the Panda planner and a tiny openpi checkpoint."""
 
 import json
 import os
@@ -55,3 +56,31 @@ def test_quickstart_then_memory_explorer_on_its_run_folder(tmp_path, monkeypatch
     text = _execute("memory_explorer.ipynb")
     assert "records per table:" in text and "modes" in text
     assert "| round | scenes | rollouts | successes | success_rate |" in text
+
+
+@pytest.mark.slow  # two planner episodes, two by hand, two of a tiny checkpoint: ~35 s
+@pytest.mark.timeout(900)
+def test_libero_panda_notebook_evaluates_steps_and_runs_a_checkpoint(
+    tmp_path, monkeypatch, libero_data
+):
+    from openpi_fixtures import FIX, libero_checkpoint
+
+    if not os.path.isdir(os.path.join(FIX, "pi05_tiny_orbax", "params")):
+        pytest.skip("openpi fixtures not available")
+    ckpt = libero_checkpoint(tmp_path)
+    workdir = tmp_path / "run"
+    monkeypatch.setenv("CODA_NOTEBOOK_WORKDIR", str(workdir))
+    monkeypatch.setenv("CODA_NOTEBOOK_CHECKPOINT", str(ckpt))
+    monkeypatch.setenv("CODA_NOTEBOOK_CHECKPOINT_STEPS", "10")
+    text = _execute("libero_panda.ipynb")
+
+    res = json.loads((workdir / "results.json").read_text())
+    assert res["robot"] == "panda" and res["policy"] == "planner"
+    assert [(e["task_id"], e["init"]) for e in res["per_episode"]] == [(0, 0), (0, 1)]
+    assert f"{res['successes']} / 2 episodes succeeded" in text
+    assert "state                      float64 (2, 8)" in text  # the observations cell
+    assert "success [" in text and "after" in text  # the hand-stepped planner ran
+    scores = json.loads((workdir / "openpi" / "results.json").read_text())
+    assert scores["policy"] == f"openpi:{ckpt}" and scores["max_steps"] == 10
+    assert scores["control_steps"] == 20  # a tiny random model succeeds at nothing: 2 x 10
+    assert "'action_horizon': 10" in text  # pi05_libero's chunking by default
