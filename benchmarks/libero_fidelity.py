@@ -33,10 +33,14 @@ import pathlib
 import sys
 import time
 
-import numpy as np
-from scipy.ndimage import uniform_filter
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from coda import blas  # noqa: E402
+
+blas.pin()  # before numpy loads: the kernels `launch` runs on, as replay.py pins the reference's
+
+import numpy as np  # noqa: E402
+from scipy.ndimage import uniform_filter  # noqa: E402
 
 from coda.libero import panda as PD  # noqa: E402
 from coda.libero import panda_env as E  # noqa: E402
@@ -267,6 +271,7 @@ def markdown(res: dict) -> str:
         "",
         f"Command: `{res['command']}`",
         f"Reference: {res['reference_versions']}",
+        f"CoDA's side: OpenBLAS kernels {res.get('openblas')}",
         "",
         "Median / 95th percentile / max over episodes. Errors in LIBERO's world frame.",
         "",
@@ -368,6 +373,7 @@ def main(argv=None) -> None:
     res = {
         "command": " ".join(["python benchmarks/libero_fidelity.py"] + (argv or sys.argv[1:])),
         "reference_versions": index.get("versions"),
+        "openblas": blas.core(),  # this side's kernels; the reference's: its OPENBLAS_CORETYPE
         "reference_partial": bool(index.get("partial")),
         "host": "2-core CPU",
         "frames_compared": frames,

