@@ -19,7 +19,8 @@ floating (our floating gripper: planner, random, hold, a trained CoDA run). Both
 perturbation above.
 
 Cost: the Panda planner over a suite's 500 episodes takes ~9 (libero_goal) to ~22 min
-(libero_10) on one CPU core (benchmarks/results/libero_panda_planner_*_50.json's wall_seconds);
+(libero_10) on one CPU core (benchmarks/results/libero_panda_planner_*_50.json's wall_seconds),
+`--config.panda.workers=0` spreads its batches over every core;
 `smoke` (2 episodes of 20 steps, one GIF) ~10 s.
 """
 
@@ -44,6 +45,9 @@ def get_config(arg: str | None = None) -> ConfigDict:
     c.gif_size = 128  # px; must divide the 256 px render
     c.panda = ConfigDict()  # robot=panda's protocol (coda.libero.evaluate_panda)
     c.panda.batch = 10  # initial states stepped together (PandaEnv environments)
+    # processes running the batches (state-based policies; the same outcomes as 1); 0 = one per
+    # CPU core; an openpi checkpoint runs in one (its model takes the batch)
+    c.panda.workers = 1
     c.panda.image_size = 256  # px of the cameras' renders (openpi's LIBERO_ENV_RESOLUTION)
     c.panda.wait_steps = 10  # no-op steps before each episode (objects settle; not counted)
     c.panda.max_steps = 0  # policy steps per episode; 0 = the suite's LIBERO step cap

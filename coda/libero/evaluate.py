@@ -173,8 +173,15 @@ def panda_problems(config: Any) -> list[str]:
             f"policy={policy!r} cannot act on robot=panda (valid: "
             f"{', '.join(PANDA_POLICIES)}, openpi:<dir>); trained runs drive robot=floating"
         )
+    workers = config.panda.get("workers", 1)
+    if openpi_policy.checkpoint_dir(policy) is not None and workers != 1:
+        out.append(
+            f"panda.workers={workers!r}: an openpi checkpoint evaluates in one process (its "
+            "model takes the batch); workers run planner, random, hold"
+        )
     fields = (
         ("batch", 1),
+        ("workers", 0),
         ("image_size", 1),
         ("wait_steps", 0),
         ("max_steps", 0),

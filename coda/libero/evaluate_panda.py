@@ -15,7 +15,9 @@ LIBERO clients run it:
 Initial states run `batch` at a time as PandaEnv's environments (a short last batch is padded
 with copies whose outcomes are dropped); an environment that has succeeded keeps stepping with
 the batch but its outcome and step count are fixed at its first success; a batch stops when all
-its environments have succeeded or at the cap.
+its environments have succeeded or at the cap. A batch (`Unit`) depends on nothing but itself,
+so with `workers` > 1 a pool of processes runs them, with the same outcomes (state-based
+policies; an openpi model batches the environments in one process).
 
 Policies: `hold` (LIBERO's no-op, the passive baseline), `random` (uniform in [-1, 1]^6 and a
 ±1 gripper per step, seeded by (seed, task, batch)), and `openpi:<dir>`
@@ -39,6 +41,8 @@ backend: `gif_note` says why).
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import pathlib
 import time
 from typing import Any
@@ -207,56 +211,85 @@ def _batches(indices: list[int], size: int) -> list[list[int]]:
     return [indices[i : i + size] for i in range(0, len(indices), size)]
 
 
-def _episodes(config, k, name, src, actor, indices, max_steps, gifs) -> tuple[list, list, float]:
-    """(per-episode rows, GIF paths, seconds spent in rollouts) of task `k`'s initial states
-    `indices`, `panda.batch` at a time; `gifs`: (run folder, GIFs per task) of the task's
-    first episodes."""
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """One batch of one task's initial states: what one process runs at a time. Its outcomes
+    depend on nothing else (a fresh reset, the actor restarted with (task, batch)), so the
+    units of an evaluation may run in any order, in any process."""
+
+    k: int  # the task's id in the suite
+    name: str
+    src: str  # the suite its data comes from (LIBERO-PRO's perturbed suites: their own)
+    batch: int  # the batch's index within the task (its first records the GIFs)
+    indices: tuple[int, ...]  # its initial states
+    size: int  # the task's PandaEnv batch size (a short last batch is padded with copies)
+
+
+def task_units(config: Any, k: int, name: str, src: str, indices: list[int]) -> list[Unit]:
     size = min(int(config.panda.batch), len(indices))
+    return [
+        Unit(k, name, src, j, tuple(idx), size) for j, idx in enumerate(_batches(indices, size))
+    ]
+
+
+def _env(config: Any, unit: Unit) -> PandaEnv:
     seed = int(config.panda.fixture_seed)
-    obs_p = perturb.parse_obs(config.perturbation, config.seed)
     level = perturb.parse_layout(config.perturbation)
-    shift = None if level is None else (level, int(config.seed))
-    env = PandaEnv(
-        src, name, n_envs=size, fixture_seed=None if seed < 0 else seed, obs_perturbation=obs_p,
-        layout_shift=shift,
+    return PandaEnv(
+        unit.src, unit.name, n_envs=unit.size, fixture_seed=None if seed < 0 else seed,
+        obs_perturbation=perturb.parse_obs(config.perturbation, config.seed),
+        layout_shift=None if level is None else (level, int(config.seed)),
     )  # fmt: skip
-    prompt, wait = OP.prompt_for(src, name), int(config.panda.wait_steps)
-    out, paths, (folder, n_gifs), seconds = [], [], gifs, 0.0
-    for j, idx in enumerate(_batches(indices, size)):
-        actor.start(k, j)
-        padded = idx + [idx[0]] * (size - len(idx))
-        record = min(n_gifs, len(idx)) if j == 0 else 0
+
+
+def run_unit(config: Any, unit: Unit, actor, max_steps: int, gifs, envs: dict) -> dict:
+    """{"episodes": per-episode rows, "gifs": paths, "seconds": rollout wall} of one unit, or
+    {"unsupported": why} where its task's scene or stored states do not load with the Panda.
+    `gifs`: (run folder, GIFs per task) of each task's first episodes; `envs`: the caller's
+    cache, holding the environment of the last task run."""
+    key = (unit.src, unit.name, unit.size)
+    try:
+        if key not in envs:
+            envs.clear()  # one task's environment at a time
+            envs[key] = _env(config, unit)
+        env = envs[key]
+        idx, (folder, n_gifs) = list(unit.indices), gifs
+        actor.start(unit.k, unit.batch)
+        padded = idx + [idx[0]] * (unit.size - len(idx))
+        record = min(n_gifs, len(idx)) if unit.batch == 0 else 0
+        prompt, wait = OP.prompt_for(unit.src, unit.name), int(config.panda.wait_steps)
         t0 = time.time()
         ok, steps, trace = run_batch(env, padded, actor, prompt, max_steps, wait, record)
-        seconds += time.time() - t0
-        if record:
-            paths = write_gifs(folder, env, k, trace, ok, steps, int(config.gif_size), wait)
-        for b, i in enumerate(idx):
-            out.append({"task_id": k, "task": name, "init": i,
-                        "success": bool(ok[b]), "steps": int(steps[b])})  # fmt: skip
-            if shift is not None:
-                out[-1]["moved"] = env.moved[b]
-    return out, paths, seconds
+        seconds = time.time() - t0
+    except S.LiberoImportError as e:
+        return {"unsupported": str(e).splitlines()[0]}
+    paths = (
+        write_gifs(folder, env, unit.k, trace, ok, steps, int(config.gif_size), wait)
+        if record
+        else []
+    )
+    rows = []
+    for b, i in enumerate(idx):
+        rows.append({"task_id": unit.k, "task": unit.name, "init": i,
+                     "success": bool(ok[b]), "steps": int(steps[b])})  # fmt: skip
+        if env.layout_shift is not None:
+            rows[-1]["moved"] = env.moved[b]
+    return {"episodes": rows, "gifs": paths, "seconds": seconds}
 
 
-def evaluate_task(
-    config: Any, k: int, name: str, actor, max_steps: int, gifs=(None, 0)
-) -> tuple[dict, list]:
-    """(results.json's per-task row, its per-episode rows) for task `k` of the suite. A task
+def task_row(config: Any, k: int, name: str, src: str, task, indices, results) -> tuple[dict, list]:
+    """(results.json's per-task row, its per-episode rows) from its units' `results`. A task
     whose scene or stored states do not load with the Panda counts its episodes as failed, with
     the reason in `unsupported`."""
-    src = config.suite
-    if config.perturbation in suites.PERTURBATIONS:
-        src = suites.perturbed(config.suite, config.perturbation)
-    task = S.load_task(src, name)
-    indices = E.init_indices(len(task.states), int(config.init_states), int(config.init_offset))
-    unsupported, paths, seconds = None, [], 0.0
-    try:
-        episodes, paths, seconds = _episodes(config, k, name, src, actor, indices, max_steps, gifs)
-    except S.LiberoImportError as e:
-        unsupported = str(e).splitlines()[0]
+    unsupported = next((r["unsupported"] for r in results if "unsupported" in r), None)
+    if unsupported is not None:
         episodes = [{"task_id": k, "task": name, "init": i, "success": False, "steps": 0}
                     for i in indices]  # fmt: skip
+        paths, seconds = [], 0.0
+    else:
+        episodes = [e for r in results for e in r["episodes"]]
+        paths = [g for r in results for g in r["gifs"]]
+        seconds = sum(r["seconds"] for r in results)
     n = len(episodes)
     wins = sum(e["success"] for e in episodes)
     row = {
@@ -276,6 +309,53 @@ def evaluate_task(
     return row, episodes
 
 
+def _tasks(config: Any) -> list[tuple]:
+    """(task id, name, data suite, loaded task, initial states) of each task evaluated."""
+    src = config.suite
+    if config.perturbation in suites.PERTURBATIONS:
+        src = suites.perturbed(config.suite, config.perturbation)
+    names, out = suites.tasks(config.suite), []
+    for k in E.task_ids(config.suite, config.tasks):
+        task = S.load_task(src, names[k])
+        n_init, count, offset = len(task.states), int(config.init_states), int(config.init_offset)
+        out.append((k, names[k], src, task, E.init_indices(n_init, count, offset)))
+    return out
+
+
+def worker_count(config: Any, n_units: int) -> int:
+    """Processes for `n_units` units: `panda.workers`, 0 = one per CPU core this process may
+    use; never more than the units."""
+    n = int(config.panda.get("workers", 1)) or len(os.sched_getaffinity(0))
+    return max(1, min(n, n_units))
+
+
+_WORKER: dict = {}  # a worker process's config, actor, step cap, GIF target, environment cache
+
+
+def _start_worker(config: Any, max_steps: int, gifs) -> None:
+    jax.config.update("jax_platforms", "cpu")  # ν on the host: workers never claim accelerators
+    _WORKER.update(config=config, actor=make_actor(config), steps=max_steps, gifs=gifs, envs={})
+
+
+def _work(unit: Unit) -> dict:
+    w = _WORKER
+    return run_unit(w["config"], unit, w["actor"], w["steps"], w["gifs"], w["envs"])
+
+
+def run_units(config: Any, units: list[Unit], actor, max_steps: int, gifs) -> tuple[list, int]:
+    """(each unit's `run_unit` result, in order; the processes used). With one worker, here
+    with `actor`; else a pool of spawned processes, each with its own actor of config.policy
+    (state-based policies only: `config_problems`). Outcomes are the same either way: a
+    unit's depend only on itself, and the workers inherit the pinned OpenBLAS kernels."""
+    n = worker_count(config, len(units))
+    if n == 1:
+        envs: dict = {}
+        return [run_unit(config, u, actor, max_steps, gifs, envs) for u in units], 1
+    ctx = multiprocessing.get_context("spawn")  # JAX's threads do not survive a fork
+    with ctx.Pool(n, initializer=_start_worker, initargs=(config, max_steps, gifs)) as pool:
+        return pool.map(_work, units, chunksize=1), n
+
+
 def evaluate(
     config: Any, workdir: str | pathlib.Path, policy: OP.OpenpiLiberoPolicy | None = None
 ) -> dict:
@@ -293,11 +373,14 @@ def evaluate(
     max_steps = int(config.panda.max_steps) or suites.step_cap(config.suite)
     n_gifs, gif_note = E.gif_count(config)
     obs_p = perturb.parse_obs(config.perturbation, config.seed)
-    rows, episodes, t0 = [], [], time.time()
-    names = suites.tasks(config.suite)
-    for k in E.task_ids(config.suite, config.tasks):
-        name = names[k]
-        row, eps = evaluate_task(config, k, name, actor, max_steps, (out, n_gifs))
+    t0 = time.time()
+    tasks = _tasks(config)
+    units = [u for k, name, src, _, idx in tasks for u in task_units(config, k, name, src, idx)]
+    results, n_workers = run_units(config, units, actor, max_steps, (out, n_gifs))
+    rows, episodes = [], []
+    for k, name, src, task, indices in tasks:
+        mine = [r for u, r in zip(units, results, strict=True) if u.k == k]
+        row, eps = task_row(config, k, name, src, task, indices, mine)
         rows.append(row)
         episodes += eps
     n = len(episodes)
@@ -322,6 +405,7 @@ def evaluate(
         "suite_success": wins / max(n, 1),
         "control_steps": sum(e["steps"] for e in episodes),
         "wall_seconds": round(time.time() - t0, 1),
+        "workers": n_workers,  # processes that ran the episodes (`panda.workers`)
         "versions": data.versions(),
         "openblas": blas.core(),  # the kernels numpy's linear algebra ran on (`coda.blas`)
         "per_task": rows,
