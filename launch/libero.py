@@ -10,7 +10,9 @@ floating gripper (coda.libero.evaluate), which also takes a trained CoDA run,
 `--config.policy=<run folder>` (a `launch.main` workdir's last complete round, or
 `<run>/checkpoints/round_000k`). A misspelt suite, perturbation, robot or policy, a policy the
 robot does not take, a task id or initial-state offset out of range, an incomplete checkpoint:
-one line naming the valid values or the missing files, no traceback."""
+one line naming the valid values or the missing files, no traceback. On the Panda, the same
+command on the same workdir goes on after the last finished batch (`units.jsonl`); a workdir
+holding another evaluation is refused in one line."""
 
 from __future__ import annotations
 
@@ -51,7 +53,10 @@ def main(argv: list[str]) -> None:
     if cfg.robot == "panda":
         from coda.libero import evaluate_panda
 
-        res = evaluate_panda.evaluate(cfg, _WORKDIR.value)
+        try:
+            res = evaluate_panda.evaluate(cfg, _WORKDIR.value)
+        except evaluate_panda.US.OtherEvaluation as e:  # the folder holds another evaluation
+            raise app.UsageError(str(e)) from None
     else:
         if is_run_path(cfg.policy):
             trained = acting.load(cfg.policy)

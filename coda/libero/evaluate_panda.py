@@ -57,6 +57,7 @@ from coda.libero import openpi_policy as OP
 from coda.libero import panda_chain as PC
 from coda.libero import render as LR
 from coda.libero import scene as S
+from coda.libero import unit_store as US
 from coda.libero.panda_env import PandaEnv
 
 NOOP = np.array([0.0] * 6 + [-1.0])  # LIBERO_DUMMY_ACTION of openpi's / OFT's clients
@@ -337,23 +338,42 @@ def _start_worker(config: Any, max_steps: int, gifs) -> None:
     _WORKER.update(config=config, actor=make_actor(config), steps=max_steps, gifs=gifs, envs={})
 
 
-def _work(unit: Unit) -> dict:
-    w = _WORKER
-    return run_unit(w["config"], unit, w["actor"], w["steps"], w["gifs"], w["envs"])
+def _work(job: tuple[int, Unit]) -> tuple[int, dict]:
+    w, (i, unit) = _WORKER, job
+    return i, run_unit(w["config"], unit, w["actor"], w["steps"], w["gifs"], w["envs"])
 
 
-def run_units(config: Any, units: list[Unit], actor, max_steps: int, gifs) -> tuple[list, int]:
+def run_units(
+    config: Any, units: list[Unit], actor, max_steps: int, gifs, on_done=None
+) -> tuple[list, int]:
     """(each unit's `run_unit` result, in order; the processes used). With one worker, here
     with `actor`; else a pool of spawned processes, each with its own actor of config.policy
     (state-based policies only: `config_problems`). Outcomes are the same either way: a
-    unit's depend only on itself, and the workers inherit the pinned OpenBLAS kernels."""
+    unit's depend only on itself, and the workers inherit the pinned OpenBLAS kernels.
+    `on_done(unit, result)` runs here as each unit finishes (in any order with workers)."""
     n = worker_count(config, len(units))
+    out: list = [None] * len(units)
     if n == 1:
         envs: dict = {}
-        return [run_unit(config, u, actor, max_steps, gifs, envs) for u in units], 1
-    ctx = multiprocessing.get_context("spawn")  # JAX's threads do not survive a fork
-    with ctx.Pool(n, initializer=_start_worker, initargs=(config, max_steps, gifs)) as pool:
-        return pool.map(_work, units, chunksize=1), n
+        jobs = ((i, run_unit(config, u, actor, max_steps, gifs, envs)) for i, u in enumerate(units))
+        pool = None
+    else:
+        ctx = multiprocessing.get_context("spawn")  # JAX's threads do not survive a fork
+        pool = ctx.Pool(n, initializer=_start_worker, initargs=(config, max_steps, gifs))
+        jobs = pool.imap_unordered(_work, list(enumerate(units)), chunksize=1)
+    try:
+        for i, result in jobs:
+            out[i] = result
+            if on_done is not None:
+                on_done(units[i], result)
+    finally:
+        if pool is not None:
+            pool.terminate()
+    return out, n
+
+
+def _key(u: Unit) -> tuple:
+    return US.key_of(u.k, u.batch, u.indices)
 
 
 def evaluate(
@@ -376,7 +396,14 @@ def evaluate(
     t0 = time.time()
     tasks = _tasks(config)
     units = [u for k, name, src, _, idx in tasks for u in task_units(config, k, name, src, idx)]
-    results, n_workers = run_units(config, units, actor, max_steps, (out, n_gifs))
+    store = US.UnitStore(out, config)  # units finished by an earlier, interrupted run
+    done = store.load()
+    todo = [u for u in units if _key(u) not in done]
+    fresh, n_workers = run_units(
+        config, todo, actor, max_steps, (out, n_gifs), lambda u, r: store.add(_key(u), r)
+    )
+    done.update({_key(u): r for u, r in zip(todo, fresh, strict=True)})
+    results = [done[_key(u)] for u in units]
     rows, episodes = [], []
     for k, name, src, task, indices in tasks:
         mine = [r for u, r in zip(units, results, strict=True) if u.k == k]
@@ -406,6 +433,7 @@ def evaluate(
         "control_steps": sum(e["steps"] for e in episodes),
         "wall_seconds": round(time.time() - t0, 1),
         "workers": n_workers,  # processes that ran the episodes (`panda.workers`)
+        "resumed_units": len(units) - len(todo),  # finished before this run (`units.jsonl`)
         "versions": data.versions(),
         "openblas": blas.core(),  # the kernels numpy's linear algebra ran on (`coda.blas`)
         "per_task": rows,
