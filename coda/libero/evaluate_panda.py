@@ -17,7 +17,8 @@ with copies whose outcomes are dropped); an environment that has succeeded keeps
 the batch but its outcome and step count are fixed at its first success; a batch stops when all
 its environments have succeeded or at the cap. A batch (`Unit`) depends on nothing but itself,
 so with `workers` > 1 a pool of processes runs them, with the same outcomes (state-based
-policies; an openpi model batches the environments in one process).
+policies; an openpi model batches the environments in one process), and each finished one is
+kept in the run folder (`unit_store`): the same evaluation run again goes on after them.
 
 Policies: `hold` (LIBERO's no-op, the passive baseline), `random` (uniform in [-1, 1]^6 and a
 ±1 gripper per step, seeded by (seed, task, batch)), and `openpi:<dir>`
