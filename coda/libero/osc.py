@@ -187,23 +187,21 @@ def site_pose(model: mujoco.MjModel, datas, idx: ArmIndex) -> tuple[np.ndarray, 
 
 
 def _dynamics(model: mujoco.MjModel, datas, idx: ArmIndex):
-    nv, b, n = model.nv, len(datas), len(idx.dof)
-    jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
-    full = np.zeros((nv, nv))
-    out = {k: np.zeros((b, 3, n)) for k in ("jp", "jr")}
-    out["mass"] = np.zeros((b, n, n))
-    out.update({k: np.zeros((b, n)) for k in ("q", "qvel", "bias")})
-    sel = np.ix_(idx.dof, idx.dof)
+    """The arm's mass block, site Jacobians, joints and bias of each data: MuJoCo fills one
+    batched array per quantity, then the arm's rows and columns are taken once for the batch."""
+    nv, b, dof = model.nv, len(datas), idx.dof
+    jp, jr, full = np.zeros((b, 3, nv)), np.zeros((b, 3, nv)), np.zeros((b, nv, nv))
     for i, d in enumerate(datas):
-        mujoco.mj_jacSite(model, d, jp, jr, idx.site)
-        mujoco.mj_fullM(model, d, full)
-        out["mass"][i] = full[sel]
-        out["jp"][i] = jp[:, idx.dof]
-        out["jr"][i] = jr[:, idx.dof]
-        out["q"][i] = d.qpos[idx.qpos]
-        out["qvel"][i] = d.qvel[idx.dof]
-        out["bias"][i] = d.qfrc_bias[idx.dof]
-    return out
+        mujoco.mj_jacSite(model, d, jp[i], jr[i], idx.site)
+        mujoco.mj_fullM(model, d, full[i])
+    return {
+        "mass": full[:, dof][:, :, dof],
+        "jp": jp[:, :, dof],
+        "jr": jr[:, :, dof],
+        "q": np.stack([d.qpos for d in datas])[:, idx.qpos],
+        "qvel": np.stack([d.qvel for d in datas])[:, dof],
+        "bias": np.stack([d.qfrc_bias for d in datas])[:, dof],
+    }
 
 
 def step(
