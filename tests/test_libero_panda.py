@@ -126,6 +126,46 @@ def test_substeps_without_sensors_give_the_same_states_and_end_sensors(env):
     assert np.any(ref[0].sensordata != 0.0)
 
 
+def test_batched_dynamics_are_the_per_data_ones(env):
+    """`osc._dynamics` takes the arm's rows and columns once for the batch: the same values as
+    per data, row-major, and so the same torques to the last bit (a transposed layout made
+    numpy's matmul sum in another order: 58 of libero_goal's 500 planner episodes then ended
+    at other steps)."""
+    env.reset([0, 1])
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        env.step(np.clip(rng.normal(0.0, 0.5, (2, 7)), -1.0, 1.0))
+    for d in env.datas:
+        mujoco.mj_forward(env.model, d)
+    m, idx, n = env.model, env.idx, len(env.idx.dof)
+    ref = {k: np.zeros((2, 3, n)) for k in ("jp", "jr")}
+    ref["mass"] = np.zeros((2, n, n))
+    jp, jr, full = np.zeros((3, m.nv)), np.zeros((3, m.nv)), np.zeros((m.nv, m.nv))
+    for i, d in enumerate(env.datas):  # one data at a time, as robosuite's controller reads it
+        mujoco.mj_jacSite(m, d, jp, jr, idx.site)
+        mujoco.mj_fullM(m, d, full)
+        ref["mass"][i], ref["jp"][i], ref["jr"][i] = (
+            full[np.ix_(idx.dof, idx.dof)],
+            jp[:, idx.dof],
+            jr[:, idx.dof],
+        )
+    ref["q"] = np.stack([d.qpos[idx.qpos] for d in env.datas])
+    ref["qvel"] = np.stack([d.qvel[idx.dof] for d in env.datas])
+    ref["bias"] = np.stack([d.qfrc_bias[idx.dof] for d in env.datas])
+    got = osc._dynamics(m, env.datas, idx)
+    for k, v in ref.items():
+        np.testing.assert_array_equal(got[k], v)
+        assert got[k].flags["C_CONTIGUOUS"], k
+    pos, ori = osc.site_pose(m, env.datas, idx)
+    lim = m.actuator_ctrlrange[idx.motors]
+
+    def torques(dyn):
+        keys = ("mass", "jp", "jr", "q", "qvel", "bias")
+        return osc.arm_torques(env.state, env.cfg, *(dyn[k] for k in keys), pos, ori, lim)
+
+    np.testing.assert_array_equal(torques(got), torques(ref))
+
+
 def test_delta_actions_move_the_site_along_their_axis(env):
     """+x and -z at full scale move the site ~1 cm per 20 Hz step along that axis (goal 5 cm
     ahead every step, kp 150) and little along the others; +1 closes the gripper."""

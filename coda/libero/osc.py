@@ -188,13 +188,14 @@ def site_pose(model: mujoco.MjModel, datas, idx: ArmIndex) -> tuple[np.ndarray, 
 
 def _dynamics(model: mujoco.MjModel, datas, idx: ArmIndex):
     """The arm's mass block, site Jacobians, joints and bias of each data: MuJoCo fills one
-    batched array per quantity, then the arm's rows and columns are taken once for the batch."""
+    batched array per quantity, then the arm's rows and columns are taken once for the batch
+    (the same bits as taking them per data: `test_batched_dynamics_are_the_per_data_ones`)."""
     nv, b, dof = model.nv, len(datas), idx.dof
     jp, jr, full = np.zeros((b, 3, nv)), np.zeros((b, 3, nv)), np.zeros((b, nv, nv))
     for i, d in enumerate(datas):
         mujoco.mj_jacSite(model, d, jp[i], jr[i], idx.site)
         mujoco.mj_fullM(model, d, full[i])
-    return {
+    out = {
         "mass": full[:, dof][:, :, dof],
         "jp": jp[:, :, dof],
         "jr": jr[:, :, dof],
@@ -202,6 +203,9 @@ def _dynamics(model: mujoco.MjModel, datas, idx: ArmIndex):
         "qvel": np.stack([d.qvel for d in datas])[:, dof],
         "bias": np.stack([d.qfrc_bias for d in datas])[:, dof],
     }
+    # row-major, as the controller's matmuls expect: indexing the last axis leaves the result
+    # transposed in memory, and numpy's matmul then sums in another order (other last bits)
+    return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
 
 def step(
