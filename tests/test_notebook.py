@@ -84,7 +84,7 @@ def test_libero_panda_notebook_evaluates_steps_and_runs_a_checkpoint(
     assert f"{res['successes']} / 2 episodes succeeded" in text
     assert "state                      float64 (2, 8)" in text  # the observations cell
     assert "success [" in text and "after" in text  # the hand-stepped planner ran
-    scores = json.loads((workdir / "openpi" / "results.json").read_text())
+    scores = json.loads((workdir / "openpi_ckpt_steps10" / "results.json").read_text())
     assert scores["policy"] == f"openpi:{ckpt}" and scores["max_steps"] == 10
     assert scores["control_steps"] == 20  # a tiny random model succeeds at nothing: 2 x 10
     assert "'action_horizon': 10" in text  # pi05_libero's chunking by default
