@@ -327,7 +327,8 @@ def _tasks(config: Any) -> list[tuple]:
 def worker_count(config: Any, n_units: int) -> int:
     """Processes for `n_units` units: `panda.workers`, 0 = one per CPU core this process may
     use; never more than the units."""
-    n = int(config.panda.get("workers", 1)) or len(os.sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    n = int(config.panda.get("workers", 1)) or cores or 1
     return max(1, min(n, n_units))
 
 
