@@ -166,6 +166,21 @@ def test_batched_dynamics_are_the_per_data_ones(env):
     np.testing.assert_array_equal(torques(got), torques(ref))
 
 
+def test_success_is_computed_on_the_host(env, monkeypatch):
+    """ν's inputs go to the CPU device whatever JAX's default device is (an accelerator: one
+    process would compute on it and `evaluate_panda`'s workers on the CPU)."""
+    assert E.HOST is not None and E.HOST.platform == "cpu"
+    seen = []
+    real = E.jax.device_put
+    monkeypatch.setattr(E.jax, "device_put", lambda x, dev: seen.append(dev) or real(x, dev))
+    env.reset([0, 1])
+    assert (
+        env.success().shape == (2,)
+        and env.atoms_hold(env.pt.success.keywords["atoms"]).shape[0] == 2
+    )
+    assert seen == [E.HOST, E.HOST]
+
+
 def test_delta_actions_move_the_site_along_their_axis(env):
     """+x and -z at full scale move the site ~1 cm per 20 Hz step along that axis (goal 5 cm
     ahead every step, kp 150) and little along the others; +1 closes the gripper."""

@@ -44,6 +44,21 @@ SEPARATED = 0.001  # m: how much deeper a layout shift may put an object into an
 SHIFT_SCALES = (1.0, 0.5, 0.25, 0.0)  # a layout offset's tries, until its object fits
 
 
+def _host_device():
+    """The CPU device where JAX has one (not with JAX_PLATFORMS naming only accelerators)."""
+    try:
+        return jax.devices("cpu")[0]
+    except RuntimeError:
+        return None
+
+
+# ν runs on the host: a step's [B, ~70] sensor values are faster there than a round trip to an
+# accelerator, and the outcome is then the same bits in one process or in workers
+# (`evaluate_panda`, whose workers run on the CPU) and on GPU / TPU hosts (a TPU's default
+# float32 matmul precision is lower)
+HOST = _host_device()
+
+
 def quat_to_axis_angle(q_xyzw: np.ndarray) -> np.ndarray:
     """[B, 4] x y z w -> [B, 3] axis-angle (robosuite's `quat2axisangle`, w clipped to ±1)."""
     q = np.asarray(q_xyzw, np.float64)
@@ -181,7 +196,7 @@ class PandaEnv:
 
     def success(self) -> np.ndarray:
         sd = np.stack([d.sensordata for d in self.datas]).astype(np.float32)
-        return np.asarray(self._success(sd), bool)
+        return np.asarray(self._success(jax.device_put(sd, HOST)), bool)
 
     def atoms_hold(self, atoms: tuple) -> np.ndarray:
         """[B, A] truth of each resolved goal atom now (`predicates.per_atom`; the planner's
@@ -196,7 +211,7 @@ class PandaEnv:
 
             fn = self._per_atom[atoms] = jax.jit(per_atom)
         sd = np.stack([d.sensordata for d in self.datas]).astype(np.float32)
-        return np.asarray(fn(sd), bool)
+        return np.asarray(fn(jax.device_put(sd, HOST)), bool)
 
     def observe(self, image_size: int | None = None) -> dict[str, np.ndarray]:
         """Observations of the last step (after `reset`: of the set state). With
