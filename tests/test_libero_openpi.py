@@ -4,7 +4,6 @@
 openpi's layout assembled in tmp (the fixture's orbax params, synthetic quantile norm stats, a
 small SentencePiece model in the tokenizer's place: the tiny model's vocabulary is 512)."""
 
-import importlib.util
 import json
 import math
 import os
@@ -14,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from libero_configs import libero_config as _config
 from openpi_fixtures import ACTION_Q, FIX, STATE_Q, libero_checkpoint, write_norm_stats
 
 from coda.libero import evaluate as E
@@ -29,20 +29,6 @@ pytestmark = pytest.mark.usefixtures("libero_data")
 
 TINY = dict(action_horizon=4, replan_steps=3, state_in_prompt=True, max_token_len=64,
             sample_steps=3, dtype="float32")  # fmt: skip
-
-
-def _config(**fields):
-    spec = importlib.util.spec_from_file_location("libero_config", ROOT / "configs" / "libero.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    cfg = mod.get_config()
-    for k, v in fields.items():
-        node = cfg
-        *path, last = k.split(".")
-        for p in path:
-            node = node[p]
-        node[last] = v
-    return cfg
 
 
 @pytest.fixture(scope="module")

@@ -2,31 +2,14 @@
 (`--config.panda.workers`): the same episodes, step for step, as one process; and an
 interrupted evaluation, run again, going on after its last finished batch (`units.jsonl`)."""
 
-import importlib.util
-import pathlib
-
 import pytest
+from libero_configs import libero_config as _config
 
 from coda.libero import evaluate as E
 from coda.libero import evaluate_panda as EP
 from coda.libero import unit_store as US
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.usefixtures("libero_data")
-
-
-def _config(**fields):
-    spec = importlib.util.spec_from_file_location("libero_config", ROOT / "configs" / "libero.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    cfg = mod.get_config()
-    for k, v in fields.items():
-        node = cfg
-        *path, last = k.split(".")
-        for p in path:
-            node = node[p]
-        node[last] = v
-    return cfg
 
 
 def test_workers_run_the_same_episodes_as_one_process(tmp_path, gl):

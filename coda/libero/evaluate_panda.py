@@ -279,7 +279,7 @@ def run_unit(config: Any, unit: Unit, actor, max_steps: int, gifs, envs: dict) -
     return {"episodes": rows, "gifs": paths, "seconds": seconds}
 
 
-def task_row(config: Any, k: int, name: str, src: str, task, indices, results) -> tuple[dict, list]:
+def task_row(k: int, name: str, src: str, task, indices, results) -> tuple[dict, list]:
     """(results.json's per-task row, its per-episode rows) from its units' `results`. A task
     whose scene or stored states do not load with the Panda counts its episodes as failed, with
     the reason in `unsupported`."""
@@ -409,7 +409,7 @@ def evaluate(
     rows, episodes = [], []
     for k, name, src, task, indices in tasks:
         mine = [r for u, r in zip(units, results, strict=True) if u.k == k]
-        row, eps = task_row(config, k, name, src, task, indices, mine)
+        row, eps = task_row(k, name, src, task, indices, mine)
         rows.append(row)
         episodes += eps
     n = len(episodes)
