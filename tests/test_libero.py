@@ -125,6 +125,17 @@ def test_assets_load_with_the_fixes_and_collide_with_boxes_only():
     for cat in ("flat_stove", "microwave"):  # both fail to load in MuJoCo 4 without the fixes
         m = assets.load(cat).compile()
         assert m.njnt == 1 and m.body_mass[m.jnt_bodyid[0]] > 0  # the moving part has mass
+    # the stove's repeated texture name: the first texture kept, as robosuite's asset merge
+    # keeps it, so the knob button's material draws the first (metal.png) as in LIBERO's frames
+    v = assets.load("flat_stove", visual=True).compile()
+    tex = {v.material(i).name: int(v.mat_texid[i].max()) for i in range(v.nmat)}
+    assert v.ntex == 2 and tex["stove_knob_button"] == tex["stove_knob_base"] >= 0
+
+    def image(k: int) -> bytes:  # a texture's pixels
+        n = v.tex_width[k] * v.tex_height[k] * v.tex_nchannel[k]
+        return v.tex_data[v.tex_adr[k] : v.tex_adr[k] + n].tobytes()
+
+    assert image(tex["stove_knob_button"]) == image(tex["stove_knob_metal"])  # both metal.png
     m = assets.load("akita_black_bowl").compile()
     assert set(m.geom_type.tolist()) == {int(mujoco.mjtGeom.mjGEOM_BOX)}
     assert assets.site_parts("wooden_cabinet")["top_region"] == ("cabinet_top", ("top_level",))

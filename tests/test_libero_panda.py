@@ -54,6 +54,15 @@ def test_panda_state_layout_is_liberos(problem):
     np.testing.assert_allclose(base, PD.BASES[problem].pos, atol=1e-6)
     mounted = any(m.body(i).name.startswith("mount0_") for i in range(m.nbody))
     assert mounted == PD.BASES[problem].mounted
+    if mounted:  # robosuite's `add_mount`: the mount's root 1 cm above the base (its file's
+        # own -0.922 replaced): its pedestal under the base (as LIBERO has it) and its feet on
+        # the floor
+        ws = pt.task.workspace
+        pedestal = PD.to_libero(d.geom_xpos[m.geom("mount0_pedestal_col").id], ws)
+        np.testing.assert_allclose(pedestal, base + [-0.02, 0.0, -0.28], atol=1e-6)
+        feet = m.geom("mount0_pedestal_feet_col").id
+        bottom = PD.to_libero(d.geom_xpos[feet], ws)[2] - m.geom_size[feet, 2]
+        assert 0.0 <= bottom < 0.02  # LIBERO's floor is z = 0
     assert m.site("tcp").id >= 0 and m.geom("gripper/left_pad").id >= 0
     assert m.camera(S.WRIST_CAMERA).id >= 0 and m.camera(S.AGENTVIEW_CAMERA).id >= 0
 

@@ -113,6 +113,25 @@ def test_shadow_and_reflection_flags_change_the_image(gl):
     np.testing.assert_array_equal(plain, render.render_states(model, qpos, width=64, height=64))
 
 
+def test_geom_groups_hide_what_they_leave_out(gl):
+    """robosuite draws group 1 only (its collision geoms are group 0): `groups=(1,)` hides a
+    group-0 geom, and the next default call draws it again (the renderer is shared)."""
+    xml = FALLING_BOX.replace('<geom type="box"', '<geom type="box" group="0"').replace(
+        'rgba="0.8 0.8 0.8 1"', 'rgba="0.8 0.8 0.8 1" group="1"'
+    )
+    model = mujoco.MjModel.from_xml_string(xml)
+    qpos = _falling_box(frames=1)[1]
+    red = lambda f: int((f[..., 0].astype(int) - f[..., 1] > 60).sum())  # noqa: E731
+    shown = render.render_states(model, qpos, camera="top", width=48, height=48)
+    hidden = render.render_states(model, qpos, camera="top", width=48, height=48, groups=(1,))
+    assert red(shown) > 10 and red(hidden) == 0
+    again = render.render_states(model, qpos, camera="top", width=48, height=48)
+    np.testing.assert_array_equal(again, shown)
+    for bad in ((7,), (True,), ("1",)):
+        with pytest.raises(ValueError, match=r"geom groups in \[0, 6\)"):
+            render.render_states(model, qpos, groups=bad)
+
+
 def test_context_options_are_cached_separately_and_leave_the_model_untouched(gl):
     model, qpos = _falling_box(frames=1)
     before = (

@@ -5,7 +5,8 @@ own radian-angle model, makes file paths absolute, takes the body named "object"
 object's root and prefixes every name with "<instance>_". We do the same on the XML text at
 load time, plus the two fixes MuJoCo 4 needs (assets are never edited on disk):
   flat_stove  two textures share the name "tex-stove_knob": the second (the knob button's) is
-              renamed, and the material that follows it points at it.
+              dropped, as robosuite's `merge_assets` drops an asset whose name is taken, so the
+              button's material draws the first (its metal), as in LIBERO's frames.
   microwave   `inertiagrouprange="4 4"` leaves the door with zero inertia; robosuite drops the
               file's <compiler>, so inertia comes from all geoms, as here.
 Collision geometry is boxes; the meshes are visual only (contype = conaffinity = 0). With
@@ -64,19 +65,14 @@ def xml_path(category: str) -> pathlib.Path:
 
 
 def _fix_flat_stove(root: ET.Element) -> None:
-    """Renames a repeated texture name and repoints the material that follows it."""
-    seen, renamed = set(), None
+    """Drops a texture whose name an earlier one has (robosuite's merge keeps the first)."""
+    seen = set()
     asset = root.find("asset")
     for el in list(asset) if asset is not None else []:
         if el.tag == "texture":
-            name = el.get("name")
-            if name in seen:
-                renamed = (name, f"{name}_2")
-                el.set("name", renamed[1])
-            seen.add(name)
-        elif el.tag == "material" and renamed and el.get("texture") == renamed[0]:
-            el.set("texture", renamed[1])
-            renamed = None
+            if el.get("name") in seen:
+                asset.remove(el)
+            seen.add(el.get("name"))
 
 
 @functools.lru_cache(maxsize=64)

@@ -173,8 +173,12 @@ def add_panda(spec: mujoco.MjSpec, task, visual: bool = False) -> None:
     _robosuite_joint_defaults(arm)
     hand = arm.body("right_hand")
     hand.add_frame().attach_body(grip.body("right_gripper"), "gripper0_", "")
-    if base.mounted:  # the mount's root sits 1 cm above the arm's base (`add_mount`)
-        arm.body("base").add_frame(pos=[0, 0, 0.01]).attach_body(mount.body("base"), "mount0_", "")
+    if base.mounted:  # the mount's root sits 1 cm above the arm's base: robosuite's `add_mount`
+        # replaces the root's own pos (0, 0, -0.922 in its file), kept, that put the pedestal
+        # 0.922 m under LIBERO's, out of the agent view's frames
+        root = mount.body("base")
+        root.pos = [0.0, 0.0, 0.0]
+        arm.body("base").add_frame(pos=[0, 0, 0.01]).attach_body(root, "mount0_", "")
     pos = S.to_ours(np.asarray(base.pos), task.workspace)
     spec.worldbody.add_frame(pos=list(pos)).attach_body(arm.body("base"), "robot0_", "")
 

@@ -283,7 +283,7 @@ class PandaEnv:
         p = self.obs_perturbation
         noise = p is not None and p.kind == "noise"
         out = LR.render_observations(
-            self._visual(), qpos, size=size, cameras=cameras, antialias=True,
+            self._visual(), qpos, size=size, cameras=cameras, robosuite=True,
             perturbation=None if noise else p,
         )  # fmt: skip
         if noise:

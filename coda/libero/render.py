@@ -14,7 +14,8 @@ to the vision tower's 224 x 224 (square in, square out: no padding). openpi's LI
 LIBERO's frames by 180 deg before inference; LIBERO (robosuite) returns OpenGL row order (bottom
 row first), so its turned frame is our top-down frame mirrored left-right: `pi05_images` does
 that mirror by default (`mirror=False` feeds the camera's own view). This follows from the two
-conventions; no robosuite frame was compared here.
+conventions. LIBERO's Panda frames (`panda_env`, `robosuite=True` here) are compared with
+robosuite's own, pixel by pixel, at the same states (`benchmarks/libero_fidelity.py`).
 """
 
 from __future__ import annotations
@@ -89,8 +90,15 @@ def _burner_groups(model: mujoco.MjModel, qpos: np.ndarray) -> list[tuple[np.nda
     ]
 
 
+# how robosuite's offscreen renderer draws LIBERO's frames: its visual geoms only (group 1; its
+# collision geoms, group 0, are hidden: `render_collision_mesh=False`), MuJoCo's default scene
+# flags (reflections and shadows on: a stove's reflective top shows light, not dark metal) and
+# multisampling
+ROBOSUITE_DRAWING = dict(groups=(1,), reflections=True, shadows=True, antialias=True)
+
+
 def _render(
-    model: mujoco.MjModel, qpos: np.ndarray, camera: str, size: int, antialias: bool = False
+    model: mujoco.MjModel, qpos: np.ndarray, camera: str, size: int, robosuite: bool = False
 ) -> np.ndarray:
     """[T, size, size, 3] uint8 with each state's burners lit as LIBERO shows them."""
     out = np.empty((len(qpos), size, size, 3), np.uint8)
@@ -100,8 +108,9 @@ def _render(
         for idx, lit in _burner_groups(model, qpos):
             for (site, _), on in zip(burners, lit, strict=True):
                 model.site_rgba[site, 3] = 1.0 if on else 0.0
+            how = ROBOSUITE_DRAWING if robosuite else {}
             out[idx] = R.render_states(
-                model, qpos[idx], camera=camera, width=size, height=size, antialias=antialias
+                model, qpos[idx], camera=camera, width=size, height=size, **how
             )
     finally:
         model.site_rgba[:, 3] = alpha
@@ -116,18 +125,19 @@ def render_observations(
     cameras: Sequence[str] = CAMERAS,
     perturbation: P.ObsPerturbation | None = None,
     index: int = 0,
-    antialias: bool = False,
+    robosuite: bool = False,
 ) -> np.ndarray:  # [B, len(cameras), size, size, 3] uint8
     """Both LIBERO cameras for a batch of states (default [B, 2, 256, 256, 3]: agent view,
     wrist). `perturbation` moves the agent view / the lights for these frames, or adds image
     noise drawn from (seed, index): pass the chunk index so successive frames differ.
-    `antialias`: multisampled as robosuite's offscreen renderer draws (LIBERO's Panda frames).
+    `robosuite`: drawn as robosuite draws LIBERO's frames (`ROBOSUITE_DRAWING`: LIBERO's Panda
+    frames, whose scenes hold robosuite's collision geoms too).
     Raises `coda.sim.render.RenderUnavailable` without a GL backend."""
     qpos = _qpos_of(model, states)
     out = np.empty((qpos.shape[0], len(cameras), size, size, 3), np.uint8)
     with P.applied(model, perturbation):
         for c, cam in enumerate(cameras):
-            out[:, c] = _render(model, qpos, cam, size, antialias)
+            out[:, c] = _render(model, qpos, cam, size, robosuite)
     return P.perturb_images(out, perturbation, index)
 
 

@@ -426,6 +426,7 @@ def render_states(
     reflections: bool = False,
     antialias: bool = False,
     shadow_size: int = 1024,
+    groups: Sequence[int] | None = None,
     lookat: Sequence[float] = DEFAULT_LOOKAT,
     distance: float = DEFAULT_DISTANCE,
     elevation: float = DEFAULT_ELEVATION,
@@ -437,9 +438,10 @@ def render_states(
     times over and add little for the critic. `antialias=True` is 4x MSAA (slower on software GL);
     `shadow_size` is the shadow-map side in pixels (MuJoCo's default 4096 is much slower than
     1024 on software GL and no sharper at 224 px; costs: benchmarks/results/render_speed.json).
-    `camera=None` uses a free camera set by lookat/distance/elevation/azimuth (degrees, MuJoCo
-    convention); otherwise a named or indexed model camera. One GL context is cached per (model,
-    width, height, antialias, shadow_size).
+    `groups`: the geom groups drawn (None: MuJoCo's default, 0-2; robosuite draws its visual
+    group 1 only, its collision geoms are group 0). `camera=None` uses a free camera set by
+    lookat/distance/elevation/azimuth (degrees, MuJoCo convention); otherwise a named or indexed
+    model camera. One GL context is cached per (model, width, height, antialias, shadow_size).
     """
     import mujoco
 
@@ -459,9 +461,11 @@ def render_states(
     width, height = _check_size(width, height)
     if int(shadow_size) != shadow_size or not 64 <= shadow_size <= 8192:
         raise ValueError(f"shadow_size must be an integer in [64, 8192], got {shadow_size!r}")
+    drawn = _geom_groups(groups)
     r = _renderer_for(model, width, height, 4 if antialias else 0, int(shadow_size))
     with _lock:
         _set_camera(r, model, camera, lookat, distance, elevation, azimuth)
+        r.option.geomgroup[:] = drawn  # the renderer is shared: set on every call
         r.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = bool(shadows)
         r.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = bool(reflections)
         frames = np.empty((qpos.shape[0], height, width, 3), np.uint8)
@@ -471,6 +475,18 @@ def render_states(
             mujoco.mj_forward(model, data)
             r.render_into(data, frames[t])
     return frames
+
+
+def _geom_groups(groups: Sequence[int] | None) -> np.ndarray:
+    """`MjvOption.geomgroup` [6] drawing `groups` (None: MuJoCo's default, groups 0-2)."""
+    if groups is None:
+        return np.array([1, 1, 1, 0, 0, 0], np.uint8)
+    out = np.zeros(6, np.uint8)
+    for g in groups:
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < 6:
+            raise ValueError(f"groups must be geom groups in [0, 6), got {list(groups)!r}")
+        out[g] = 1
+    return out
 
 
 def render_variants(
