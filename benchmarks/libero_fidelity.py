@@ -222,10 +222,10 @@ def summarise(rows: list[dict]) -> dict:
     def block(rs: list[dict]) -> dict:
         agree = [r["success_ref"] == r["success_ours"] for r in rs]
         conf = collections.Counter((r["success_ref"], r["success_ours"]) for r in rs)
-        frames = collections.defaultdict(list)
+        frames = collections.defaultdict(list)  # (camera, the stored state / later steps)
         for r in rs:
             for f in r["frames"]:
-                frames[f["camera"]].append(f)
+                frames[f"{f['camera']}, {'start' if f['step'] == 0 else 'later'}"].append(f)
         return {
             "episodes": len(rs),
             "eef_err_m": {h: _q([r["eef_err"][h] for r in rs]) for h in HORIZONS},
@@ -243,8 +243,12 @@ def summarise(rows: list[dict]) -> dict:
             "objects_end_rot_err_rad": _q(sum((r["objects_end_rot_err"] for r in rs), [])),
             "fixtures_start_pos_err_m": _q(sum((r["fixtures_start_pos_err"] for r in rs), [])),
             "frames": {
-                cam: {"mae": _q([f["mae"] for f in fs]), "ssim": _q([f["ssim"] for f in fs])}
-                for cam, fs in frames.items()
+                cam: {
+                    "n": len(fs),
+                    "mae": _q([f["mae"] for f in fs]),
+                    "ssim": _q([f["ssim"] for f in fs], (50, 5, 0)),  # the worst at the end
+                }
+                for cam, fs in sorted(frames.items())
             },
             "ours_step_s_per_env": float(np.mean([r["ours_step_s_per_env"] for r in rs])),
             "ref_step_s": float(np.mean([r["ref_step_s"] for r in rs if r["ref_step_s"]])),
@@ -262,7 +266,7 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def _fmt(d: dict, scale: float = 1.0, digits: int = 2) -> str:
-    return " / ".join(f"{d[k] * scale:.{digits}f}" for k in ("p50", "p95", "p100") if k in d)
+    return " / ".join(f"{v * scale:.{digits}f}" for v in d.values())  # `_q`'s order
 
 
 def markdown(res: dict) -> str:
@@ -296,9 +300,15 @@ def markdown(res: dict) -> str:
         )
     a = res["summary"]["all"]
     lines += ["", f"Success confusion (ever, per episode): {a['success_confusion']}", ""]
-    lines += ["| camera | MAE (0-255) p50 / p95 / max | SSIM p50 / p95 / max |", "|---|---|---|"]
+    lines += [
+        "Frames at the same state (start: the stored initial state, so rendering alone; later: "
+        "the recorded steps, where the two states may have drifted apart):",
+        "",
+        "| camera, steps | frames | MAE (0-255) p50 / p95 / max | SSIM p50 / p5 / min |",
+        "|---|---|---|---|",
+    ]
     for cam, f in a["frames"].items():
-        lines.append(f"| {cam} | {_fmt(f['mae'], 1, 1)} | {_fmt(f['ssim'], 1, 3)} |")
+        lines.append(f"| {cam} | {f['n']} | {_fmt(f['mae'], 1, 2)} | {_fmt(f['ssim'], 1, 3)} |")
     lines += [
         "",
         f"Wall per 20 Hz step: ours {a['ours_step_s_per_env'] * 1e3:.1f} ms per environment "
@@ -312,7 +322,8 @@ def markdown(res: dict) -> str:
 def write_trace(eps: list[dict], ids: list[str], out: pathlib.Path) -> None:
     """A compact copy of chosen reference episodes for a test that needs no reference venv:
     actions, arm + finger qpos, grasp site (true and observed), success per step, the movable
-    objects' final positions (LIBERO's world frame)."""
+    objects' final positions (LIBERO's world frame), the replay's fixture seed and reset, and
+    both cameras' frames at the episode's first recorded step (robosuite's raw rows)."""
     arrays, meta = {}, {"episodes": []}
     chosen = {e["row"]["id"]: e for e in eps}
     for k, i in enumerate(ids):
@@ -327,11 +338,18 @@ def write_trace(eps: list[dict], ids: list[str], out: pathlib.Path) -> None:
             f"{k}/success": e["success"],
             f"{k}/object_pos_end": e["object_pos"][-1][movable],
         })  # fmt: skip
+        if len(e.get("frame_steps", [])):
+            arrays.update({
+                f"{k}/frame_step": np.asarray(e["frame_steps"][0]),
+                f"{k}/agentview_image": e["agentview_image"][0],
+                f"{k}/eye_in_hand_image": e["eye_in_hand_image"][0],
+            })  # fmt: skip
         ep = e["meta"]["episode"]
         meta["episodes"].append({
             "id": i, "suite": ep["suite"], "task_id": ep["task_id"],
             "task_name": ep["task_name"], "init_index": ep["init_index"],
             "objects": [objs[j]["name"] for j in movable],
+            "seed": ep.get("seed"), "reset": int(e.get("reset", 1)),
         })  # fmt: skip
     meta["versions"] = eps[0]["meta"].get("versions")
     np.savez_compressed(out.with_suffix(".npz"), **arrays)
