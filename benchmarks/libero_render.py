@@ -8,8 +8,10 @@ libero_10) renders `--states` settled initial states with `coda.libero.render`
 first call (GL context + texture upload), the steady per-endpoint wall time (median of
 `--repeats`) and CPU time (all threads; steadier when the machine is shared),
 the same under each observation perturbation at level 3, the pi0.5 input conversion and the
-128 px GIF frame. Single process, GL backend as probed (`coda.sim.render`). Writes
-benchmarks/results/libero_render.json.
+128 px GIF frame; and on LIBERO's Panda (`PandaEnv`'s visual model) both cameras drawn plainly,
+multisampled, and as robosuite draws them (`ROBOSUITE_DRAWING`: visual geoms only, reflections,
+MSAA), interleaved, with robosuite's drawing's cost over each. Single process, GL backend as
+probed (`coda.sim.render`). Writes benchmarks/results/libero_render.json.
 """
 
 from __future__ import annotations
@@ -60,6 +62,43 @@ def _gif(path: str, model: mujoco.MjModel, q: np.ndarray) -> None:
     LR.write_gif(path, LR.render_episode(model, q), size=128)
 
 
+# how the Panda's frames are drawn: plain, multisampled (until session 41), as robosuite does
+DRAWINGS = {
+    "plain": {},
+    "msaa": {"antialias": True},
+    "robosuite": LR.ROBOSUITE_DRAWING,
+}
+
+
+def _drawing_cost(suite: str, name: str, states: int, repeats: int) -> dict:
+    """ms per endpoint (both cameras) of the Panda's frames under each of `DRAWINGS`,
+    interleaved repeat by repeat (medians), and robosuite's over the other two."""
+    from coda.libero.panda_env import PandaEnv
+
+    env = PandaEnv(suite, name, n_envs=states)
+    env.reset(list(range(states)))
+    model, q = env._visual(), np.stack([d.qpos for d in env.datas])
+
+    def draw(how: dict) -> None:
+        for cam in LR.CAMERAS:
+            R.render_states(model, q, camera=cam, width=256, height=256, **how)
+
+    for how in DRAWINGS.values():  # contexts created, textures uploaded
+        draw(how)
+    times: dict[str, list] = {k: [] for k in DRAWINGS}
+    for _ in range(repeats):
+        for k, how in DRAWINGS.items():
+            t = time.perf_counter()
+            draw(how)
+            times[k].append((time.perf_counter() - t) / states)
+    ms = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+    return {
+        "panda_ms": {k: round(v, 2) for k, v in ms.items()},
+        "panda_robosuite_over_plain": round(ms["robosuite"] / ms["plain"], 3),
+        "panda_robosuite_over_msaa": round(ms["robosuite"] / ms["msaa"], 3),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--states", type=int, default=8)
@@ -104,6 +143,7 @@ def main() -> None:
                 "ms_per_endpoint_level3": pert,
                 "ms_per_endpoint_pi05_inputs": round(1e3 * pi05, 2),
                 "ms_per_gif_frame_128": round(1e3 * gif, 2),
+                **_drawing_cost(suite, name, b, n),
             }
         )
         print(json.dumps(rows[-1]))
