@@ -64,15 +64,16 @@ def xml_path(category: str) -> pathlib.Path:
     return idx[category]
 
 
-def _fix_flat_stove(root: ET.Element) -> None:
-    """Drops a texture whose name an earlier one has (robosuite's merge keeps the first)."""
+def _keep_first_assets(root: ET.Element) -> None:
+    """Drops an asset whose (kind, name) an earlier one has, as robosuite's `merge_assets`
+    keeps only the first (flat_stove's second "tex-stove_knob" texture)."""
     seen = set()
     asset = root.find("asset")
     for el in list(asset) if asset is not None else []:
-        if el.tag == "texture":
-            if el.get("name") in seen:
-                asset.remove(el)
-            seen.add(el.get("name"))
+        key = (el.tag, el.get("name"))
+        if key in seen:
+            asset.remove(el)
+        seen.add(key)
 
 
 @functools.lru_cache(maxsize=64)
@@ -82,7 +83,7 @@ def _patched_xml(category: str, visual: bool) -> str:
     for c in root.findall("compiler") + root.findall("size"):  # robosuite keeps neither
         root.remove(c)
     ET.SubElement(root, "compiler", angle="radian", inertiafromgeom="auto")
-    _fix_flat_stove(root)  # flat_stove (and its yellow_stove variant): duplicated texture name
+    _keep_first_assets(root)  # flat_stove (and its yellow_stove variant): a repeated name
     for el in root.iter():
         f = el.get("file")
         if f is not None:

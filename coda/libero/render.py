@@ -104,11 +104,11 @@ def _render(
     out = np.empty((len(qpos), size, size, 3), np.uint8)
     burners = _burners(model)
     alpha = model.site_rgba[:, 3].copy()
+    how = ROBOSUITE_DRAWING if robosuite else {}
     try:
         for idx, lit in _burner_groups(model, qpos):
             for (site, _), on in zip(burners, lit, strict=True):
                 model.site_rgba[site, 3] = 1.0 if on else 0.0
-            how = ROBOSUITE_DRAWING if robosuite else {}
             out[idx] = R.render_states(
                 model, qpos[idx], camera=camera, width=size, height=size, **how
             )

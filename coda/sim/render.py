@@ -478,13 +478,16 @@ def render_states(
 
 
 def _geom_groups(groups: Sequence[int] | None) -> np.ndarray:
-    """`MjvOption.geomgroup` [6] drawing `groups` (None: MuJoCo's default, groups 0-2)."""
+    """`MjvOption.geomgroup` drawing `groups` (None: MuJoCo's default, groups 0-2)."""
+    import mujoco
+
+    default = np.array(mujoco.MjvOption().geomgroup, np.uint8)
     if groups is None:
-        return np.array([1, 1, 1, 0, 0, 0], np.uint8)
-    out = np.zeros(6, np.uint8)
+        return default
+    out = np.zeros_like(default)
     for g in groups:
-        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < 6:
-            raise ValueError(f"groups must be geom groups in [0, 6), got {list(groups)!r}")
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < len(out):
+            raise ValueError(f"groups must be geom groups in [0, {len(out)}), got {list(groups)!r}")
         out[g] = 1
     return out
 
