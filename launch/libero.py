@@ -10,9 +10,10 @@ floating gripper (coda.libero.evaluate), which also takes a trained CoDA run,
 `--config.policy=<run folder>` (a `launch.main` workdir's last complete round, or
 `<run>/checkpoints/round_000k`). A misspelt suite, perturbation, robot or policy, a policy the
 robot does not take, a task id or initial-state offset out of range, an incomplete checkpoint:
-one line naming the valid values or the missing files, no traceback. On the Panda, the same
-command on the same workdir goes on after the last finished batch (`units.jsonl`); a workdir
-holding another evaluation is refused in one line."""
+one line naming the valid values or the missing files, no traceback; so is a checkpoint whose
+files are there but unreadable (corrupt params, another model's, a bad tokenizer). On the Panda,
+the same command on the same workdir goes on after the last finished batch (`units.jsonl`); a
+workdir holding another evaluation is refused in one line."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def main(argv: list[str]) -> None:
         try:
             res = evaluate_panda.evaluate(cfg, _WORKDIR.value)
         except evaluate_panda.US.OtherEvaluation as e:  # the folder holds another evaluation
+            raise app.UsageError(str(e)) from None
+        except evaluate_panda.OP.CheckpointError as e:  # files there, but not a usable policy
             raise app.UsageError(str(e)) from None
     else:
         if is_run_path(cfg.policy):

@@ -273,3 +273,71 @@ def test_launch_answers_a_policy_the_robot_cannot_take_in_one_line(ckpt, robot, 
     assert out.returncode != 0 and "Traceback" not in out.stderr
     line = [x for x in out.stderr.splitlines() if x.startswith("policy=")]
     assert len(line) == 1 and says in line[0], out.stderr[-2000:]
+
+
+def _copy_checkpoint(ckpt: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    import shutil
+
+    shutil.copytree(ckpt, dst, symlinks=False)  # the params' link resolved: files to spoil
+    return dst
+
+
+def _truncated_params(ckpt: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    """The checkpoint with its largest params data file cut to 1000 bytes."""
+    out = _copy_checkpoint(ckpt, dst)
+    biggest = max((p for p in (out / "params").rglob("*") if p.is_file()), key=os.path.getsize)
+    with open(biggest, "r+b") as f:
+        f.truncate(1000)
+    return out
+
+
+def test_unreadable_checkpoint_files_are_refused_in_one_line(ckpt, tmp_path):
+    """Files that are there but not what they claim: caught when the config is checked (the
+    params' _METADATA, the tokenizer) or when the policy loads (the arrays, another model's
+    params), each as one line naming the file, never a traceback."""
+    bad_meta = _copy_checkpoint(ckpt, tmp_path / "bad_meta")
+    (bad_meta / "params" / "_METADATA").write_text("garbage")
+    bad_tok = _copy_checkpoint(ckpt, tmp_path / "bad_tok")
+    (bad_tok / OP.TOKENIZER_FILE).write_bytes(b"not a model" * 10)
+    for root, says in (
+        (bad_meta, f"orbax params {bad_meta}/params/_METADATA unreadable (JSONDecodeError"),
+        (bad_tok, f"tokenizer {bad_tok}/{OP.TOKENIZER_FILE} is not a SentencePiece model"),
+    ):
+        got = E.config_problems(_panda_config(f"openpi:{root}"))
+        assert len(got) == 1 and says in got[0] and "\n" not in got[0], got
+
+    from coda.policy import load_openpi
+    from coda.policy.train import save_params
+
+    no_proj = _copy_checkpoint(ckpt, tmp_path / "no_proj")
+    params = load_openpi(str(no_proj / "params"))
+    del params["action_in_proj"]  # another model's params: pi0.5's action input is missing
+    import shutil
+
+    shutil.rmtree(no_proj / "params")
+    save_params(str(no_proj / "params"), params)
+    trunc = _truncated_params(ckpt, tmp_path / "trunc")
+    settings = _config(**{f"openpi.{k}": v for k, v in TINY.items()}).openpi
+    for root, says in (
+        (no_proj, "not a pi0.5 checkpoint: no parameter action_in_proj/kernel"),
+        (trunc, f"params {trunc}/params unreadable ("),
+    ):
+        assert E.config_problems(_panda_config(f"openpi:{root}")) == []  # only the load knows
+        with pytest.raises(OP.CheckpointError) as e:
+            OP.OpenpiLiberoPolicy(OP.find_parts(f"openpi:{root}"), settings)
+        assert says in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_launch_answers_corrupt_params_in_one_line_and_writes_nothing(ckpt, tmp_path):
+    trunc = _truncated_params(ckpt, tmp_path / "trunc")
+    workdir = tmp_path / "never-written"
+    out = subprocess.run(
+        [sys.executable, "-m", "launch.libero", f"--config.policy=openpi:{trunc}",
+         "--config.openpi.action_horizon=4", "--config.openpi.replan_steps=3",
+         f"--workdir={workdir}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    line = [x for x in out.stderr.splitlines() if x.startswith("policy=")]
+    assert len(line) == 1 and f"params {trunc}/params unreadable (" in line[0], out.stderr[-2000:]
+    assert not workdir.exists()

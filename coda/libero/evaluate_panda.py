@@ -389,9 +389,9 @@ def evaluate(
         raise ValueError("; ".join(bad))
     if config.get("robot", "floating") != "panda":
         raise ValueError(f"robot={config.get('robot')!r}: this is robot=panda's evaluation")
+    actor = make_actor(config, policy)  # a checkpoint that fails to load: before any folder
     out = pathlib.Path(workdir)
     out.mkdir(parents=True, exist_ok=True)
-    actor = make_actor(config, policy)
     max_steps = int(config.panda.max_steps) or suites.step_cap(config.suite)
     n_gifs, gif_note = E.gif_count(config)
     obs_p = perturb.parse_obs(config.perturbation, config.seed)

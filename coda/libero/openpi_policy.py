@@ -37,6 +37,7 @@ One inference (openpi's `LiberoInputs` -> `Normalize` -> model -> `Unnormalize` 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import pathlib
@@ -45,6 +46,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import sentencepiece as spm
 from flax.traverse_util import flatten_dict
 from ml_collections import ConfigDict
 from PIL import Image
@@ -71,6 +73,16 @@ def checkpoint_dir(policy: Any) -> str | None:
     if isinstance(policy, str) and policy.startswith(PREFIX):
         return policy[len(PREFIX) :]
     return None
+
+
+class CheckpointError(ValueError):
+    """A checkpoint whose files are there but cannot be read as a pi0.5 LIBERO policy (corrupt
+    params, another model's params, a file that is not a SentencePiece model): one line."""
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +126,26 @@ def _tokenizer_file(root: pathlib.Path, tokenizer: str) -> tuple[pathlib.Path | 
     )
 
 
+def _params_problem(params: pathlib.Path) -> str:
+    """Why the orbax params' _METADATA cannot be read ("" when it can; the arrays are read only
+    when the policy is built)."""
+    try:
+        meta = json.loads((params / "_METADATA").read_text())
+        if not isinstance(meta.get("tree_metadata"), dict):
+            return f"orbax params {params}/_METADATA has no tree_metadata"
+    except (ValueError, OSError, AttributeError) as e:
+        return f"orbax params {params}/_METADATA unreadable ({_first_line(e)})"
+    return ""
+
+
+def _tokenizer_problem(path: pathlib.Path) -> str:
+    try:
+        spm.SentencePieceProcessor(model_file=str(path))
+    except (RuntimeError, OSError) as e:
+        return f"tokenizer {path} is not a SentencePiece model ({_first_line(e)})"
+    return ""
+
+
 def _norm_problems(path: pathlib.Path) -> str:
     try:
         stats = load_norm_stats(str(path))
@@ -143,6 +175,8 @@ def find_parts(policy: str, tokenizer: str = "") -> CheckpointParts:
     params = root / "params"
     if not (params / "_METADATA").is_file():
         problems.append(f"no orbax params at {params}/ (its _METADATA is missing)")
+    elif bad := _params_problem(params):
+        problems.append(bad)
     stats, why = _norm_stats_file(root)
     if stats is None:
         problems.append(why)
@@ -151,6 +185,8 @@ def find_parts(policy: str, tokenizer: str = "") -> CheckpointParts:
     tok, why = _tokenizer_file(root, tokenizer)
     if tok is None:
         problems.append(why)
+    elif bad := _tokenizer_problem(tok):
+        problems.append(bad)
     if problems:
         raise ValueError(f"policy={policy!r}: " + "; ".join(problems))
     return CheckpointParts(root, params, stats, tok)
@@ -275,20 +311,30 @@ class OpenpiLiberoPolicy:
 
     def __init__(self, parts: CheckpointParts, settings: Any):
         dtype = jnp.dtype(str(settings.dtype))
-        params = load_openpi(str(parts.params), dtype=dtype)
+        where = f"policy='{PREFIX}{parts.root}'"
+        try:
+            params = load_openpi(str(parts.params), dtype=dtype)
+        except Exception as e:  # orbax / tensorstore / json: any way the arrays fail to read
+            raise CheckpointError(
+                f"{where}: params {parts.params} unreadable ({_first_line(e)})"
+            ) from None
         shapes = {"/".join(k): tuple(np.shape(v)) for k, v in flatten_dict(params).items()}
-        self.config = infer_config(shapes, settings)
-        self.model = Pi05Policy(self.config)
-        check_params(params, self.model.param_shapes())
+        try:
+            self.config = infer_config(shapes, settings)
+            self.model = Pi05Policy(self.config)
+            check_params(params, self.model.param_shapes())
+        except ValueError as e:
+            msg = str(e).splitlines()[0]
+            raise CheckpointError(f"{where}: params {parts.params}: {msg}") from None
         self.params = to_device(params)
         stats = load_norm_stats(str(parts.norm_stats))
         self.state_stats: NormStats = stats["state"]
         self.action_stats: NormStats = stats["actions"]
         self.tokenizer = PromptTokenizer(self.config.max_token_len, str(parts.tokenizer))
         if self.tokenizer.vocab_size > self.config.vocab_size:
-            raise ValueError(
-                f"tokenizer {parts.tokenizer} has {self.tokenizer.vocab_size} pieces > the "
-                f"checkpoint's vocabulary {self.config.vocab_size}"
+            raise CheckpointError(
+                f"{where}: tokenizer {parts.tokenizer} has {self.tokenizer.vocab_size} pieces > "
+                f"the checkpoint's vocabulary {self.config.vocab_size}"
             )
         self.parts = parts
         self.image_size = int(self.config.siglip.image_size)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from typing import Any
 
 import jax
@@ -35,6 +36,24 @@ def _tree_metadata_keys(path: str) -> list[tuple[str, ...]]:
     return [tuple(k["key"] for k in v["key_metadata"]) for v in meta["tree_metadata"].values()]
 
 
+def _drop_abandoned_reads() -> Any:
+    """A restore that fails on one array (a truncated or corrupt file) closes orbax's event loop
+    while tensorstore still finishes the other arrays' reads; each of those then reports "Event
+    loop is closed" as an unraisable exception, dozens of tracebacks around the real error. Those,
+    and only those, are dropped (for the rest of the process when the restore fails: they keep
+    coming after it); any other unraisable goes to the previous hook, which is returned."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        e = unraisable.exc_value
+        if isinstance(e, RuntimeError) and str(e) == "Event loop is closed":
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+    return previous
+
+
 def load_openpi(path: str, *, expected: Params | None = None, dtype: Any | None = None) -> Params:
     """Restore an openpi params checkpoint into our (identically named) param tree.
 
@@ -47,7 +66,12 @@ def load_openpi(path: str, *, expected: Params | None = None, dtype: Any | None 
     keys = _tree_metadata_keys(path)
     restore_args = unflatten_dict({k: ocp.RestoreArgs(restore_type=np.ndarray) for k in keys})
     ckptr = ocp.PyTreeCheckpointer()
-    tree = ckptr.restore(path, args=ocp.args.PyTreeRestore(restore_args=restore_args))
+    previous_hook = _drop_abandoned_reads()  # before: the first may come before orbax raises
+    try:
+        tree = ckptr.restore(path, args=ocp.args.PyTreeRestore(restore_args=restore_args))
+    finally:
+        ckptr.close()
+    sys.unraisablehook = previous_hook  # read whole: no read was abandoned
     flat = flatten_dict(tree)
     if all(k[0] == "params" for k in flat):
         flat = {k[1:]: v for k, v in flat.items()}
