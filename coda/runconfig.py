@@ -392,8 +392,15 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     if not (_is_int(ph) and 1 <= ph <= 8):
         out.append(f"libero.phrasings={ph!r} must be an integer 1..8 (wordings per goal)")
     tasks = _get(config, "libero.tasks")
-    if not isinstance(tasks, str) or not all(x.strip().isdigit() for x in tasks.split(",") if x):
+    ids = tasks.split(",") if isinstance(tasks, str) and tasks.strip() else []
+    if not isinstance(tasks, str) or not all(x.strip().isdigit() for x in ids):
         out.append(f"libero.tasks={tasks!r} must be task ids like '0,3' ('' = all)")
+    elif ids:
+        from coda.libero import suites  # the suite's task count: LIBERO's data, read on demand
+
+        n = len(suites.tasks(suite))
+        if bad := [int(x) for x in ids if int(x) >= n]:
+            out.append(f"libero.tasks={tasks!r}: ids {bad} outside [0, {n}) of {suite}")
     if suite not in PERTURBABLE:  # LIBERO-PRO perturbs no other suite (libero_90)
         return tuple(n for n in LIBERO_SUITE_NAMES if n not in LIBERO_PRO_SUITES)
     return LIBERO_SUITE_NAMES

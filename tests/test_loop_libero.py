@@ -164,6 +164,8 @@ def test_libero_configs_are_checked_before_anything_runs():
         ("libero.train_states", 45): "0 < train_states <= heldout_from < 50",
         ("libero.shift_levels", (0,)): "levels 1..5",
         ("libero.phrasings", 0): "must be an integer 1..8 .wordings per goal",
+        ("libero.tasks", "3,10"): "libero.tasks='3,10': ids [10] outside .0, 10. of libero_spatial",
+        ("libero.tasks", "1,,x"): "libero.tasks='1,,x' must be task ids like '0,3'",
         ("eval.suites", ("id", "ood_instances")): "eval.suites: unknown ['ood_instances']",
     }
     for (field, value), msg in cases.items():
