@@ -7,7 +7,8 @@ and-place (`panda_planner.PandaPickPlace`). A stage whose atom already holds is 
 that ends with its atom false runs again (`TRIES` in all); between two runs the hand goes back
 to its start pose (the arm's posture recovers). An atom undone by a later stage (still false
 `REVISIT_WAIT` steps after the last) is gone back to, once. An In placement into a drawer that
-leaves the object too little room is preceded by a pull of that drawer (`room_atom`). Each
+leaves the object too little room is preceded by a pull of that drawer (`room_atom`), one
+carried in past a door opened too little by a push that opens it wider (`door_room_atom`). Each
 environment builds its own atoms and stages from its own state, so an episode's plan does not
 depend on the batch it runs in. A door is pushed shut or pulled open by its handle bar
 (`panda_door`); a closed drawer whose handle is too low to take is dragged open by friction on
@@ -33,7 +34,7 @@ from coda.libero import panda_outline as PO
 from coda.libero import panda_planner as PP
 from coda.libero.panda_door import door_stage, no_room_above
 from coda.libero.panda_drag import PandaDrag
-from coda.libero.panda_insert import PandaInsert
+from coda.libero.panda_insert import PandaInsert, door_room_atom
 from coda.libero.panda_lay import lay_down
 from coda.libero.panda_shelve import shelve_stage
 from coda.libero.panda_slide import lift_in, slide_in
@@ -176,10 +177,11 @@ def closes_first(env, atoms: tuple, d: mujoco.MjData) -> tuple:
 
 
 def with_room(env, atoms: tuple, d: mujoco.MjData) -> tuple:
-    """`atoms` with a `room_atom` before each In placement into a drawer that needs one."""
+    """`atoms` with a `room_atom` before each In placement into a drawer that needs one, and a
+    `panda_insert.door_room_atom` before each carried in past a door opened too little."""
     out = []
     for a in atoms:
-        room = room_atom(env, atoms, a, d)
+        room = room_atom(env, atoms, a, d) or door_room_atom(env, a, d)
         out += [a] if room is None else [room, a]
     return tuple(out)
 

@@ -3,15 +3,16 @@
 `PandaDoor` makes a ("joint", ...) atom of a door true by pushing the door's face, the closed
 fingers pointing down, along the arc the door turns on: the push point sits a fixed share of
 the door's width out from the hinge and, each step, a little ahead of where the door is
-(`LEAD`), on the side it moves away from. `PandaDoorOpen` opens one by its vertical handle
-bar: the fingers, pointing down, close on the bar across the door's radius (below the bar's
-upper stand-off, the palm over its top), then the grasp point is carried round the hinge a
-little ahead of the door's angle (`OPEN_LEAD`), the hand turning with the door, until the
-atom holds; let go, up. A door without such a bar is refused with the reason (`door_stage`).
-`no_room_above` says when an object cannot be carried into
-an enclosed region from above (a microwave: 14 cm high inside, a 10 cm mug held from above
-does not fit); `panda_insert` then carries it in by its handle, the hand pointing into the
-opening.
+(`LEAD`), on the side it moves away from. A door already open `PUSH_OPEN_FROM` or more is
+pushed wider the same way, by its inner face (`panda_insert.door_room_atom`). `PandaDoorOpen`
+opens a shut one by its vertical handle bar: the fingers, pointing down, close on the bar
+across the door's radius (below the bar's upper stand-off, the palm over its top), then the
+grasp point is carried round the hinge a little ahead of the door's angle (`OPEN_LEAD`), the
+hand turning with the door, until the atom holds; let go, up. A door without such a bar is
+refused with the reason (`door_stage`). `no_room_above` says when an object cannot be carried
+into an enclosed region from above (a microwave: 14 cm high inside, a 10 cm mug held from
+above does not fit); `panda_insert` then carries it in by its handle, the hand pointing into
+the opening.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class PandaDoor(PA._Stage):
         self.sign = float(np.sign(d.xaxis[self.jid][2]))  # +1: q grows turning about +z
         self.turn = float(np.sign(self.q_goal - self.q0)) * self.sign  # about +z, to the goal
         self.range = tuple(float(v) for v in m.jnt_range[self.jid])
-        if _opens(m, self.jid, self.q_goal, self.q0):
+        if _opens(m, self.jid, self.q_goal, self.q0) and not _ajar(m, self.jid, self.q0):
             raise ValueError(
                 f"door {m.joint(self.jid).name}: PandaDoor pushes a door shut; "
                 "opening one is PandaDoorOpen's (door_stage)"
@@ -117,9 +118,20 @@ def door_stage(env, atom: tuple, d: mujoco.MjData) -> PA._Stage:
     """The stage of a door's atom: pushed shut (`PandaDoor`) or opened by its handle bar."""
     jid = PA._joint_of(env, atom)[0]
     q0 = float(d.qpos[env.model.jnt_qposadr[jid]])
-    if _opens(env.model, jid, PA._q_goal(env, atom, jid), q0):
+    if _opens(env.model, jid, PA._q_goal(env, atom, jid), q0) and not _ajar(env.model, jid, q0):
         return PandaDoorOpen(env, atom, d)
     return PandaDoor(env, atom, d)
+
+
+PUSH_OPEN_FROM = np.deg2rad(45.0)  # rad: a door open this far is pushed wider by its inner face
+
+
+def _ajar(m: mujoco.MjModel, jid: int, q0: float) -> bool:
+    """Whether a door stands open far enough that its inner face can be pushed (a wider opening:
+    `panda_insert.door_room_atom`)."""
+    lo, hi = (float(v) for v in m.jnt_range[jid])
+    closed = lo if abs(lo) < abs(hi) else hi
+    return abs(q0 - closed) >= PUSH_OPEN_FROM
 
 
 def _opens(m: mujoco.MjModel, jid: int, q_goal: float, q0: float) -> bool:

@@ -9,10 +9,12 @@ handle's width at the middle of its height; so only the fingers come near the op
 hand stays outside it. The stage: turn the hand above the way in, come down in front of the
 handle, move in onto it, close, lift the object's bottom just over the inside floor (moved
 sideways where the owner's parts beside the way, a door, would meet the hand: `_side`), carry
-it in straight to the floating planner's end point (`Enclosure.final`), release, withdraw
-along the normal, rise. A handle that does not point
-out of the opening (within `FACING`) would have to be turned on the way: refused, with the
-reason, as is an object without a handle or a region `enclosure` finds no way into.
+it in straight (the step scaled as a whole, not clipped per axis) to the floating planner's end
+point (`Enclosure.final`), release, withdraw along the normal, rise. Where no sideways start
+clears a door opened too little, the door is first pushed wider (`door_room_atom`, a stage of
+its own before this one). A handle that does not point out of the opening (within `FACING`)
+would have to be turned on the way: refused, with the reason, as is an object without a
+handle or a region `enclosure` finds no way into.
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ class PandaInsert(PA._Replanned):
         self.closing = np.cross(PA.UP, u)  # across the handle's width
         tcp0 = self.grasp + (self.carried - d.xpos[obj])  # the grasp site once lifted
         side = self._side(env, d, names[atom[2]], tcp0, self.inside - self.carried)
-        self.carried = self.carried + self.closing * side
+        self.blocked = side is None  # no start within SIDE_MAX keeps the hand clear
+        self.carried = self.carried + self.closing * (side or 0.0)
 
     def _side(self, env, d: mujoco.MjData, owner: str, tcp0: np.ndarray, way: np.ndarray):
         """How far (m, along the closing axis) the carry's start moves sideways so that the
@@ -116,7 +119,7 @@ class PandaInsert(PA._Replanned):
         for shift in sorted(np.arange(-SIDE_MAX, SIDE_MAX + 1e-9, 0.005), key=abs):
             if not hits(float(shift)):
                 return float(shift)
-        return 0.0
+        return None
 
     def step(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
         run = self.runs[b]
@@ -139,9 +142,13 @@ class PandaInsert(PA._Replanned):
                 (g, PA.CLOSE, PA.FINE, PA.GRIP_STEPS),
             )
             target, grip, tol, hold = steps[run.phase]
-        elif run.phase <= 5:  # the object where it should be: the hand moves by its error
+        elif run.phase <= 5:  # the object where it should be: the hand moves by its error,
+            # scaled as a whole to one step's reach (OSC_POSE clips each axis alone: the short
+            # axes would finish first, and the hand leave the straight way `_side` kept clear)
             want = self.carried if run.phase == 4 else self.inside
-            target, grip, tol, hold = tcp + want - d.xpos[self.obj], PA.CLOSE, PA.REACHED, 0
+            err = want - d.xpos[self.obj]
+            err = err * min(1.0, PA.OSCConfig.max_delta_pos / max(float(np.abs(err).max()), 1e-9))
+            target, grip, tol, hold = tcp + err, PA.CLOSE, PA.REACHED, 0
         elif run.phase == 6:  # let go where the hand is
             target = run.fixed.setdefault("release", tcp.copy())
             grip, tol, hold = PA.OPEN, PA.REACHED, PA.GRIP_STEPS
@@ -152,4 +159,48 @@ class PandaInsert(PA._Replanned):
         return target, grip, a, cl, tol, hold
 
 
-__all__ = ["PandaInsert"]
+WIDEN_STEP = np.deg2rad(2.5)  # rad: the door angles tried, opening wider, for a clear way in
+WIDEN_PAST = np.deg2rad(5.0)  # rad: the door pushed this far past the first clear angle
+
+
+def door_room_atom(env, atom: tuple, d: mujoco.MjData) -> tuple | None:
+    """For an In placement `PandaInsert` carries (`atom`) whose way in no sideways start keeps
+    clear of its region owner's door (opened less than about 80°, the door reaches across the
+    way of a hand 20 cm wide), the atom of that door opened `WIDEN_PAST` past the first angle,
+    tried every `WIDEN_STEP` towards its open limit, at which the way is clear: ("joint", op,
+    q, (j,), True), pushed there by `panda_door.PandaDoor` before the carry (libero_10's mug
+    into the microwave, `benchmarks/results/INDEX.md`); else None."""
+    if atom[0] != "in_region" or atom[2] < 0:
+        return None
+    try:
+        if not PandaInsert(env, atom, d).blocked:
+            return None
+    except ValueError:  # not carried in by its handle: nothing to widen for
+        return None
+    m, lay = env.model, env.pt.layout
+    root = m.body_rootid[m.body(lay.body_names[atom[2]]).id]
+    for j, name in enumerate(lay.joint_names):
+        jid = m.joint(name).id
+        if m.body_rootid[m.jnt_bodyid[jid]] != root or not PA.is_door(env, jid, d):
+            continue
+        adr = int(m.jnt_qposadr[jid])
+        lo, hi = (float(v) for v in m.jnt_range[jid])
+        shut = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
+        wide = hi if shut == lo else lo
+        way = float(np.sign(wide - shut))
+        at = mujoco.MjData(m)
+        at.qpos[:] = d.qpos
+        for q in np.arange(float(d.qpos[adr]), wide, way * WIDEN_STEP):
+            at.qpos[adr] = q
+            mujoco.mj_kinematics(m, at)
+            try:
+                clear = not PandaInsert(env, atom, at).blocked
+            except ValueError:
+                clear = False
+            if clear:
+                bound = float(np.clip(q + way * WIDEN_PAST, min(lo, hi), max(lo, hi)))
+                return ("joint", "<" if way < 0 else ">", bound, (j,), True)
+    return None
+
+
+__all__ = ["PandaInsert", "door_room_atom"]
