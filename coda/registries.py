@@ -130,12 +130,13 @@ LIBERO_PERTURBABLE = ("libero_spatial", "libero_object", "libero_goal", "libero_
 
 # Checks of a config field that need a higher layer's knowledge (pure Python, no JAX), which
 # `coda.runconfig` looks up by field instead of importing upward: field -> function(value,
-# strategy) -> problems.
+# context) -> problems (context: the strategy; for libero.tasks, the LIBERO suite).
 CONFIG_CHECKS: Registry = Registry(
     "config check",
     {
         "loop.memory_from": "coda.loop.transfer:source_problems",
         "sim.hard_regions": "coda.sim.regions:config_problems",
+        "libero.tasks": "coda.libero.suites:task_id_problems",
     },
 )
 

@@ -395,12 +395,8 @@ def _source_problems(config: Any, out: list[str]) -> tuple[str, ...]:
     ids = tasks.split(",") if isinstance(tasks, str) and tasks.strip() else []
     if not isinstance(tasks, str) or not all(x.strip().isdigit() for x in ids):
         out.append(f"libero.tasks={tasks!r} must be task ids like '0,3' ('' = all)")
-    elif ids:
-        from coda.libero import suites  # the suite's task count: LIBERO's data, read on demand
-
-        n = len(suites.tasks(suite))
-        if bad := [int(x) for x in ids if int(x) >= n]:
-            out.append(f"libero.tasks={tasks!r}: ids {bad} outside [0, {n}) of {suite}")
+    elif ids:  # in range of the suite's tasks (LIBERO's data: coda.libero.suites)
+        out += registries.CONFIG_CHECKS["libero.tasks"](tasks, suite)
     if suite not in PERTURBABLE:  # LIBERO-PRO perturbs no other suite (libero_90)
         return tuple(n for n in LIBERO_SUITE_NAMES if n not in LIBERO_PRO_SUITES)
     return LIBERO_SUITE_NAMES

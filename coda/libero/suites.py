@@ -65,5 +65,13 @@ def tasks(suite: str) -> list[str]:
     return [t for t in order if t in have] + sorted(have - set(order))
 
 
+def task_id_problems(value: str, suite: str) -> list[str]:
+    """`coda.runconfig`'s check of `libero.tasks` (comma-separated ids, already checked to be
+    digits) against the suite's task count."""
+    n = len(tasks(suite))
+    bad = [int(x) for x in value.split(",") if int(x) >= n]
+    return [f"libero.tasks={value!r}: ids {bad} outside [0, {n}) of {suite}"] if bad else []
+
+
 def step_cap(suite: str) -> int:
     return STEP_CAPS[base(suite)]
