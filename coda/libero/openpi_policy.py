@@ -37,7 +37,6 @@ One inference (openpi's `LiberoInputs` -> `Normalize` -> model -> `Unnormalize` 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import pathlib
@@ -46,7 +45,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import sentencepiece as spm
 from flax.traverse_util import flatten_dict
 from ml_collections import ConfigDict
 from PIL import Image
@@ -54,7 +52,7 @@ from PIL import Image
 from coda.libero import scene as S
 from coda.libero import suites
 from coda.policy import get_config, load_norm_stats, load_openpi, make_observation
-from coda.policy.checkpoints import NormStats, check_params, to_device
+from coda.policy.checkpoints import NormStats, check_params, to_device, tree_metadata_keys
 from coda.policy.pi05 import Pi05Policy
 from coda.policy.tokenizer import ENV_PATH, PromptTokenizer, tokenize_for_config
 
@@ -127,20 +125,18 @@ def _tokenizer_file(root: pathlib.Path, tokenizer: str) -> tuple[pathlib.Path | 
 
 
 def _params_problem(params: pathlib.Path) -> str:
-    """Why the orbax params' _METADATA cannot be read ("" when it can; the arrays are read only
-    when the policy is built)."""
+    """Why the orbax params' _METADATA cannot be read as `load_openpi` reads it ("" when it
+    can; the arrays are read only when the policy is built)."""
     try:
-        meta = json.loads((params / "_METADATA").read_text())
-        if not isinstance(meta.get("tree_metadata"), dict):
-            return f"orbax params {params}/_METADATA has no tree_metadata"
-    except (ValueError, OSError, AttributeError) as e:
+        tree_metadata_keys(str(params))
+    except (ValueError, OSError, KeyError, TypeError, AttributeError) as e:
         return f"orbax params {params}/_METADATA unreadable ({_first_line(e)})"
     return ""
 
 
 def _tokenizer_problem(path: pathlib.Path) -> str:
     try:
-        spm.SentencePieceProcessor(model_file=str(path))
+        PromptTokenizer(1, str(path))
     except (RuntimeError, OSError) as e:
         return f"tokenizer {path} is not a SentencePiece model ({_first_line(e)})"
     return ""

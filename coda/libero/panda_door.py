@@ -126,18 +126,22 @@ def door_stage(env, atom: tuple, d: mujoco.MjData) -> PA._Stage:
 PUSH_OPEN_FROM = np.deg2rad(45.0)  # rad: a door open this far is pushed wider by its inner face
 
 
+def shut_and_open(m: mujoco.MjModel, jid: int) -> tuple[float, float]:
+    """(q shut, q fully open) of a door: its joint's limits, the one nearer 0 shut (LIBERO's
+    doors are shut at q = 0)."""
+    lo, hi = (float(v) for v in m.jnt_range[jid])
+    return (lo, hi) if abs(lo) < abs(hi) else (hi, lo)
+
+
 def _ajar(m: mujoco.MjModel, jid: int, q0: float) -> bool:
     """Whether a door stands open far enough that its inner face can be pushed (a wider opening:
     `panda_insert.door_room_atom`)."""
-    lo, hi = (float(v) for v in m.jnt_range[jid])
-    closed = lo if abs(lo) < abs(hi) else hi
-    return abs(q0 - closed) >= PUSH_OPEN_FROM
+    return abs(q0 - shut_and_open(m, jid)[0]) >= PUSH_OPEN_FROM
 
 
 def _opens(m: mujoco.MjModel, jid: int, q_goal: float, q0: float) -> bool:
     """Whether a door's goal lies farther from shut than where it is now."""
-    lo, hi = (float(v) for v in m.jnt_range[jid])
-    closed = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
+    closed = shut_and_open(m, jid)[0]
     return abs(q_goal - closed) > abs(q0 - closed)
 
 

@@ -23,6 +23,7 @@ import mujoco
 import numpy as np
 
 from coda.libero import panda_articulate as PA
+from coda.libero.panda_door import shut_and_open
 from coda.libero.panda_outline import body_geoms
 from coda.libero.planner_insert import FLOOR_GAP, enclosure, handle_parts, object_geoms
 
@@ -184,9 +185,7 @@ def door_room_atom(env, atom: tuple, d: mujoco.MjData) -> tuple | None:
         if m.body_rootid[m.jnt_bodyid[jid]] != root or not PA.is_door(env, jid, d):
             continue
         adr = int(m.jnt_qposadr[jid])
-        lo, hi = (float(v) for v in m.jnt_range[jid])
-        shut = lo if abs(lo) < abs(hi) else hi  # LIBERO's doors are shut at q = 0, a limit
-        wide = hi if shut == lo else lo
+        shut, wide = shut_and_open(m, jid)
         way = float(np.sign(wide - shut))
         at = mujoco.MjData(m)
         at.qpos[:] = d.qpos
@@ -198,7 +197,7 @@ def door_room_atom(env, atom: tuple, d: mujoco.MjData) -> tuple | None:
             except ValueError:
                 clear = False
             if clear:
-                bound = float(np.clip(q + way * WIDEN_PAST, min(lo, hi), max(lo, hi)))
+                bound = float(np.clip(q + way * WIDEN_PAST, min(shut, wide), max(shut, wide)))
                 return ("joint", "<" if way < 0 else ">", bound, (j,), True)
     return None
 

@@ -30,7 +30,7 @@ def _params_dir(path: str) -> str:
     return path
 
 
-def _tree_metadata_keys(path: str) -> list[tuple[str, ...]]:
+def tree_metadata_keys(path: str) -> list[tuple[str, ...]]:
     with open(os.path.join(path, "_METADATA")) as f:
         meta = json.load(f)
     return [tuple(k["key"] for k in v["key_metadata"]) for v in meta["tree_metadata"].values()]
@@ -63,7 +63,7 @@ def load_openpi(path: str, *, expected: Params | None = None, dtype: Any | None 
     and shapes are checked, and a mismatch raises with the differing keys.
     """
     path = _params_dir(path)
-    keys = _tree_metadata_keys(path)
+    keys = tree_metadata_keys(path)
     restore_args = unflatten_dict({k: ocp.RestoreArgs(restore_type=np.ndarray) for k in keys})
     ckptr = ocp.PyTreeCheckpointer()
     previous_hook = _drop_abandoned_reads()  # before: the first may come before orbax raises
