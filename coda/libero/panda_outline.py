@@ -24,6 +24,8 @@ HANDLE_SHARE = 0.3  # a handle is at most this share of an object's geoms (moka 
 HOLLOW_HANDLE_SHARE = 0.15  # of a hollow one's (a mug's: 3 / 39; a tilted bowl's side: 9 / 40)
 HANDLE_OUT = 0.02  # m: how much farther than the median geom a handle reaches (a bowl's wall
 # pieces are all about as far)
+PAD_HALF = 0.008  # m: a finger pad's half width across the closing axis (robosuite's pad box)
+PAD_INSET = 0.002  # m: the pads' edge this far inside a handle's inner end (`handle_grip`)
 RIM_SIDES = (
     (-1.0, 0.0),
     (0.0, -1.0),
@@ -115,7 +117,7 @@ def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: f
     bowl, whose core is the floor). None without such a part."""
     lo, hi = world_box(d, m, geoms)
     boxes = [world_box(d, m, np.array([g])) for g in geoms]
-    core = max(boxes, key=lambda b: float(np.prod(b[1][:2] - b[0][:2])))
+    core = _core(boxes)
     centre = (core[0][:2] + core[1][:2]) / 2
     dist = np.array([np.linalg.norm((b[0][:2] + b[1][:2]) / 2 - centre) for b in boxes])
     mid = np.array([(b[0][:2] + b[1][:2]) / 2 for b in boxes])
@@ -128,6 +130,30 @@ def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: f
     if len(part) > (HANDLE_SHARE if solid else HOLLOW_HANDLE_SHARE) * len(geoms):
         return None  # a tilted bowl's raised side, not a handle
     return part, yaw, solid
+
+
+def _core(boxes: list) -> tuple:
+    """The (lo, hi) box of largest footprint among `boxes`: an object's core."""
+    return max(boxes, key=lambda b: float(np.prod(b[1][:2] - b[0][:2])))
+
+
+def handle_grip(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, part) -> np.ndarray:
+    """Where the fingers take a solid object by its handle `part` (`handle_of`), xy: on the
+    line from the handle's centre towards the core's, as near the core as keeps the pads on
+    the handle (their edge `PAD_INSET` inside its inner end), never outwards of its centre.
+    The pads carry no torsional friction, so the object's weight turns it about their closing
+    axis with the lever from the grip to its mass: a moka pot taken at its handle's middle
+    pivoted in the grip as it was lifted and was set down tilted, taken nearer its body it
+    stays upright (benchmarks/results/libero_panda_moka_grip_r43.md)."""
+    lo, hi = world_box(d, m, part)
+    mid = (lo[:2] + hi[:2]) / 2
+    core = _core([world_box(d, m, np.array([g])) for g in geoms])
+    u = (core[0][:2] + core[1][:2]) / 2 - mid
+    if np.linalg.norm(u) < 1e-9:
+        return mid
+    u = u / np.linalg.norm(u)
+    inner = float(((geom_corners(d, m, part)[:, :2] - mid) @ u).max())
+    return mid + max(0.0, inner - PAD_HALF - PAD_INSET) * u
 
 
 def centre_xy(corners: np.ndarray) -> np.ndarray:

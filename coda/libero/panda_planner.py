@@ -47,6 +47,7 @@ from coda.libero.panda_outline import (
     extent,
     geom_corners,
     grasp_of,
+    handle_grip,
     handle_of,
     narrowest,
     near_segment,
@@ -249,9 +250,10 @@ class PandaPickPlace:
         corners = geom_corners(d, env.model, geoms)
         handle = handle_of(d, env.model, geoms, current) if grasp_of(corners, current)[2] else None
         if handle is not None and handle[2]:  # too wide to close on: a solid one by its
-            lo, hi = world_box(d, env.model, handle[0])  # handle (a hollow one by its wall)
-            plan.handle_z = float(lo[2] + hi[2]) / 2
-            return (lo[:2] + hi[:2]) / 2, way_round(env, d, plan, handle[1] - current), False
+            lo, hi = world_box(d, env.model, handle[0])  # handle (a hollow one by its wall),
+            plan.handle_z = float(lo[2] + hi[2]) / 2  # near its core (`handle_grip`)
+            xy = handle_grip(d, env.model, geoms, handle[0])
+            return xy, way_round(env, d, plan, handle[1] - current), False
         own = []  # a rim grasp's fingers stay off the object's own handle (a pan's)
         if handle is not None:  # a mug: the walls of its body (the handle's side is air)
             corners = geom_corners(d, env.model, np.setdiff1d(geoms, handle[0]))
