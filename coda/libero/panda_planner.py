@@ -163,6 +163,12 @@ class PandaPickPlace:
         movable = [n for n, _ in p.objects if n != obj]
         self.movable = [g for g in (body_geoms(m, n) for n in movable) if len(g)]
         self._movable = np.concatenate(self.movable) if self.movable else np.zeros(0, int)
+        # the boxes `_hand_clear` keeps the hand off: one round each movable object (small,
+        # compact), one round each geom of a fixture (large, its parts at many heights: one box
+        # round a microwave with its door open blocked every side of a mug beside it, and the
+        # fallback side was the one under the door)
+        fixed = np.setdiff1d(np.concatenate(self.others), self._movable) if self.others else ()
+        self._outlines = self.movable + [np.array([g]) for g in fixed]
         self.fingertips = _finger_geoms(m)
         self.finger_joint = m.joint(PD.FINGER_JOINTS[0]).id
         self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
@@ -289,9 +295,10 @@ class PandaPickPlace:
 
     def _hand_clear(self, env, d, xy: np.ndarray, yaw: float, z: float, outer=()) -> bool:
         """Whether the hand, its site at (xy, z) and its fingers closing along `yaw`, is clear
-        of every other body: the palm of their tops, the open fingers of their sides; and the
-        outer finger of a rim grasp (`yaw` points out of the object) of the `outer` geoms
-        (the object's own handle: a pan's, which the finger came down on; a mug's beside it)."""
+        of every other body (`_outlines`): the palm of their tops, the open fingers of their
+        sides; and the outer finger of a rim grasp (`yaw` points out of the object) of the
+        `outer` geoms (the object's own handle: a pan's, which the finger came down on; a mug's
+        beside it)."""
         u = np.array([np.cos(yaw), np.sin(yaw)])
         tip = xy + (FINGER_REACH - FINGER_HALF) * u  # the outer finger (`grasp_of`: u outwards)
         for g in outer:
@@ -302,7 +309,7 @@ class PandaPickPlace:
             (HAND_HALF, HAND_THICK, z + PALM_ABOVE),  # the palm
             (FINGER_REACH, FINGER_HALF, z - FINGER_BELOW),  # the open fingers
         )
-        for geoms in self.others:
+        for geoms in self._outlines:
             lo, hi = world_box(d, env.model, geoms)
             for reach, half, low in parts:
                 if hi[2] > low and near_segment(
