@@ -22,6 +22,8 @@ HANDLE_REACH = 0.02  # m: geoms this near the outermost one's distance from the 
 HANDLE_SPAN = 0.05  # m: this near the outermost one itself, are its handle
 HANDLE_SHARE = 0.3  # a handle is at most this share of an object's geoms (moka pot: 4 / 15)
 HOLLOW_HANDLE_SHARE = 0.15  # of a hollow one's (a mug's: 3 / 39; a tilted bowl's side: 9 / 40)
+HANDLE_GEOMS = 3  # geoms: a part this small may be a handle whatever its share (the red coffee
+# mug is modelled coarsely: its handle is 3 of its 11 geoms)
 HANDLE_OUT = 0.02  # m: how much farther than the median geom a handle reaches (a bowl's wall
 # pieces are all about as far)
 PAD_HALF = 0.008  # m: a finger pad's half width across the closing axis (robosuite's pad box)
@@ -127,7 +129,8 @@ def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: f
     if width > RIM_WIDTH or dist.max() - np.median(dist) < HANDLE_OUT:
         return None
     solid = bool(core[1][2] >= lo[2] + SOLID_CORE * (hi[2] - lo[2]))
-    if len(part) > (HANDLE_SHARE if solid else HOLLOW_HANDLE_SHARE) * len(geoms):
+    share = HANDLE_SHARE if solid else HOLLOW_HANDLE_SHARE
+    if len(part) > max(HANDLE_GEOMS, share * len(geoms)):
         return None  # a tilted bowl's raised side, not a handle
     return part, yaw, solid
 
