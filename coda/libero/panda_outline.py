@@ -19,6 +19,8 @@ RIM_WIDTH = 0.07  # m: an object wider than this everywhere is taken by its rim 
 RIM_INSET = 0.004  # m: the grasp site inside the object's outline for a rim grasp
 SOLID_CORE = 0.5  # an object is solid when its core geom reaches this share of its height
 HANDLE_REACH = 0.02  # m: geoms this near the outermost one's distance from the core, and
+HOLLOW_HANDLE_REACH = 0.025  # m: a hollow one's (a mug's handle pieces reach 2.4 cm inwards
+# of its outermost one; its walls lie 4 cm inwards)
 HANDLE_SPAN = 0.05  # m: this near the outermost one itself, are its handle
 HANDLE_SHARE = 0.3  # a handle is at most this share of an object's geoms (moka pot: 4 / 15)
 HOLLOW_HANDLE_SHARE = 0.15  # of a hollow one's (a mug's: 3 / 39; a tilted bowl's side: 9 / 40)
@@ -124,11 +126,12 @@ def handle_of(d: mujoco.MjData, m: mujoco.MjModel, geoms: np.ndarray, current: f
     dist = np.array([np.linalg.norm((b[0][:2] + b[1][:2]) / 2 - centre) for b in boxes])
     mid = np.array([(b[0][:2] + b[1][:2]) / 2 for b in boxes])
     near = np.linalg.norm(mid - mid[int(np.argmax(dist))], axis=1) <= HANDLE_SPAN
-    part = np.asarray(geoms)[(dist >= dist.max() - HANDLE_REACH) & near]
+    solid = bool(core[1][2] >= lo[2] + SOLID_CORE * (hi[2] - lo[2]))
+    reach = HANDLE_REACH if solid else HOLLOW_HANDLE_REACH
+    part = np.asarray(geoms)[(dist >= dist.max() - reach) & near]
     yaw, width = narrowest(geom_corners(d, m, part), current)
     if width > RIM_WIDTH or dist.max() - np.median(dist) < HANDLE_OUT:
         return None
-    solid = bool(core[1][2] >= lo[2] + SOLID_CORE * (hi[2] - lo[2]))
     share = HANDLE_SHARE if solid else HOLLOW_HANDLE_SHARE
     if len(part) > max(HANDLE_GEOMS, share * len(geoms)):
         return None  # a tilted bowl's raised side, not a handle
