@@ -93,6 +93,26 @@ def narrowest(corners: np.ndarray, current: float) -> tuple[float, float]:
     return float(_ANGLES[i]), float(width[i])
 
 
+def swinging_geoms(model: mujoco.MjModel) -> np.ndarray:
+    """Colliding geom ids of the fixtures' parts that turn on a hinge (a microwave's door, a
+    stove's knob) and those carried by them: a hand that meets one swings it, as it pushes a
+    movable object."""
+    hinged = set()
+    for b in range(1, model.nbody):
+        name = model.body(b).name
+        if name.startswith(("robot", "gripper", "mount")):
+            continue
+        a = b
+        while a > 0 and not any(
+            model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE
+            for j in range(model.body_jntadr[a], model.body_jntadr[a] + model.body_jntnum[a])
+        ):
+            a = int(model.body_parentid[a])
+        if a > 0:
+            hinged.add(b)
+    return np.concatenate([collision_geoms(model, b) for b in sorted(hinged)] or [np.zeros(0, int)])
+
+
 def closing_yaw(corners: np.ndarray, current: float) -> float:
     """The closing direction (yaw, rad) of `narrowest`."""
     return narrowest(corners, current)[0]

@@ -51,6 +51,7 @@ from coda.libero.panda_outline import (
     handle_of,
     narrowest,
     near_segment,
+    swinging_geoms,
     world_box,
     wrap,
 )
@@ -163,6 +164,9 @@ class PandaPickPlace:
         movable = [n for n, _ in p.objects if n != obj]
         self.movable = [g for g in (body_geoms(m, n) for n in movable) if len(g)]
         self._movable = np.concatenate(self.movable) if self.movable else np.zeros(0, int)
+        # what the way across to the object passes over (`pass_height`): what the hand would
+        # push, movable objects and hinged fixture parts (an open door it swung into a mug)
+        self._pushed = np.union1d(self._movable, swinging_geoms(m))
         # the boxes `_hand_clear` keeps the hand off: one round each movable object (small,
         # compact), one round each geom of a fixture (large, its parts at many heights: one box
         # round a microwave with its door open blocked every side of a mug beside it, and the
@@ -375,9 +379,9 @@ class PandaPickPlace:
             if plan.phase == 1:  # above the object (or beside it), across over what stands
                 far = np.linalg.norm(gxy - site[:2]) > REACHED  # on the way (`panda_ways`)
                 over = np.r_[gxy + shift, max(top + CLEAR, plan.travel_z)]
-                if plan.pass_z is None:  # over the movable objects the fingers would
-                    hand = Clearance(env, d, set(self.geoms[plan.obj].tolist()), ())  # topple
-                    hand.others = np.intersect1d(hand.others, self._movable)
+                if plan.pass_z is None:  # over what the fingers would push (`_pushed`)
+                    hand = Clearance(env, d, set(self.geoms[plan.obj].tolist()), ())
+                    hand.others = np.intersect1d(hand.others, self._pushed)
                     now = self._yaw(d)
                     plan.pass_z = pass_height(hand, site, over, (now, now + yaw))
                 return (
