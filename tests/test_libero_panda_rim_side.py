@@ -61,3 +61,21 @@ def test_the_side_under_the_open_door_is_refused_and_another_is_taken(env):
 def test_the_mug_beside_the_open_door_is_placed():
     env = batch("libero_90", TASK, [11])
     assert all_succeed(env, PC.PandaPlanner(env), "libero_90")
+
+
+def test_hinged_fixture_parts_count_as_pushed_on_the_way_across(env):
+    """The open door and a stove's knob turn on hinges; the robot's own joints do not count."""
+    m = env.model
+    swinging = PO.swinging_geoms(m)
+    names = {m.body(m.geom_bodyid[g]).name for g in swinging}
+    assert names == {"microwave_1/microdoorroot"}
+    stage = _stage(PC.PandaPlanner(env))
+    assert set(swinging.tolist()) <= set(stage._pushed.tolist())
+    assert set(stage._movable.tolist()) <= set(stage._pushed.tolist())
+
+
+@pytest.mark.slow
+def test_the_way_to_the_mugs_far_side_passes_over_the_open_door():
+    """States 24 and 39: the hand crossed under the door's top edge and swung it into the mug."""
+    env = batch("libero_90", TASK, [24, 39])
+    assert all_succeed(env, PC.PandaPlanner(env), "libero_90")
