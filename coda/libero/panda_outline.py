@@ -93,24 +93,20 @@ def narrowest(corners: np.ndarray, current: float) -> tuple[float, float]:
     return float(_ANGLES[i]), float(width[i])
 
 
-def swinging_geoms(model: mujoco.MjModel) -> np.ndarray:
-    """Colliding geom ids of the fixtures' parts that turn on a hinge (a microwave's door, a
-    stove's knob) and those carried by them: a hand that meets one swings it, as it pushes a
+def swinging_geoms(model: mujoco.MjModel, geoms) -> np.ndarray:
+    """Those of `geoms` (a scene's fixtures') on a part that turns on a hinge (a microwave's
+    door, a stove's knob) or is carried by one: a hand that meets one swings it, as it pushes a
     movable object."""
-    hinged = set()
-    for b in range(1, model.nbody):
-        name = model.body(b).name
-        if name.startswith(("robot", "gripper", "mount")):
-            continue
-        a = b
-        while a > 0 and not any(
-            model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE
-            for j in range(model.body_jntadr[a], model.body_jntadr[a] + model.body_jntnum[a])
-        ):
-            a = int(model.body_parentid[a])
-        if a > 0:
-            hinged.add(b)
-    return np.concatenate([collision_geoms(model, b) for b in sorted(hinged)] or [np.zeros(0, int)])
+
+    def swings(b: int) -> bool:
+        while b > 0:
+            first, n = model.body_jntadr[b], model.body_jntnum[b]
+            if (model.jnt_type[first : first + n] == mujoco.mjtJoint.mjJNT_HINGE).any():
+                return True
+            b = int(model.body_parentid[b])
+        return False
+
+    return np.array([g for g in geoms if swings(int(model.geom_bodyid[g]))], int)
 
 
 def closing_yaw(corners: np.ndarray, current: float) -> float:

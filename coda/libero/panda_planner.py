@@ -164,15 +164,15 @@ class PandaPickPlace:
         movable = [n for n, _ in p.objects if n != obj]
         self.movable = [g for g in (body_geoms(m, n) for n in movable) if len(g)]
         self._movable = np.concatenate(self.movable) if self.movable else np.zeros(0, int)
-        # what the way across to the object passes over (`pass_height`): what the hand would
-        # push, movable objects and hinged fixture parts (an open door it swung into a mug)
-        self._pushed = np.union1d(self._movable, swinging_geoms(m))
         # the boxes `_hand_clear` keeps the hand off: one round each movable object (small,
         # compact), one round each geom of a fixture (large, its parts at many heights: one box
         # round a microwave with its door open blocked every side of a mug beside it, and the
         # fallback side was the one under the door)
         fixed = np.setdiff1d(np.concatenate(self.others), self._movable) if self.others else ()
         self._outlines = self.movable + [np.array([g]) for g in fixed]
+        # what the way across to the object passes over (`pass_height`): what the hand would
+        # push, movable objects and hinged fixture parts (an open door it swung into a mug)
+        self._pushed = np.union1d(self._movable, swinging_geoms(m, fixed))
         self.fingertips = _finger_geoms(m)
         self.finger_joint = m.joint(PD.FINGER_JOINTS[0]).id
         self.plans = [Plan(obj, target, is_site, phase=self.first) for _ in env.datas]
