@@ -54,6 +54,10 @@ def get_config(arg: str | None = None) -> ConfigDict:
     # fixtures where LIBERO's env.seed(s); env.reset() puts them (coda.libero.placement), s =
     # this; -1 = the centres of their regions (LIBERO samples them within about 1 cm per reset)
     c.panda.fixture_seed = -1
+    # True: as openpi's / OpenVLA-OFT's LIBERO clients run (fixture_seed 7 / 0): env.seed once per
+    # task, one reset per episode, so initial state s gets the (s + 1)-th reset's fixtures (each
+    # state in its own environment); False: the first reset's placement for every state
+    c.panda.fixture_chain = False
     c.openpi = ConfigDict()  # an openpi:<dir> checkpoint: what its params do not store
     c.openpi.action_horizon = 10  # actions predicted per inference (pi05_libero: 10)
     c.openpi.replan_steps = 5  # of them executed before the next inference (openpi's client: 5)

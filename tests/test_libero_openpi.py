@@ -253,6 +253,7 @@ def test_config_refusals_are_one_line(ckpt, tmp_path):
         ({"openpi.replan_steps": 5}, "openpi.replan_steps=5 must be in [1, openpi.action_horizon=4]"),
         ({"panda.batch": 0}, "panda.batch=0 must be an integer >= 1"),
         ({"panda.fixture_seed": -2}, "panda.fixture_seed=-2 must be an integer >= -1"),
+        ({"panda.fixture_chain": True}, "panda.fixture_chain=True needs panda.fixture_seed >= 0"),
     ):  # fmt: skip
         fields = {"policy": f"openpi:{ckpt}", **fields}
         got = E.config_problems(_panda_config(**fields))

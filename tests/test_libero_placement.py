@@ -119,3 +119,54 @@ def test_reset_count_matters_only_with_articulated_states(libero_data):
     assert PL.fixture_placements(drawer, 7, 1) != PL.fixture_placements(drawer, 7, 2)
     with pytest.raises(ValueError, match="the first reset of an env is 1"):
         PL.fixture_placements(drawer, 7, 0)
+
+
+CHAIN = os.path.join(
+    os.path.dirname(__file__), "..", "benchmarks", "results", "libero_fixture_chain.json"
+)
+
+
+def test_chained_replay_matches_the_reference_episodes(libero_data):
+    """openpi's protocol (env.seed once per task, one reset per episode): every fixture of every
+    traced task and episode as LIBERO placed it (benchmarks/libero_fixture_chain.py)."""
+    with open(CHAIN) as f:
+        res = json.load(f)
+    assert all(r["same_draws"] for r in res["episodes"])
+    tasks, later = {}, 0
+    for r in res["rows"]:
+        key = (r["suite"], r["task"])
+        if key not in tasks:
+            tasks[key] = S.load_task(*key)
+        got = PL.fixture_placements(tasks[key], r["seed"], r["reset"], chained=True)
+        np.testing.assert_allclose(got[r["fixture"]].pos, r["ref_pos"], atol=1e-6, err_msg=str(key))
+        dyaw = (got[r["fixture"]].yaw - r["ref_yaw"] + math.pi) % (2 * math.pi) - math.pi
+        assert abs(dyaw) < 1e-6, (key, r["fixture"])
+        later += r["reset"] > 1 and r["unchained_err_m"] > 1e-3
+    assert len(tasks) >= 80 and later > 100  # later episodes' fixtures do move
+
+
+def test_chained_first_reset_is_the_seeded_one(libero_data):
+    for suite in ("libero_goal", "libero_10"):
+        for name in suites.tasks(suite):
+            task = S.load_task(suite, name)
+            assert PL.fixture_placements(task, 7, 1, chained=True) == PL.fixture_placements(
+                task, 7, 1
+            )
+            assert PL.fixture_placements(task, 7, 2, chained=True) != PL.fixture_placements(
+                task, 7, 2
+            ) or not PL.fixture_placements(task, 7)
+
+
+def test_evaluation_chains_fixtures_per_initial_state(libero_data, tmp_path):
+    """fixture_chain: initial state s runs alone, with the (s + 1)-th reset's placement."""
+    from coda.libero import evaluate_panda as EP
+
+    cfg = _panda_config(tmp_path)
+    cfg.panda.fixture_chain, cfg.init_states, cfg.init_offset, cfg.panda.batch = True, 2, 3, 10
+    units = EP.task_units(cfg, 0, suites.tasks("libero_goal")[0], "libero_goal", [3, 4])
+    assert [(u.indices, u.size) for u in units] == [((3,), 1), ((4,), 1)]
+    env = EP._env(cfg, units[1])
+    want = PL.place_fixtures(env.pt.model, env.pt.task, 7, 5, chained=True)
+    np.testing.assert_array_equal(env.model.body_pos, want.body_pos)
+    res = EP.evaluate(cfg, tmp_path)
+    assert res["fixture_chain"] and [e["init"] for e in res["per_episode"]] == [3, 4]

@@ -11,6 +11,10 @@ Per task (LIBERO's task order 0) and seed (one env per task, reset once per seed
 every `np.random` call made by the reset (function, arguments, result, the calling file:line),
 then each fixture's model `body_pos` / `body_quat` (w, x, y, z) in LIBERO's world frame after
 the reset (`set_init_state` does not restore them).
+
+`--chain=N` traces openpi's and OpenVLA-OFT's evaluation protocol instead: per task one env,
+`env.seed(s)` once per seed, then N episodes of `env.reset(); env.set_init_state(init_k)` and
+`--chain_steps` no-op steps ([0]*6 + [-1]); the rows are keyed "<seed>/<k>" (k = 1..N).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def _hook(np, log: list) -> None:
         setattr(np.random, name, wrap)
 
 
-def task_envs(suites: str):
+def task_envs(suites: str, tasks: str = ""):
     """(suite name, suite, task id, task, env) for every task of the comma-separated `suites`
     (LIBERO's task order 0): one fresh OffScreenRenderEnv per task, closed after its turn."""
     from libero.libero import benchmark, get_libero_path
@@ -57,6 +61,8 @@ def task_envs(suites: str):
     for suite_name in suites.split(","):
         suite = benchmark.get_benchmark_dict()[suite_name](task_order_index=0)
         for tid in range(suite.n_tasks):
+            if tasks and str(tid) not in tasks.split(","):
+                continue
             task = suite.get_task(tid)
             bddl = Path(get_libero_path("bddl_files")) / task.problem_folder / task.bddl_file
             env = OffScreenRenderEnv(bddl_file_name=str(bddl), camera_heights=32, camera_widths=32)
@@ -66,11 +72,46 @@ def task_envs(suites: str):
                 env.close()
 
 
+def _fixtures(env) -> dict:
+    inner = env.env
+    fixtures = {}
+    for n in sorted(inner.fixtures_dict):
+        b = inner.sim.model.body_name2id(inner.fixtures_dict[n].root_body)
+        fixtures[n] = {
+            "pos": [float(v) for v in inner.sim.model.body_pos[b]],
+            "quat": [float(v) for v in inner.sim.model.body_quat[b]],
+        }
+    return fixtures
+
+
+def _chain(env, suite, tid, seeds, args, log, row) -> None:
+    """openpi's protocol: seed once, then reset + set_init_state + no-op steps per episode; the
+    draws of each episode (its reset and its steps) and the fixtures after its reset."""
+    inits = suite.get_task_init_states(tid)
+    for s in seeds:
+        env.seed(s)
+        for k in range(args.chain):
+            log.clear()
+            env.reset()
+            fixtures = _fixtures(env)
+            env.set_init_state(inits[k % len(inits)])
+            for _ in range(args.chain_steps):
+                env.step([0.0] * 6 + [-1.0])
+            row["seeds"][f"{s}/{k + 1}"] = {
+                "reset": k + 1,
+                "draws": list(log),
+                "fixtures": fixtures,
+            }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suites", default="libero_spatial,libero_object,libero_goal,libero_10")
     p.add_argument("--seeds", default="0,7")
     p.add_argument("--out", required=True)
+    p.add_argument("--tasks", default="", help="comma-separated task ids (default: all)")
+    p.add_argument("--chain", type=int, default=0, help="episodes per env.seed (0: reseed)")
+    p.add_argument("--chain_steps", type=int, default=5, help="no-op steps per chained episode")
     args = p.parse_args()
     os.environ.setdefault("MUJOCO_GL", "egl")
     import numpy as np
@@ -84,22 +125,19 @@ def main() -> None:
         "tasks": [],
     }
     t0 = time.time()
-    for suite_name, _, tid, task, env in task_envs(args.suites):
+    for suite_name, suite, tid, task, env in task_envs(args.suites, args.tasks):
         row = {"suite": suite_name, "task_id": tid, "task": task.name, "seeds": {}}
+        if args.chain:
+            _chain(env, suite, tid, seeds, args, log, row)
+            out["tasks"].append(row)
+            print(f"{suite_name} {tid} {time.time() - t0:.0f}s", flush=True)
+            continue
         for k, s in enumerate(seeds):
             env.seed(s)
             log.clear()
             env.reset()
-            inner = env.env
-            fixtures = {}
-            for n in sorted(inner.fixtures_dict):
-                b = inner.sim.model.body_name2id(inner.fixtures_dict[n].root_body)
-                fixtures[n] = {
-                    "pos": [float(v) for v in inner.sim.model.body_pos[b]],
-                    "quat": [float(v) for v in inner.sim.model.body_quat[b]],
-                }
             # reset: this env's k-th reset (LIBERO's joint samplers pile up per model load)
-            row["seeds"][str(s)] = {"reset": k + 1, "draws": list(log), "fixtures": fixtures}
+            row["seeds"][str(s)] = {"reset": k + 1, "draws": list(log), "fixtures": _fixtures(env)}
         out["tasks"].append(row)
         print(f"{suite_name} {tid} {time.time() - t0:.0f}s", flush=True)
     Path(args.out).write_text(json.dumps(out, indent=0))

@@ -191,6 +191,11 @@ def panda_problems(config: Any) -> list[str]:
         v = config.panda.get(field)
         if not isinstance(v, int) or v < lo:
             out.append(f"panda.{field}={v!r} must be an integer >= {lo}")
+    chain = config.panda.get("fixture_chain", False)
+    if not isinstance(chain, bool):
+        out.append(f"panda.fixture_chain={chain!r} must be True or False")
+    elif chain and config.panda.get("fixture_seed") == -1:
+        out.append("panda.fixture_chain=True needs panda.fixture_seed >= 0 (the env's seed)")
     return out
 
 

@@ -6,7 +6,9 @@ LIBERO clients run it:
   (`init_offset` / `init_states`; LIBERO: 50):
     reset to the stored state (fixtures at the centres of their regions, or with `fixture_seed`
     where LIBERO's `env.seed(fixture_seed); env.reset()` puts them: the same placement for
-    every episode, where LIBERO's clients seed once and draw a new one per reset);
+    every episode; with `fixture_chain` as well, where openpi's and OpenVLA-OFT's clients get
+    them: the env seeded once per task and reset once per episode, so initial state s is run
+    with the (s + 1)-th reset's placement, in a PandaEnv of its own);
     `wait_steps` (10) no-op steps [0]*6 + [-1] so the objects settle (not counted, success
     not read); then up to the suite's step cap (220 / 280 / 300 / 520 / 400 for spatial /
     object / goal / 10 / 90, `suites.step_cap`; `max_steps` overrides) policy steps; the
@@ -228,10 +230,20 @@ class Unit:
 
 
 def task_units(config: Any, k: int, name: str, src: str, indices: list[int]) -> list[Unit]:
-    size = min(int(config.panda.batch), len(indices))
+    # a chained placement differs per initial state, so each runs in its own environment
+    size = 1 if _chained(config) else min(int(config.panda.batch), len(indices))
     return [
         Unit(k, name, src, j, tuple(idx), size) for j, idx in enumerate(_batches(indices, size))
     ]
+
+
+def _chained(config: Any) -> bool:
+    return bool(config.panda.get("fixture_chain", False)) and int(config.panda.fixture_seed) >= 0
+
+
+def _reset(config: Any, unit: Unit) -> int:
+    """Which reset of a LIBERO env the unit's fixtures are placed by."""
+    return unit.indices[0] + 1 if _chained(config) else 1
 
 
 def _env(config: Any, unit: Unit) -> PandaEnv:
@@ -239,6 +251,7 @@ def _env(config: Any, unit: Unit) -> PandaEnv:
     level = perturb.parse_layout(config.perturbation)
     return PandaEnv(
         unit.src, unit.name, n_envs=unit.size, fixture_seed=None if seed < 0 else seed,
+        fixture_reset=_reset(config, unit), fixture_chained=_chained(config),
         obs_perturbation=perturb.parse_obs(config.perturbation, config.seed),
         layout_shift=None if level is None else (level, int(config.seed)),
     )  # fmt: skip
@@ -249,7 +262,7 @@ def run_unit(config: Any, unit: Unit, actor, max_steps: int, gifs, envs: dict) -
     {"unsupported": why} where its task's scene or stored states do not load with the Panda.
     `gifs`: (run folder, GIFs per task) of each task's first episodes; `envs`: the caller's
     cache, holding the environment of the last task run."""
-    key = (unit.src, unit.name, unit.size)
+    key = (unit.src, unit.name, unit.size, _reset(config, unit))
     try:
         if key not in envs:
             envs.clear()  # one task's environment at a time
@@ -427,6 +440,7 @@ def evaluate(
         "replan_steps": actor.replan if isinstance(actor, OpenpiActor) else 1,
         "wait_steps": int(config.panda.wait_steps),
         "fixture_seed": int(config.panda.fixture_seed),
+        "fixture_chain": _chained(config),
         "max_steps": max_steps,
         "control_dt": E.LIBERO_CONTROL_DT,
         "episodes": n,

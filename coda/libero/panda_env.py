@@ -82,17 +82,20 @@ class PandaEnv:
         obs_timing: str = "robosuite",
         fixture_seed: int | None = None,
         fixture_reset: int = 1,
+        fixture_chained: bool = False,
         obs_perturbation: PT.ObsPerturbation | None = None,
         layout_shift: tuple[int, int] | None = None,
     ):
         """`fixture_seed`: the fixtures where LIBERO's `env.seed(fixture_seed); env.reset()` puts
         them (`coda.libero.placement`) on the `fixture_reset`-th reset of a LIBERO env, for
-        every environment of this one; None: the centres of their regions."""
+        every environment of this one (`fixture_chained`: the env seeded once, before its first
+        reset, as openpi's LIBERO client does); None: the centres of their regions."""
         if obs_timing not in ("robosuite", "end"):
             raise ValueError(f"obs_timing {obs_timing!r}: valid 'robosuite', 'end'")
         self.obs_timing = obs_timing
         self.pt = PD.compile_panda_task(suite, name)
         self.fixture_seed, self.fixture_reset = fixture_seed, int(fixture_reset)
+        self.fixture_chained = bool(fixture_chained)
         self.model = self._placed(self.pt.model)
         self.cfg = cfg
         self.image_size = image_size
@@ -123,7 +126,9 @@ class PandaEnv:
         """`model`, or with `fixture_seed` a copy with the fixtures at LIBERO's placement."""
         if self.fixture_seed is None:
             return model
-        return placement.place_fixtures(model, self.pt.task, self.fixture_seed, self.fixture_reset)
+        return placement.place_fixtures(
+            model, self.pt.task, self.fixture_seed, self.fixture_reset, self.fixture_chained
+        )
 
     @property
     def n_envs(self) -> int:

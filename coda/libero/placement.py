@@ -18,11 +18,23 @@ reset draws, in this order (traced in the reference environment:
    its range shrunk by its radius on tables that ask for it); the try that is kept then draws
    the rotation (one `uniform` per rotated axis). Fixtures are never retried.
 
-Everything after the fixtures (objects on other objects' sites, in containers) cannot move a
-fixture, so it is not replayed. Object sizes come from the assets' `horizontal_radius_site`,
-`top_site` and `bottom_site` (LIBERO's own values: equal on every category, checked against the
-reference); the number of rotation draws of a category comes from LIBERO's object classes, which
-are code, not asset files: `ROTATION_DRAWS` lists the categories that draw more than one.
+Then, after every fixture and table object (so they cannot move a fixture, only shift the draws of
+the env's next reset):
+
+4. one sampler per `On(object, region)` of :init whose region is another object's or a fixture's
+   site, then one per `In(object, region)`, then one per `On(object, object)`, each in :init
+   order: `uniform` x, `uniform` y (a single range: its `randint` draws nothing), then its
+   rotation draws. Each is taken at its first try (checked against the reference: every
+   reset of every task of the five suites).
+
+`chained=True` replays openpi's and OpenVLA-OFT's LIBERO protocol: `env.seed(s)` once per task,
+then one `env.reset()` per episode, so the `reset`-th reset draws on from where the reset before
+it stopped (the steps in between draw nothing).
+
+Object sizes come from the assets' `horizontal_radius_site`, `top_site` and `bottom_site`
+(LIBERO's own values: equal on every category, checked against the reference); the number of
+rotation draws of a category comes from LIBERO's object classes, which are code, not asset files:
+`ROTATION_DRAWS` lists the categories that draw more than one.
 """
 
 from __future__ import annotations
@@ -145,16 +157,29 @@ def _valid(x: float, y: float, z: float, size: Size, placed: list[Placed]) -> bo
     return True
 
 
-def reset_placements(task, seed: int, reset: int = 1) -> dict[str, Placed]:
+def reset_placements(task, seed: int, reset: int = 1, chained: bool = False) -> dict[str, Placed]:
     """Every thing LIBERO's base samplers place on `env.seed(seed); env.reset()` of `task` (a
     `coda.libero.scene.LiberoTask`), by name, in LIBERO's world frame; `reset`: which reset of
-    the env this is (1 = the first after it was built; matters only with articulated states)."""
+    the env this is (1 = the first after it was built; matters only with articulated states, or
+    with `chained`: the env was seeded once, before its first reset)."""
     if int(reset) < 1:
         raise ValueError(f"reset={reset!r}: the first reset of an env is 1")
-    problem, ws = task.problem, task.workspace
     rs = np.random.RandomState(int(seed))
+    if not chained:
+        return _draw_reset(rs, task, int(reset), conditional=False)
+    for k in range(1, int(reset)):
+        _draw_reset(rs, task, k, conditional=True)
+    return _draw_reset(rs, task, int(reset), conditional=True)
+
+
+def _draw_reset(
+    rs: np.random.RandomState, task, reset: int, conditional: bool
+) -> dict[str, Placed]:
+    """One reset's draws from `rs` (the numbered steps above; step 4 only if `conditional`):
+    the things the table samplers placed, by name."""
+    problem, ws = task.problem, task.workspace
     rs.randn(PANDA_DOF)
-    for _ in range(_property_states(problem) * (int(reset) + 1)):
+    for _ in range(_property_states(problem) * (reset + 1)):
         rs.uniform()
     ref = (ws.offset[0], ws.offset[1], ws.offset_z)
     shrink = SHRINK_BY_RADIUS.get(problem.problem, True)
@@ -180,20 +205,47 @@ def reset_placements(task, seed: int, reset: int = 1) -> dict[str, Placed]:
             for _ in range(ROTATION_DRAWS.get(cat, 1)):
                 rs.uniform()
         placed.append(Placed(name, (x, y, z), yaw, size))
+    if conditional:
+        for name in _conditional_objects(problem):
+            rs.uniform(size=2)  # x, y in the site's range (their values move no fixture)
+            for _ in range(ROTATION_DRAWS.get(problem.category(name), 1)):
+                rs.uniform()
     return {p.name: p for p in placed}
 
 
-def fixture_placements(task, seed: int, reset: int = 1) -> dict[str, Placed]:
+def _conditional_objects(problem) -> list[str]:
+    """The objects LIBERO's conditional samplers place, in their order (step 4 above)."""
+    objects = {n for n, _ in problem.objects}
+    things = objects | _fixtures(problem)
+    on_sites, into, on_objects = [], [], []
+    for atom in problem.init:
+        if len(atom) != 3:
+            continue
+        kind, name, where = atom
+        if kind == "on" and where in objects:
+            on_objects.append(name)
+        elif kind == "in" and where in problem.regions:
+            into.append(name)
+        elif kind == "on" and where in problem.regions and problem.regions[where].target in things:
+            on_sites.append(name)
+    return on_sites + into + on_objects
+
+
+def fixture_placements(task, seed: int, reset: int = 1, chained: bool = False) -> dict[str, Placed]:
     """The fixtures of `reset_placements` (LIBERO's world frame)."""
     fixtures = _fixtures(task.problem)
-    return {n: p for n, p in reset_placements(task, seed, reset).items() if n in fixtures}
+    placed = reset_placements(task, seed, reset, chained)
+    return {n: p for n, p in placed.items() if n in fixtures}
 
 
-def place_fixtures(model: mujoco.MjModel, task, seed: int, reset: int = 1) -> mujoco.MjModel:
+def place_fixtures(
+    model: mujoco.MjModel, task, seed: int, reset: int = 1, chained: bool = False
+) -> mujoco.MjModel:
     """A copy of a compiled LIBERO scene (our frame, `scene.to_ours`) with every fixture body
-    where the `reset`-th `env.seed(seed); env.reset()` of a LIBERO env puts it."""
+    where the `reset`-th `env.seed(seed); env.reset()` of a LIBERO env puts it (`chained`: the
+    `reset`-th reset after one `env.seed(seed)`)."""
     out = copy.deepcopy(model)
-    for name, p in fixture_placements(task, seed, reset).items():
+    for name, p in fixture_placements(task, seed, reset, chained).items():
         b = out.body(name).id
         out.body_pos[b] = S.to_ours(np.asarray(p.pos), task.workspace)
         out.body_quat[b] = (math.cos(p.yaw / 2), 0.0, 0.0, math.sin(p.yaw / 2))
