@@ -26,11 +26,16 @@ import argparse
 import json
 import math
 import pathlib
+import sys
 
 import numpy as np
 
-from coda.libero import placement as PL
-from coda.libero import scene as S
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.libero_fixture_placement import _dyaw, _yaw  # noqa: E402
+from coda.libero import placement as PL  # noqa: E402
+from coda.libero import scene as S  # noqa: E402
 
 
 class _Calls(np.random.RandomState):
@@ -74,15 +79,6 @@ def _replay_calls(task, seed: int, episodes: int) -> list[list[str]]:
         PL._draw_reset(rs, task, k, conditional=True)
         out.append(rs.calls[start:])
     return out
-
-
-def _yaw(q_wxyz) -> float:
-    w, _, _, z = q_wxyz
-    return 2.0 * math.atan2(z, w)
-
-
-def _dyaw(a: float, b: float) -> float:
-    return abs((a - b + math.pi) % (2 * math.pi) - math.pi)
 
 
 def compare(trace: dict) -> tuple[list[dict], list[dict]]:

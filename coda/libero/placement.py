@@ -124,17 +124,22 @@ def _fixtures(problem) -> set[str]:
     return {n for n, c in problem.fixtures if c not in assets.WORKSPACES}
 
 
+def _on_a_site(problem, region: str) -> bool:
+    """Whether `region` is another object's or a fixture's site (not the workspace's): what is
+    put there is placed after every fixture (step 4 above)."""
+    things = {n for n, _ in problem.objects} | _fixtures(problem)
+    return problem.regions[region].target in things
+
+
 def _sampled_atoms(problem) -> list[tuple[str, str, bool]]:
     """(thing, region, is_fixture) of the :init atoms LIBERO's base samplers place, in order."""
     fixtures = _fixtures(problem)
-    things = {n for n, _ in problem.objects} | fixtures
     out = []
     for atom in problem.init:
         if len(atom) != 3 or atom[0] != "on" or atom[2] not in problem.regions:
             continue
-        if problem.regions[atom[2]].target in things:
-            continue  # on another object's / fixture's site: sampled after every fixture
-        out.append((atom[1], atom[2], atom[1] in fixtures))
+        if not _on_a_site(problem, atom[2]):
+            out.append((atom[1], atom[2], atom[1] in fixtures))
     return out
 
 
@@ -216,7 +221,6 @@ def _draw_reset(
 def _conditional_objects(problem) -> list[str]:
     """The objects LIBERO's conditional samplers place, in their order (step 4 above)."""
     objects = {n for n, _ in problem.objects}
-    things = objects | _fixtures(problem)
     on_sites, into, on_objects = [], [], []
     for atom in problem.init:
         if len(atom) != 3:
@@ -226,7 +230,7 @@ def _conditional_objects(problem) -> list[str]:
             on_objects.append(name)
         elif kind == "in" and where in problem.regions:
             into.append(name)
-        elif kind == "on" and where in problem.regions and problem.regions[where].target in things:
+        elif kind == "on" and where in problem.regions and _on_a_site(problem, where):
             on_sites.append(name)
     return on_sites + into + on_objects
 
