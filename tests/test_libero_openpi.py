@@ -342,3 +342,32 @@ def test_launch_answers_corrupt_params_in_one_line_and_writes_nothing(ckpt, tmp_
     line = [x for x in out.stderr.splitlines() if x.startswith("policy=")]
     assert len(line) == 1 and f"params {trunc}/params unreadable (" in line[0], out.stderr[-2000:]
     assert not workdir.exists()
+
+
+def test_a_failed_restore_silences_only_its_own_abandoned_reads(ckpt, tmp_path, caplog):
+    """The other arrays' reads of a failed restore end later, each as asyncio's "Task exception
+    was never retrieved" when its task is collected (when depends on the garbage collector, so the
+    launch test above cannot pin it): those records name the checkpoint and are dropped; the same
+    record for another path, and any other asyncio record, are still logged."""
+    import asyncio
+    import logging
+
+    from coda.policy import load_openpi
+
+    trunc = _truncated_params(ckpt, tmp_path / "trunc")
+    with pytest.raises(ValueError):
+        load_openpi(str(trunc / "params"))
+    loop = asyncio.new_event_loop()
+    try:
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            for where in (trunc / "params", tmp_path / "elsewhere"):
+                error = ValueError(f'OUT_OF_RANGE: Error reading "x" at local file "{where}/"')
+                loop.call_exception_handler(
+                    {"message": "Task exception was never retrieved", "exception": error}
+                )
+            loop.call_exception_handler({"message": "something else", "exception": ValueError()})
+    finally:
+        loop.close()
+    logged = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    assert len(logged) == 2 and "something else" in logged[1], logged
+    assert [r.exc_info[1] for r in caplog.records][0].args[0].endswith(f'"{tmp_path}/elsewhere/"')

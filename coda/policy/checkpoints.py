@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -36,13 +38,32 @@ def tree_metadata_keys(path: str) -> list[tuple[str, ...]]:
     return [tuple(k["key"] for k in v["key_metadata"]) for v in meta["tree_metadata"].values()]
 
 
-def _drop_abandoned_reads() -> Any:
+class _AbandonedReadLogs(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" records for reads of one checkpoint
+    (their exception names its directory): the other arrays' failed reads of a restore that has
+    already raised on the first one."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = os.path.abspath(path)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        abandoned = str(record.msg).startswith("Task exception was never retrieved")
+        return not (abandoned and exc is not None and self.path in str(exc))
+
+
+def _drop_abandoned_reads(path: str) -> Callable[[], None]:
     """A restore that fails on one array (a truncated or corrupt file) closes orbax's event loop
-    while tensorstore still finishes the other arrays' reads; each of those then reports "Event
-    loop is closed" as an unraisable exception, dozens of tracebacks around the real error. Those,
-    and only those, are dropped (for the rest of the process when the restore fails: they keep
-    coming after it); any other unraisable goes to the previous hook, which is returned."""
+    while tensorstore still finishes the other arrays' reads. Each of those then reports either
+    "Event loop is closed" as an unraisable exception or, when its task is collected, asyncio's
+    "Task exception was never retrieved" with its own read error: dozens of tracebacks around the
+    real error. Those, and only those, are dropped (for the rest of the process when the restore
+    fails: they keep coming after it); any other unraisable goes to the previous hook and any other
+    asyncio record is logged. Returns the function that undoes both (for a restore that read
+    everything)."""
     previous = sys.unraisablehook
+    logs = _AbandonedReadLogs(path)
 
     def hook(unraisable) -> None:
         e = unraisable.exc_value
@@ -51,7 +72,13 @@ def _drop_abandoned_reads() -> Any:
         previous(unraisable)
 
     sys.unraisablehook = hook
-    return previous
+    logging.getLogger("asyncio").addFilter(logs)
+
+    def undo() -> None:
+        sys.unraisablehook = previous
+        logging.getLogger("asyncio").removeFilter(logs)
+
+    return undo
 
 
 def load_openpi(path: str, *, expected: Params | None = None, dtype: Any | None = None) -> Params:
@@ -66,12 +93,12 @@ def load_openpi(path: str, *, expected: Params | None = None, dtype: Any | None 
     keys = tree_metadata_keys(path)
     restore_args = unflatten_dict({k: ocp.RestoreArgs(restore_type=np.ndarray) for k in keys})
     ckptr = ocp.PyTreeCheckpointer()
-    previous_hook = _drop_abandoned_reads()  # before: the first may come before orbax raises
+    undo = _drop_abandoned_reads(path)  # before: the first may come before orbax raises
     try:
         tree = ckptr.restore(path, args=ocp.args.PyTreeRestore(restore_args=restore_args))
     finally:
         ckptr.close()
-    sys.unraisablehook = previous_hook  # read whole: no read was abandoned
+    undo()  # read whole: no read was abandoned
     flat = flatten_dict(tree)
     if all(k[0] == "params" for k in flat):
         flat = {k[1:]: v for k, v in flat.items()}
