@@ -54,6 +54,9 @@ HOME_NEAR, HOME_TURNED = 0.03, np.deg2rad(5.0)  # between stages: near enough th
 ROOM_TOL = 0.002  # m: a drawer pulled for room aims this far inside its joint's limit
 REVISIT_WAIT = 10  # steps the plan, its stages done, waits for an undone atom before going back
 VERTICAL_CLOSING = 0.7  # the fingers' closing axis this near vertical (|z|): "about vertically"
+RETRACT_TILT = np.deg2rad(70.0)  # a transit from a hand this far from down (about horizontal, as
+# a pull leaves it; pushes and carries tilt it 35-50 deg) retracts first ...
+RETRACT_NEAR = 0.10  # m: ... until this near its target, its orientation held; then turns
 
 
 def _site_of(env, atom: tuple) -> str:
@@ -198,6 +201,7 @@ class _Chain:
     # (False: chosen every step by `wrist_closing`; None: not started)
     idle: int = 0  # steps held still with every stage done and an atom false
     revisited: bool = False  # gone back to an atom undone after its stage
+    retract: bool = False  # the transit's first part: back towards the start, not turning
 
 
 class PandaPlanner:
@@ -244,20 +248,28 @@ class PandaPlanner:
 
     def _transit(self, env, b: int, d: mujoco.MjData) -> tuple[np.ndarray, bool]:
         """Straight back to the start pose (every stage ends clear of what it moved, so the way
-        back towards the robot is free): the arm's posture recovers before the next stage (a
-        hand raised where a drawer was pulled stretches the arm straight, a singular pose the
-        controller cannot leave)."""
+        back towards the robot is free): the arm's posture recovers before the next stage. A hand
+        left tilted far from down (a drawer's or a door's pull) first retracts with its
+        orientation held and turns down only near the start: turned down where the pull ended,
+        the arm straightened its elbow onto the joint's limit, a singular pose the controller
+        never left (a drawer's pull 1 cm farther out, under openpi's per-episode fixtures)."""
         home, closing = self.home[b]
         target = np.r_[home[:2], max(SAFE_Z, home[2])]
         ch = self.chains[b]
         if ch.closing is None:  # the transit's first step
-            _, now = PA.hand_axes(env, d)
+            approach, now = PA.hand_axes(env, d)
+            ch.retract = float(approach @ PA.DOWN) < np.cos(RETRACT_TILT)
             # fingers closing about vertically (a hand left horizontal by a drawer's pull): the
             # turn about the vertical that `wrist_closing` weighs is undefined there, and its
             # sign came out either way (the other way round, the arm wound joint 6 onto its
             # limit and never got home); the closing axis is then the start pose's, signed as
             # there, for the whole transit
             ch.closing = closing if abs(now[2]) > VERTICAL_CLOSING else False
+        if ch.retract:
+            act, err, _ = PA.pose_action(env, d, target, PA.OPEN)  # the orientation goal held
+            ch.retract = err > RETRACT_NEAR
+            if ch.retract:
+                return act, False
         if ch.closing is False:
             closing = wrist_closing(env, d, closing)
         else:
