@@ -20,8 +20,10 @@ DRAWER_BOWL = "open_the_top_drawer_and_put_the_bowl_inside"
 def test_after_a_drawer_pull_the_hand_retracts_and_the_elbow_stays_off_its_limit():
     """openpi's second episode of the task (seed 7, one reset per episode): its cabinet stands 1
     cm farther out than at the first reset. Turned down where the pull ended, the arm
-    straightened its elbow onto joint 4's limit and the hand never got back (the episode failed
-    at the step cap); retracting first keeps the elbow bent and the episode succeeds."""
+    straightened its elbow onto joint 4's limit and the transit never got back (the episode
+    failed at the step cap); retracting first keeps the elbow bent and the transit arrives, so
+    the bowl's stage starts (the episode then succeeds: `libero_panda_planner_goal_chain_
+    retract_r45`)."""
     env = PandaEnv("libero_goal", DRAWER_BOWL, n_envs=1, fixture_seed=7, fixture_reset=2,
                    fixture_chained=True)  # fmt: skip
     env.reset([1])
@@ -30,13 +32,13 @@ def test_after_a_drawer_pull_the_hand_retracts_and_the_elbow_stays_off_its_limit
     planner = PC.PandaPlanner(env)
     j4 = env.model.joint(PD.ARM_JOINTS[3]).id
     upper = env.model.jnt_range[j4, 1]
-    retracted, straightest, done = 0, -np.inf, False
+    retracted, straightest, ch = 0, -np.inf, planner.chains[0]
     for _ in range(suites.step_cap("libero_goal")):
-        done = bool(env.step(planner.act(env))[1][0])
-        retracted += planner.chains[0].retract
+        env.step(planner.act(env))
+        retracted += ch.retract
         straightest = max(straightest, env.datas[0].qpos[env.model.jnt_qposadr[j4]])
-        if done:
+        if ch.k == 1 and ch.started:  # the pull done, the transit arrived
             break
-    assert done
+    assert ch.k == 1 and ch.started and env.atoms_hold(planner.atoms)[0][0]
     assert retracted > 5, retracted  # the transit after the pull retracted for several steps
     assert straightest < upper - 0.2, (straightest, upper)  # the elbow never near straight

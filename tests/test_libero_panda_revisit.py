@@ -18,18 +18,25 @@ BUMP = 0.01  # m: the drawer put back this far past its atom's bound
 
 
 def test_a_drawer_bumped_shut_by_a_later_stage_is_pulled_open_again():
-    """Kitchen 1 "open the top drawer and put the bowl in it", state 5: the drawer is pulled
-    open; at the bowl stage's start it is put back 1 cm past LIBERO's bound, as the bowl's
-    grasp once bumped it (before the grasp came in leaning, `panda_lean`, this state lost the
-    drawer that way by itself), and the bowl ends inside a drawer no longer open. With the
-    drawer's atom still false `REVISIT_WAIT` steps after the last stage, the plan goes back to
-    that stage once, pulls the drawer again and the episode succeeds within LIBERO-90's step
-    cap (before the revisit, the plan held still with its stages done: a failure)."""
+    """Kitchen 1 "open the top drawer and put the bowl in it", state 5, its drawer set open to
+    its joint's limit (the plan skips the pull: its atom holds). At the bowl stage's start the
+    drawer is put back 1 cm past LIBERO's bound, as the bowl's grasp once bumped it (before the
+    grasp came in leaning, `panda_lean`, this state lost the drawer that way by itself), and
+    the bowl ends inside a drawer no longer open. With the drawer's atom still false
+    `REVISIT_WAIT` steps after the last stage, the plan goes back to that stage once, pulls the
+    drawer again and the episode succeeds within LIBERO-90's step cap (before the revisit, the
+    plan held still with its stages done: a failure). The drawer starts open so that the
+    episode holds one pull, not two: with two, its 400 steps were used to the last 4 (and the
+    retract after a pull, `PandaPlanner._transit`, took them)."""
     env = batch("libero_90", BOWL_IN, (5,))
     plan = PC.PandaPlanner(env)
     m, d = env.model, env.datas[0]
     atom = plan.atoms[0]
-    adr = m.jnt_qposadr[PA._joint_of(env, atom)[0]]
+    jid, adr, _ = PA._joint_of(env, atom)
+    opened = m.jnt_range[jid, 0 if atom[1] in ("<", "<=") else 1]
+    d.qpos[adr], d.qvel[:] = opened, 0.0
+    mujoco.mj_forward(m, d)
+    assert env.atoms_hold(plan.atoms)[0][0]
     bumped = undone = done = False
     for _ in range(suites.step_cap("libero_90")):
         ch = plan.chains[0]
