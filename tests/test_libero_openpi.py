@@ -368,6 +368,7 @@ def test_a_failed_restore_silences_only_its_own_abandoned_reads(ckpt, tmp_path, 
             loop.call_exception_handler({"message": "something else", "exception": ValueError()})
     finally:
         loop.close()
-    logged = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    records = [r for r in caplog.records if r.name == "asyncio"]
+    logged = [r.getMessage() for r in records]
     assert len(logged) == 2 and "something else" in logged[1], logged
-    assert [r.exc_info[1] for r in caplog.records][0].args[0].endswith(f'"{tmp_path}/elsewhere/"')
+    assert str(records[0].exc_info[1]).endswith(f'"{tmp_path}/elsewhere/"')

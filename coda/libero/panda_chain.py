@@ -7,9 +7,9 @@ and-place (`panda_planner.PandaPickPlace`). A stage whose atom already holds is 
 that ends with its atom false runs again (`TRIES` in all); between two runs the hand goes back
 to its start pose (the arm's posture recovers; a hand left about horizontal by a pull first
 retracts, then turns down). An atom undone by a later stage (still false `REVISIT_WAIT` steps
-after the last) is gone back to, once. An In placement into a drawer that
-leaves the object too little room is preceded by a pull of that drawer (`room_atom`), one
-carried in past a door opened too little by a push that opens it wider (`door_room_atom`). Each
+after the last) is gone back to, once. An In placement into a drawer that leaves the object too
+little room is preceded by a pull of that drawer (`room_atom`), one carried in past a door
+opened too little by a push that opens it wider (`door_room_atom`). Each
 environment builds its own atoms and stages from its own state, so an episode's plan does not
 depend on the batch it runs in. A door is pushed shut or pulled open by its handle bar
 (`panda_door`); a closed drawer whose handle is too low to take is dragged open by friction on
